@@ -1,0 +1,126 @@
+# SPDX-License-Identifier: GPL-2.0
+# shellcheck shell=bash
+#
+# Common helpers for ferroce's set-up scripts: the artifact cache, input
+# hashing, locking, atomic publication of cache entries and the trixie root.
+#
+# Every heavy artifact (trixie root, kernel build, ...) lives under
+# $FERROCE_CACHE (default ~/.cache/ferroce), outside the checkout, in a
+# directory whose name carries a hash of everything that went into it.  An
+# entry is complete once its ".complete" stamp exists, written after the
+# builder succeeded; a directory without the stamp (interrupted build) is
+# deleted and rebuilt, never trusted.  Builders hold an flock on the entry, so two runs at once
+# build it once and never see each other's half-written state.
+
+set -euo pipefail
+shopt -s inherit_errexit
+
+FERROCE_TOP=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+FERROCE_CACHE=${FERROCE_CACHE:-${HOME:-/root}/.cache/ferroce}
+export FERROCE_TOP FERROCE_CACHE
+
+# Debian suites used for the trixie root.  Nothing here touches the host's
+# own apt configuration: the root has its own sources.
+FERROCE_MIRROR=${FERROCE_MIRROR:-http://deb.debian.org/debian}
+
+log() { printf '[%s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
+die() { printf 'error: %s\n' "$*" >&2; exit 1; }
+
+# need_cmd CMD PACKAGE: fail with the command that installs a missing tool.
+need_cmd() {
+	command -v "$1" >/dev/null 2>&1 && return 0
+	die "'$1' not found; install it with: apt-get install -y $2"
+}
+
+need_root() {
+	[ "$(id -u)" = 0 ] || die "this must run as root (namespaces, chroot, taps)"
+}
+
+# hash_inputs ITEM...: sha256 over files (content + name) and literal strings.
+hash_inputs() {
+	local item
+	for item in "$@"; do
+		if [ -f "$item" ]; then
+			printf 'file %s\n' "${item#"$FERROCE_TOP"/}"
+			cat "$item"
+		else
+			printf 'str %s\n' "$item"
+		fi
+	done | sha256sum | cut -c1-16
+}
+
+# cache_entry NAME BUILDER [ARGS...]: make sure $FERROCE_CACHE/NAME exists and
+# is complete; BUILDER is called with the temporary directory as its first
+# argument and must populate it.  Prints the final path.
+cache_entry() {
+	local name=$1 builder=$2
+	shift 2
+	local dir=$FERROCE_CACHE/$name
+	mkdir -p "$(dirname "$dir")"
+	exec {lockfd}>"$dir.lock"
+	flock "$lockfd"
+	if [ -e "$dir" ] && [ ! -e "$dir/.complete" ]; then
+		log "discarding incomplete cache entry $dir"
+		rm -rf --one-file-system "$dir"
+	fi
+	if [ ! -e "$dir" ]; then
+		# Built in place (kernel build trees record their absolute path);
+		# the stamp is written only once the builder has succeeded.
+		mkdir -p "$dir"
+		"$builder" "$dir" "$@" || die "building $name failed (partial result left in $dir; the next run discards it)"
+		date -u +%FT%TZ >"$dir/.complete"
+	fi
+	exec {lockfd}>&-
+	printf '%s\n' "$dir"
+}
+
+# prune_cache GLOB [N]: keep only the newest N complete entries matching GLOB
+# (old kernels, old roots), and drop abandoned half-built ones (no stamp, and
+# nobody holds their lock).  Symlinks are never touched.
+prune_cache() {
+	local pattern=$1 keep=${2:-2} e n=0
+	# shellcheck disable=SC2086,SC2012 # GLOB must expand; names are ours
+	ls -1dt $FERROCE_CACHE/$pattern 2>/dev/null | while read -r e; do
+		case $e in *.lock) continue ;; esac
+		[ -L "$e" ] && continue
+		if [ -e "$e/.complete" ]; then
+			n=$((n + 1))
+			[ "$n" -le "$keep" ] && continue
+			log "pruning old cache entry $e"
+		elif flock -n "$e.lock" true; then
+			log "removing abandoned partial build $e"
+		else
+			continue
+		fi
+		rm -rf --one-file-system "$e" "$e.lock"
+	done
+}
+
+# in_root ROOT CMD...: run CMD inside the trixie root, in a private mount
+# namespace so that no bind mount leaks into the host.  /dev, /proc, /sys,
+# the checkout and the cache appear inside at the same paths as outside, so
+# build trees and sockets can be named identically on both sides.
+in_root() {
+	local root=$1
+	shift
+	unshare -m --propagation private -- /bin/bash -euc '
+		root=$1; shift
+		for d in /dev /proc /sys "$FERROCE_TOP" "$FERROCE_CACHE" ${FERROCE_EXTRA_BINDS:-}; do
+			mkdir -p "$root$d"
+			mount --rbind "$d" "$root$d"
+		done
+		mount -t tmpfs tmpfs "$root/tmp"
+		cd "$root"
+		exec chroot "$root" /usr/bin/env -i \
+			PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
+			HOME=/root LANG=C.UTF-8 TERM="${TERM:-dumb}" \
+			FERROCE_TOP="$FERROCE_TOP" FERROCE_CACHE="$FERROCE_CACHE" \
+			${FERROCE_ROOT_ENV:-} "$@"
+	' in_root "$root" "$@"
+}
+
+# The trixie root: QEMU 11.1 (vfio-user-pci) from trixie-backports, the
+# guest's RDMA userspace, and the kernel's Rust/C toolchain.
+root_path() {
+	"$FERROCE_TOP/scripts/make-root.sh" --print-path
+}
