@@ -1,0 +1,73 @@
+# SPDX-License-Identifier: GPL-2.0
+#
+# ferroce top-level Makefile.
+#
+#   make            build the kernel module(s) out of tree against the test
+#                   kernel (built once into $FERROCE_CACHE by scripts/), inside
+#                   the trixie root so the Rust toolchain is the kernel's own;
+#                   KDIR=/path/to/a/rust-enabled/kernel/build builds against
+#                   any other tree with the host's toolchain instead
+#   make run        the main job: VMs, RDMA, perftest, results shown
+#   make check      every test (cargo, KUnit, VM scenarios); ends with
+#                   "N passed, N failed"
+#   make lint       rustfmt, clippy, checkpatch, shellcheck
+#   make clean
+#
+# The module sources are described by ./Kbuild (kbuild reads it for M=).
+
+TOP := $(CURDIR)
+DEVICE_DIR := $(TOP)/device
+
+ifeq ($(origin KDIR),undefined)
+# The cached test kernel; built on first use (~6 min).
+KERNEL_BUILD = $$($(TOP)/scripts/make-kernel.sh)/build
+KMAKE = $(TOP)/scripts/in-root -- make -C $(KERNEL_BUILD) M=$(TOP)
+KSRC_CMD = $(TOP)/scripts/in-root -- sh -c 'readlink -f $(KERNEL_BUILD)/source'
+else
+KMAKE = $(MAKE) -C $(KDIR) M=$(TOP)
+KSRC_CMD = readlink -f $(KDIR)/source 2>/dev/null || echo $(KDIR)
+endif
+
+SHELL_SCRIPTS := $(wildcard scripts/*.sh) scripts/in-root qemu-test/run \
+	$(wildcard qemu-test/guest/*) $(wildcard qemu-test/scenarios/*) .ci/run
+RUST_SOURCES = $(shell find drivers -name '*.rs')
+C_SOURCES = $(shell find include drivers providers -name '*.[ch]' 2>/dev/null)
+
+.PHONY: all modules run check lint clean help
+
+all: modules
+
+modules:
+	$(KMAKE) modules
+
+help:
+	@sed -n '3,17p' Makefile
+
+run:
+	$(TOP)/scripts/run-main.sh
+
+check:
+	$(TOP)/scripts/check.sh
+
+lint: modules
+	@echo "== rustfmt (kernel's .rustfmt.toml)"
+	ksrc=$$($(KSRC_CMD)) && $(TOP)/scripts/in-root -- rustfmt --check --edition 2021 \
+		--config-path $$ksrc/.rustfmt.toml $(RUST_SOURCES)
+	@echo "== clippy (CLIPPY=1)"
+	$(KMAKE) CLIPPY=1 W=1 modules 2>&1 | tee $(TOP)/.clippy.log; \
+		! grep -E '^(warning|error)' $(TOP)/.clippy.log; rc=$$?; rm -f $(TOP)/.clippy.log; exit $$rc
+	@echo "== shellcheck"
+	shellcheck -x $(SHELL_SCRIPTS)
+	@echo "== checkpatch (C sources)"
+	@if [ -n "$(C_SOURCES)" ]; then ksrc=$$($(KSRC_CMD)) && \
+		$$ksrc/scripts/checkpatch.pl --no-tree --quiet --terse --show-types \
+		--ignore SPDX_LICENSE_TAG,FILE_PATH_CHANGES -f $(C_SOURCES); fi
+	@if [ -f $(DEVICE_DIR)/Cargo.toml ]; then \
+		echo "== cargo fmt / clippy (device)"; \
+		cd $(DEVICE_DIR) && cargo fmt --all --check && \
+		cargo clippy --workspace --all-targets -- -D warnings; fi
+
+clean:
+	-$(KMAKE) clean
+	rm -rf qemu-test/runs
+	@if [ -f $(DEVICE_DIR)/Cargo.toml ]; then cd $(DEVICE_DIR) && cargo clean; fi
