@@ -1,0 +1,141 @@
+# SPDX-License-Identifier: GPL-2.0
+# shellcheck shell=bash
+#
+# Helpers for the guest side of qemu-test scenarios (sourced by
+# scenarios/*.guest).  Results are TAP-like lines in /mnt/work/results that
+# the harness collects; a guest script ends with "finish", whose exit status
+# is the number of failed checks (0 = pass).
+
+RESULTS=/mnt/work/results
+SHARED=/mnt/shared
+: >"$RESULTS"
+_failures=0
+
+ok() { echo "ok - $*" | tee -a "$RESULTS"; }
+not_ok() {
+	echo "not ok - $*" | tee -a "$RESULTS"
+	_failures=$((_failures + 1))
+}
+
+# check NAME CMD...: run CMD, record ok/not ok under NAME.
+check() {
+	local name=$1
+	shift
+	if "$@"; then ok "$name"; else not_ok "$name (command: $*)"; fi
+}
+
+# note KEY VALUE: a measured number or fact, collected into the run report.
+note() { echo "$1 $2" | tee -a /mnt/work/notes; }
+
+finish() {
+	echo "# $VM_NAME: $_failures failed"
+	exit "$_failures"
+}
+
+# Cross-VM rendezvous through the run's shared 9p directory (cache=none, so
+# files written by one guest are seen by the other on the next lookup).
+set_marker() { echo "${2:-1}" >"$SHARED/$1.tmp" && mv "$SHARED/$1.tmp" "$SHARED/$1"; }
+wait_marker() {
+	local name=$1 timeout=${2:-120} i=0
+	while [ ! -e "$SHARED/$name" ]; do
+		i=$((i + 1))
+		[ "$i" -gt "$((timeout * 10))" ] && { echo "timed out waiting for marker $name" >&2; return 1; }
+		sleep 0.1
+	done
+	cat "$SHARED/$name"
+}
+
+load_rdma_core() {
+	local m
+	for m in ib_core ib_uverbs_support ib_uverbs rdma_cm rdma_ucm; do
+		modinfo "$m" >/dev/null 2>&1 || continue
+		modprobe "$m" || { echo "modprobe $m failed" >&2; return 1; }
+	done
+	[ -d /sys/class/infiniband_verbs ] || { echo "ib_uverbs did not load" >&2; return 1; }
+}
+
+# rxe_up DEV NETDEV: soft-RoCE on a netdev.
+rxe_up() {
+	load_rdma_core && modprobe rdma_rxe && rdma link add "$1" type rxe netdev "$2"
+}
+
+# wait_port_active DEV [TIMEOUT]
+wait_port_active() {
+	local dev=$1 timeout=${2:-30} i=0
+	until grep -q ACTIVE "/sys/class/infiniband/$dev/ports/1/state" 2>/dev/null; do
+		i=$((i + 1))
+		[ "$i" -gt "$((timeout * 10))" ] && return 1
+		sleep 0.1
+	done
+}
+
+# gid_index DEV TYPE PREFIX: first GID index (of the first 16; reading all
+# 1024 sysfs entries takes ~50 s under TCG) whose GID starts with PREFIX and
+# whose type is TYPE ("RoCE v2" or "IB/RoCE v1").
+gid_index() {
+	local dev=$1 type=$2 prefix=$3 i gid t
+	for i in $(seq 0 15); do
+		gid=$(cat "/sys/class/infiniband/$dev/ports/1/gids/$i" 2>/dev/null) || continue
+		t=$(cat "/sys/class/infiniband/$dev/ports/1/gid_attrs/types/$i" 2>/dev/null) || continue
+		case $gid in "$prefix"*) [ "$t" = "$type" ] && { echo "$i"; return 0; } ;; esac
+	done
+	return 1
+}
+
+# ipv4_gid_prefix A.B.C.D: the sysfs spelling of ::ffff:A.B.C.D.
+ipv4_gid_prefix() {
+	local IFS=.
+	# shellcheck disable=SC2086
+	set -- $1
+	printf '0000:0000:0000:0000:0000:ffff:%02x%02x:%02x%02x' "$1" "$2" "$3" "$4"
+}
+
+# perftest pairs.  Each test NAME gets its own TCP port.  The server side
+# starts perftest, waits until it listens, then publishes a marker; the client
+# waits for that marker.  Output goes to /mnt/work/NAME.{server,client}.log,
+# the exit status is returned and the elapsed seconds kept in PT_SECONDS.
+PT_SECONDS=0
+pt_server() {
+	local name=$1 port=$2 limit=$3
+	shift 3
+	local log=/mnt/work/$name.server.log start=$SECONDS pid rc i=0
+	timeout "$limit" "$@" -p "$port" >"$log" 2>&1 &
+	pid=$!
+	until ss -Hltn "sport = :$port" | grep -q .; do
+		i=$((i + 1))
+		if ! kill -0 "$pid" 2>/dev/null || [ "$i" -gt 300 ]; then
+			echo "server $name never listened" >>"$log"
+			break
+		fi
+		sleep 0.1
+	done
+	set_marker "$name.ready"
+	wait "$pid"
+	rc=$?
+	PT_SECONDS=$((SECONDS - start))
+	set_marker "$name.server-done" "$rc"
+	echo "# $name server: rc=$rc after ${PT_SECONDS}s"
+	sed 's/^/#   /' "$log"
+	return "$rc"
+}
+
+pt_client() {
+	local name=$1 port=$2 limit=$3 server=$4
+	shift 4
+	local log=/mnt/work/$name.client.log start rc
+	wait_marker "$name.ready" 180 >/dev/null || return 1
+	start=$SECONDS
+	timeout "$limit" "$@" -p "$port" "$server" >"$log" 2>&1
+	rc=$?
+	PT_SECONDS=$((SECONDS - start))
+	wait_marker "$name.server-done" "$limit" >/dev/null
+	echo "# $name client: rc=$rc after ${PT_SECONDS}s"
+	sed 's/^/#   /' "$log"
+	return "$rc"
+}
+
+# pt_result NAME COLUMN: a number from perftest's result table (the line after
+# the header that starts with "#bytes"), e.g. column 4 = BW average [MiB/s].
+pt_result() {
+	awk -v col="$2" '/^ *#bytes/ {getline; print $col; exit}' "/mnt/work/$1.client.log"
+}

@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-2.0
+#
+# Every test (make check): the device model's cargo tests, then the VM
+# scenarios (KUnit suites run in "boot").  Builds whatever is missing first
+# (trixie root, kernel: cached in $FERROCE_CACHE).  Ends with one line
+# "N passed, N failed": cargo test cases plus one per scenario.
+#
+# FERROCE_SCENARIOS="boot rxe-pair" limits the scenarios run.
+. "$(dirname "$0")/lib.sh"
+set +e
+need_root
+"$FERROCE_TOP/scripts/setup-host.sh" || exit 1
+
+passed=0 failed=0
+declare -a failures=()
+pass() { passed=$((passed + $1)); }
+fail() { failed=$((failed + 1)); failures+=("$1"); }
+
+# 1. Host-side Rust: the emulated device and its protocol library.
+if [ -f "$FERROCE_TOP/device/Cargo.toml" ]; then
+	log "check: cargo test (device/)"
+	out=$(mktemp)
+	(cd "$FERROCE_TOP/device" && cargo test --workspace 2>&1) | tee "$out"
+	rc=${PIPESTATUS[0]}
+	p=$(grep -Eo 'test result: [a-zA-Z]+\. [0-9]+ passed' "$out" | awk '{s+=$4} END {print s+0}')
+	f=$(grep -Eo '[0-9]+ failed' "$out" | awk '{s+=$1} END {print s+0}')
+	pass "$p"
+	failed=$((failed + f))
+	[ "$f" -gt 0 ] && failures+=("cargo test: $f failed")
+	[ "$rc" != 0 ] && [ "$f" = 0 ] && fail "cargo test (build or run error, exit $rc)"
+	rm -f "$out"
+fi
+
+# 2. The kernel module builds against the test kernel (also done by the
+#    harness; separate here so that a build failure is named as such).
+log "check: make modules"
+if make -C "$FERROCE_TOP" -s modules; then pass 1; else fail "make modules"; fi
+
+# 3. VM scenarios.
+scenarios=${FERROCE_SCENARIOS:-$(find "$FERROCE_TOP/qemu-test/scenarios" -name '*.sh' -printf '%f\n' | sed 's/\.sh$//' | sort)}
+for s in $scenarios; do
+	log "check: qemu-test/run $s"
+	if FERROCE_NO_MODULE_BUILD=1 "$FERROCE_TOP/qemu-test/run" "$s"; then pass 1; else fail "scenario $s"; fi
+done
+
+echo
+for f in "${failures[@]}"; do echo "FAILED: $f"; done
+echo "$passed passed, $failed failed"
+[ "$failed" = 0 ]
