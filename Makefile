@@ -22,7 +22,7 @@ ifeq ($(origin KDIR),undefined)
 # The cached test kernel; built on first use (~6 min).
 KERNEL_BUILD = $$($(TOP)/scripts/make-kernel.sh)/build
 KMAKE = $(TOP)/scripts/in-root -- make -C $(KERNEL_BUILD) M=$(TOP)
-KSRC_CMD = $(TOP)/scripts/in-root -- sh -c 'readlink -f $(KERNEL_BUILD)/source'
+KSRC_CMD = readlink -f $(KERNEL_BUILD)/source
 else
 KMAKE = $(MAKE) -C $(KDIR) M=$(TOP)
 KSRC_CMD = readlink -f $(KDIR)/source 2>/dev/null || echo $(KDIR)

@@ -99,12 +99,13 @@ prune_cache() {
 # in_root ROOT CMD...: run CMD inside the trixie root, in a private mount
 # namespace so that no bind mount leaks into the host.  /dev, /proc, /sys,
 # the checkout and the cache appear inside at the same paths as outside, so
-# build trees and sockets can be named identically on both sides.
+# build trees and sockets can be named identically on both sides; the
+# command starts in the caller's directory when that exists inside.
 in_root() {
 	local root=$1
 	shift
 	unshare -m --propagation private -- /bin/bash -euc '
-		root=$1; shift
+		root=$1 cwd=$2; shift 2
 		for d in /dev /proc /sys "$FERROCE_TOP" "$FERROCE_CACHE" ${FERROCE_EXTRA_BINDS:-}; do
 			mkdir -p "$root$d"
 			mount --rbind "$d" "$root$d"
@@ -115,8 +116,8 @@ in_root() {
 			PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
 			HOME=/root LANG=C.UTF-8 TERM="${TERM:-dumb}" \
 			FERROCE_TOP="$FERROCE_TOP" FERROCE_CACHE="$FERROCE_CACHE" \
-			${FERROCE_ROOT_ENV:-} "$@"
-	' in_root "$root" "$@"
+			${FERROCE_ROOT_ENV:-} /bin/sh -c "cd \"\$0\" 2>/dev/null || cd /; exec \"\$@\"" "$cwd" "$@"
+	' in_root "$root" "$PWD" "$@"
 }
 
 # The trixie root: QEMU 11.1 (vfio-user-pci) from trixie-backports, the
