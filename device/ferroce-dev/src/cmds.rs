@@ -1,0 +1,741 @@
+// SPDX-License-Identifier: GPL-2.0
+//! Admin command execution.
+//!
+//! Checks run in a fixed order so every malformed command gets one
+//! documented status: BAD_OPCODE, then BAD_RESERVED (reserved fields and
+//! undefined flag bits), then BAD_PARAM (value ranges, alignment, sizes),
+//! BAD_HANDLE (objects named by the command), BAD_STATE / BAD_ATTR_MASK
+//! (QP state machine), BUSY (object still referenced / slot taken),
+//! NO_RESOURCES (table full), and last DMA_ERROR (host memory the command
+//! points at is not DMA-able).
+
+use crate::device::{is_pow2_in, State};
+use crate::gid::{expected_network_type, GidEntry};
+use crate::hw::{self, *};
+use crate::objects::{Ah, Arm, Cq, Eq, Mr, Pd, Qp};
+use crate::qp_state::{check_modify, ModifyError};
+
+type CmdResult = Result<[u32; 5], u8>;
+
+const OK: CmdResult = Ok([0; 5]);
+
+fn ok1(v: u32) -> CmdResult {
+    Ok([v, 0, 0, 0, 0])
+}
+
+fn rsvd<T: Into<u64>>(v: T) -> Result<(), u8> {
+    if v.into() == 0 {
+        Ok(())
+    } else {
+        Err(STATUS_BAD_RESERVED)
+    }
+}
+
+fn rsvd_bytes(b: &[u8]) -> Result<(), u8> {
+    if b.iter().all(|x| *x == 0) {
+        Ok(())
+    } else {
+        Err(STATUS_BAD_RESERVED)
+    }
+}
+
+fn param(ok: bool) -> Result<(), u8> {
+    if ok {
+        Ok(())
+    } else {
+        Err(STATUS_BAD_PARAM)
+    }
+}
+
+/// Largest IB MTU (`MTU_*`) whose packets fit an Ethernet MTU, allowing for
+/// the largest RoCE headers (IPv6 40 + UDP 8 + BTH 12 + extended headers 32
+/// + ICRC 4).
+pub fn active_ib_mtu(eth_mtu: u32) -> u8 {
+    let avail = eth_mtu.saturating_sub(96);
+    match avail {
+        a if a >= 4096 => MTU_4096,
+        a if a >= 2048 => MTU_2048,
+        a if a >= 1024 => MTU_1024,
+        a if a >= 512 => MTU_512,
+        _ => MTU_256,
+    }
+}
+
+impl State {
+    /// Executes one raw command; returns (cmd_id, status, out).
+    pub(crate) fn execute(&mut self, raw: &[u8]) -> (u16, u8, [u32; 5]) {
+        let hdr: CmdHdr = match Self::parse(raw) {
+            Ok(h) => h,
+            Err(s) => return (0, s, [0; 5]),
+        };
+        let r = self.dispatch(&hdr, raw);
+        match r {
+            Ok(out) => (hdr.cmd_id, STATUS_SUCCESS, out),
+            Err(s) => (hdr.cmd_id, s, [0; 5]),
+        }
+    }
+
+    fn dispatch(&mut self, hdr: &CmdHdr, raw: &[u8]) -> CmdResult {
+        let known = matches!(
+            hdr.opcode,
+            CMD_QUERY_CAPS
+                | CMD_QUERY_PORT
+                | CMD_SET_PORT_MTU
+                | CMD_QUERY_COUNTERS
+                | CMD_CREATE_EQ
+                | CMD_DESTROY_EQ
+                | CMD_CREATE_CQ
+                | CMD_DESTROY_CQ
+                | CMD_ALLOC_PD
+                | CMD_DEALLOC_PD
+                | CMD_REG_MR
+                | CMD_DEREG_MR
+                | CMD_CREATE_QP
+                | CMD_DESTROY_QP
+                | CMD_MODIFY_QP
+                | CMD_QUERY_QP
+                | CMD_CREATE_AH
+                | CMD_DESTROY_AH
+                | CMD_SET_GID
+                | CMD_CLEAR_GID
+        );
+        if !known {
+            return Err(STATUS_BAD_OPCODE);
+        }
+        rsvd(hdr.flags)?;
+        rsvd(hdr.reserved)?;
+        match hdr.opcode {
+            CMD_QUERY_CAPS => self.cmd_query_caps(Self::parse(raw)?),
+            CMD_QUERY_PORT => self.cmd_query_port(Self::parse(raw)?),
+            CMD_SET_PORT_MTU => self.cmd_set_port_mtu(Self::parse(raw)?),
+            CMD_QUERY_COUNTERS => self.cmd_query_counters(Self::parse(raw)?),
+            CMD_CREATE_EQ => self.cmd_create_eq(Self::parse(raw)?),
+            CMD_DESTROY_EQ => self.cmd_destroy_eq(Self::parse(raw)?),
+            CMD_CREATE_CQ => self.cmd_create_cq(Self::parse(raw)?),
+            CMD_DESTROY_CQ => self.cmd_destroy_cq(Self::parse(raw)?),
+            CMD_ALLOC_PD => self.cmd_alloc_pd(Self::parse(raw)?),
+            CMD_DEALLOC_PD => self.cmd_dealloc_pd(Self::parse(raw)?),
+            CMD_REG_MR => self.cmd_reg_mr(Self::parse(raw)?),
+            CMD_DEREG_MR => self.cmd_dereg_mr(Self::parse(raw)?),
+            CMD_CREATE_QP => self.cmd_create_qp(Self::parse(raw)?),
+            CMD_DESTROY_QP => self.cmd_destroy_qp(Self::parse(raw)?),
+            CMD_MODIFY_QP => self.cmd_modify_qp(Self::parse(raw)?),
+            CMD_QUERY_QP => self.cmd_query_qp(Self::parse(raw)?),
+            CMD_CREATE_AH => self.cmd_create_ah(Self::parse(raw)?),
+            CMD_DESTROY_AH => self.cmd_destroy_ah(Self::parse(raw)?),
+            CMD_SET_GID => self.cmd_set_gid(Self::parse(raw)?),
+            CMD_CLEAR_GID => self.cmd_clear_gid(Self::parse(raw)?),
+            _ => Err(STATUS_BAD_OPCODE),
+        }
+    }
+
+    fn dma_check(&mut self, addr: u64, len: u64) -> Result<(), u8> {
+        if self.mem.check_range(addr, len).is_err() {
+            self.counters.bad_dma += 1;
+            return Err(STATUS_DMA_ERROR);
+        }
+        Ok(())
+    }
+
+    fn dma_read(&mut self, addr: u64, buf: &mut [u8]) -> Result<(), u8> {
+        if self.mem.read(addr, buf).is_err() {
+            self.counters.bad_dma += 1;
+            return Err(STATUS_DMA_ERROR);
+        }
+        Ok(())
+    }
+
+    fn read_u64s(&mut self, addr: u64, n: u32) -> Result<Vec<u64>, u8> {
+        let mut buf = vec![0u8; n as usize * 8];
+        self.dma_read(addr, &mut buf)?;
+        Ok(buf
+            .chunks_exact(8)
+            .map(|c| {
+                let mut b = [0u8; 8];
+                b.copy_from_slice(c);
+                u64::from_le_bytes(b)
+            })
+            .collect())
+    }
+
+    /// Checks the static fields of a page list (no DMA).
+    fn check_pbl(pbl: &Pbl, min_bytes: u64) -> Result<(), u8> {
+        rsvd(pbl.reserved)?;
+        param((PAGE_SHIFT_MIN..=PAGE_SHIFT_MAX).contains(&pbl.page_shift))?;
+        param(pbl.page_count >= 1 && pbl.page_count <= PBL_MAX_PAGES)?;
+        let bytes = u64::from(pbl.page_count) << pbl.page_shift;
+        param(bytes >= min_bytes)?;
+        match pbl.level {
+            PBL_LEVEL_0 => param(pbl.page_count == 1),
+            PBL_LEVEL_1 => param(pbl.page_count <= PBL_L1_ENTRIES && pbl.addr % 8 == 0),
+            PBL_LEVEL_2 => param(pbl.addr % 8 == 0),
+            _ => Err(STATUS_BAD_PARAM),
+        }
+    }
+
+    /// Reads a page list and checks every page (alignment, DMA-ability).
+    fn read_pbl(&mut self, pbl: &Pbl) -> Result<Vec<u64>, u8> {
+        let count = pbl.page_count;
+        let pages = match pbl.level {
+            PBL_LEVEL_0 => vec![pbl.addr],
+            PBL_LEVEL_1 => self.read_u64s(pbl.addr, count)?,
+            PBL_LEVEL_2 => {
+                let n1 = count.div_ceil(PBL_L1_ENTRIES);
+                let l1 = self.read_u64s(pbl.addr, n1)?;
+                let mut pages = Vec::with_capacity(count as usize);
+                let mut left = count;
+                for list in l1 {
+                    param(list % DB_PAGE_SIZE == 0)?;
+                    let n = left.min(PBL_L1_ENTRIES);
+                    pages.extend(self.read_u64s(list, n)?);
+                    left -= n;
+                }
+                pages
+            }
+            _ => return Err(STATUS_BAD_PARAM),
+        };
+        let size = 1u64 << pbl.page_shift;
+        for p in &pages {
+            param(p % size == 0)?;
+        }
+        for p in &pages {
+            self.dma_check(*p, size)?;
+        }
+        Ok(pages)
+    }
+
+    fn cmd_query_caps(&mut self, c: CmdQueryCaps) -> CmdResult {
+        rsvd(c.reserved)?;
+        let caps = self.caps();
+        self.write_resp(c.resp_addr, c.resp_len, &caps)?;
+        OK
+    }
+
+    fn cmd_query_port(&mut self, c: CmdQueryPort) -> CmdResult {
+        rsvd(c.reserved)?;
+        param(c.port == NUM_PORTS)?;
+        let mut out = [0u32; 5];
+        out[PORT_OUT_STATE] = if self.link_up { PORT_ACTIVE } else { PORT_DOWN };
+        out[PORT_OUT_MTU] = self.mtu;
+        out[PORT_OUT_ACTIVE_MTU] = u32::from(active_ib_mtu(self.mtu));
+        let m = self.cfg.mac;
+        out[PORT_OUT_MAC_LO] = u32::from_be_bytes([m[2], m[3], m[4], m[5]]);
+        out[PORT_OUT_MAC_HI] = u32::from(u16::from_be_bytes([m[0], m[1]]));
+        Ok(out)
+    }
+
+    fn cmd_set_port_mtu(&mut self, c: CmdSetPortMtu) -> CmdResult {
+        param(c.port == NUM_PORTS)?;
+        param((PORT_MTU_MIN..=PORT_MTU_MAX).contains(&c.mtu))?;
+        self.mtu = c.mtu;
+        OK
+    }
+
+    fn cmd_query_counters(&mut self, c: CmdQueryCounters) -> CmdResult {
+        rsvd(c.reserved)?;
+        let k = &self.counters;
+        let hc = hw::Counters {
+            cmds_ok: k.cmds_ok,
+            cmds_failed: k.cmds_failed,
+            cmd_status: k.cmd_status,
+            malformed_doorbells: k.malformed_doorbells,
+            bad_dma: k.bad_dma,
+            bad_reg_access: k.bad_reg_access,
+            sq_doorbells: k.sq_doorbells,
+            rq_doorbells: k.rq_doorbells,
+            cq_doorbells: k.cq_doorbells,
+            eq_doorbells: k.eq_doorbells,
+            eqes_posted: k.eqes_posted,
+            eq_overflows: k.eq_overflows,
+            interrupts: k.interrupts,
+            async_events: k.async_events,
+            resets: k.resets,
+        };
+        self.write_resp(c.resp_addr, c.resp_len, &hc)?;
+        OK
+    }
+
+    fn cmd_create_eq(&mut self, c: CmdCreateEq) -> CmdResult {
+        rsvd(c.reserved)?;
+        let n = self.cfg.num_vectors;
+        param(c.vector >= 1 && c.vector < n)?;
+        param(is_pow2_in(c.depth, EQ_DEPTH_MIN, EQ_DEPTH_MAX))?;
+        param(c.base != 0 && c.base % u64::from(RING_ALIGN) == 0)?;
+        let slot = usize::from(c.vector);
+        if matches!(self.eqs.get(slot), Some(Some(_))) {
+            return Err(STATUS_BUSY);
+        }
+        self.dma_check(c.base, u64::from(c.depth) * EQE_SIZE as u64)?;
+        let eq = Eq {
+            vector: c.vector,
+            base: c.base,
+            depth: c.depth,
+            pi: 0,
+            ci: 0,
+            armed: true,
+            posted: 0,
+            overflows: 0,
+        };
+        let s = self.eqs.get_mut(slot).ok_or(STATUS_BAD_PARAM)?;
+        *s = Some(eq);
+        ok1(u32::from(c.vector))
+    }
+
+    fn cmd_destroy_eq(&mut self, c: CmdDestroyEq) -> CmdResult {
+        rsvd(c.reserved)?;
+        param(c.eqn >= 1 && c.eqn < u32::from(self.cfg.num_vectors))?;
+        let slot = c.eqn as usize;
+        if !matches!(self.eqs.get(slot), Some(Some(_))) {
+            return Err(STATUS_BAD_HANDLE);
+        }
+        if self.cqs.iter().any(|(_, cq)| cq.eqn == c.eqn) {
+            return Err(STATUS_BUSY);
+        }
+        if let Some(s) = self.eqs.get_mut(slot) {
+            *s = None;
+        }
+        OK
+    }
+
+    fn cmd_create_cq(&mut self, c: CmdCreateCq) -> CmdResult {
+        rsvd(c.reserved)?;
+        rsvd(c.buf.reserved)?;
+        param(is_pow2_in(c.depth, 2, self.cfg.limits.max_cqe))?;
+        param(c.eqn >= 1 && c.eqn < u32::from(self.cfg.num_vectors))?;
+        param(c.db_page < DB_PAGES)?;
+        param(c.dbrec_addr % u64::from(DBREC_ALIGN) == 0)?;
+        Self::check_pbl(&c.buf, u64::from(c.depth) * CQE_SIZE as u64)?;
+        if !matches!(self.eqs.get(c.eqn as usize), Some(Some(_))) {
+            return Err(STATUS_BAD_HANDLE);
+        }
+        if self.cqs.len() >= self.cfg.limits.max_cq as usize {
+            return Err(STATUS_NO_RESOURCES);
+        }
+        self.dma_check(c.dbrec_addr, 8)?;
+        let pages = self.read_pbl(&c.buf)?;
+        let cq = Cq {
+            eqn: c.eqn,
+            depth: c.depth,
+            db_page: c.db_page,
+            dbrec: c.dbrec_addr,
+            page_shift: c.buf.page_shift,
+            pages,
+            pi: 0,
+            ci: 0,
+            arm: Arm::None,
+            arm_sn: 0,
+            error: false,
+            doorbells: 0,
+        };
+        let cqn = self.cqs.insert(cq).ok_or(STATUS_NO_RESOURCES)?;
+        ok1(cqn)
+    }
+
+    fn cmd_destroy_cq(&mut self, c: CmdDestroyCq) -> CmdResult {
+        rsvd(c.reserved)?;
+        if !self.cqs.contains(c.cqn) {
+            return Err(STATUS_BAD_HANDLE);
+        }
+        if self
+            .qps
+            .iter()
+            .any(|(_, q)| q.send_cqn == c.cqn || q.recv_cqn == c.cqn)
+        {
+            return Err(STATUS_BUSY);
+        }
+        self.cqs.remove(c.cqn);
+        OK
+    }
+
+    fn cmd_alloc_pd(&mut self, c: CmdAllocPd) -> CmdResult {
+        rsvd(c.reserved)?;
+        let pdn = self.pds.insert(Pd {}).ok_or(STATUS_NO_RESOURCES)?;
+        ok1(pdn)
+    }
+
+    fn cmd_dealloc_pd(&mut self, c: CmdDeallocPd) -> CmdResult {
+        rsvd(c.reserved)?;
+        if !self.pds.contains(c.pdn) {
+            return Err(STATUS_BAD_HANDLE);
+        }
+        let used = self.mrs.iter().any(|(_, m)| m.pdn == c.pdn)
+            || self.qps.iter().any(|(_, q)| q.pdn == c.pdn)
+            || self.ahs.iter().any(|(_, a)| a.pdn == c.pdn);
+        if used {
+            return Err(STATUS_BUSY);
+        }
+        self.pds.remove(c.pdn);
+        OK
+    }
+
+    fn cmd_reg_mr(&mut self, c: CmdRegMr) -> CmdResult {
+        rsvd_bytes(&c.reserved0)?;
+        rsvd(c.pbl.reserved)?;
+        param(c.access & !ACCESS_MR_MASK == 0)?;
+        let remote_w = ACCESS_REMOTE_WRITE | ACCESS_REMOTE_ATOMIC;
+        param(c.access & remote_w == 0 || c.access & ACCESS_LOCAL_WRITE != 0)?;
+        param(c.length >= 1 && c.length <= self.cfg.limits.max_mr_size)?;
+        param((PAGE_SHIFT_MIN..=PAGE_SHIFT_MAX).contains(&c.pbl.page_shift))?;
+        let page_size = 1u64 << c.pbl.page_shift;
+        param(u64::from(c.offset) < page_size)?;
+        if c.access & ACCESS_ZERO_BASED != 0 {
+            param(c.iova == 0)?;
+        } else {
+            param(c.iova & (page_size - 1) == u64::from(c.offset))?;
+            param(c.iova.checked_add(c.length).is_some())?;
+        }
+        let need = u64::from(c.offset)
+            .checked_add(c.length)
+            .ok_or(STATUS_BAD_PARAM)?;
+        Self::check_pbl(&c.pbl, need)?;
+        if !self.pds.contains(c.pdn) {
+            return Err(STATUS_BAD_HANDLE);
+        }
+        if self.mrs.len() >= self.cfg.limits.max_mr as usize {
+            return Err(STATUS_NO_RESOURCES);
+        }
+        let pages = self.read_pbl(&c.pbl)?;
+        let mr = Mr {
+            key: 0,
+            pdn: c.pdn,
+            access: c.access,
+            iova: c.iova,
+            length: c.length,
+            offset: c.offset,
+            page_shift: c.pbl.page_shift,
+            page_count: pages.len(),
+            pages,
+        };
+        let idx = self.mrs.insert(mr).ok_or(STATUS_NO_RESOURCES)?;
+        let key = idx << KEY_INDEX_SHIFT | u32::from(c.key_variant);
+        if let Some(m) = self.mrs.get_mut(idx) {
+            m.key = key;
+        }
+        ok1(key)
+    }
+
+    fn cmd_dereg_mr(&mut self, c: CmdDeregMr) -> CmdResult {
+        rsvd(c.reserved)?;
+        let idx = c.key >> KEY_INDEX_SHIFT;
+        match self.mrs.get(idx) {
+            Some(m) if m.key == c.key => {
+                self.mrs.remove(idx);
+                OK
+            }
+            _ => Err(STATUS_BAD_HANDLE),
+        }
+    }
+
+    fn cmd_create_qp(&mut self, c: CmdCreateQp) -> CmdResult {
+        rsvd(c.flags & !QP_FLAG_SQ_SIG_ALL)?;
+        rsvd(c.sq_buf.reserved)?;
+        rsvd(c.rq_buf.reserved)?;
+        let l = self.cfg.limits.clone();
+        param(c.qp_type <= QPT_GSI)?;
+        param(is_pow2_in(c.sq_depth, 1, l.max_qp_wr))?;
+        param(c.rq_depth == 0 || is_pow2_in(c.rq_depth, 1, l.max_qp_wr))?;
+        param((SQ_WQE_SHIFT_MIN..=SQ_WQE_SHIFT_MAX).contains(&c.sq_wqe_shift))?;
+        param(c.db_page < DB_PAGES)?;
+        let sq_stride = 1u32 << c.sq_wqe_shift;
+        let inline_cap = (sq_stride - SQ_WQE_DATA_OFFSET as u32).min(l.max_inline);
+        param(c.max_inline <= inline_cap)?;
+        param(c.sq_dbrec_addr % u64::from(DBREC_ALIGN) == 0)?;
+        Self::check_pbl(&c.sq_buf, u64::from(c.sq_depth) << c.sq_wqe_shift)?;
+        if c.rq_depth == 0 {
+            param(c.rq_dbrec_addr == 0 && c.rq_buf == Pbl::zeroed() && c.rq_wqe_shift == 0)?;
+        } else {
+            param((RQ_WQE_SHIFT_MIN..=RQ_WQE_SHIFT_MAX).contains(&c.rq_wqe_shift))?;
+            param(c.rq_dbrec_addr % u64::from(DBREC_ALIGN) == 0)?;
+            Self::check_pbl(&c.rq_buf, u64::from(c.rq_depth) << c.rq_wqe_shift)?;
+        }
+        if !self.pds.contains(c.pdn)
+            || !self.cqs.contains(c.send_cqn)
+            || !self.cqs.contains(c.recv_cqn)
+        {
+            return Err(STATUS_BAD_HANDLE);
+        }
+        let gsi = c.qp_type == QPT_GSI;
+        if gsi && self.qps.contains(GSI_QPN) {
+            return Err(STATUS_BUSY);
+        }
+        let regular = self.qps.iter().filter(|(n, _)| *n != GSI_QPN).count();
+        if !gsi && regular >= l.max_qp as usize {
+            return Err(STATUS_NO_RESOURCES);
+        }
+        self.dma_check(c.sq_dbrec_addr, 8)?;
+        if c.rq_depth != 0 {
+            self.dma_check(c.rq_dbrec_addr, 8)?;
+        }
+        let sq_pages = self.read_pbl(&c.sq_buf)?;
+        let rq_pages = if c.rq_depth != 0 {
+            self.read_pbl(&c.rq_buf)?
+        } else {
+            Vec::new()
+        };
+        let mut attr = QpAttr::zeroed();
+        attr.qp_type = c.qp_type;
+        let qp = Qp {
+            qp_type: c.qp_type,
+            pdn: c.pdn,
+            send_cqn: c.send_cqn,
+            recv_cqn: c.recv_cqn,
+            sq_depth: c.sq_depth,
+            rq_depth: c.rq_depth,
+            sq_wqe_shift: c.sq_wqe_shift,
+            rq_wqe_shift: c.rq_wqe_shift,
+            max_inline: c.max_inline,
+            flags: c.flags,
+            db_page: c.db_page,
+            sq_dbrec: c.sq_dbrec_addr,
+            rq_dbrec: c.rq_dbrec_addr,
+            sq_pages,
+            rq_pages,
+            state: QPS_RESET,
+            attr,
+            sq_pi: 0,
+            rq_pi: 0,
+            sq_doorbells: 0,
+            rq_doorbells: 0,
+        };
+        let min = if gsi { GSI_QPN } else { FIRST_QPN };
+        let qpn = self.qps.insert_min(min, qp).ok_or(STATUS_NO_RESOURCES)?;
+        if gsi && qpn != GSI_QPN {
+            self.qps.remove(qpn);
+            return Err(STATUS_BUSY);
+        }
+        if let Some(q) = self.qps.get_mut(qpn) {
+            q.attr.qpn = qpn;
+        }
+        ok1(qpn)
+    }
+
+    fn cmd_destroy_qp(&mut self, c: CmdDestroyQp) -> CmdResult {
+        rsvd(c.reserved)?;
+        self.qps.remove(c.qpn).ok_or(STATUS_BAD_HANDLE)?;
+        OK
+    }
+
+    /// Checks an address vector against the GID table.
+    pub(crate) fn check_av(&self, av: &Av) -> Result<(), u8> {
+        rsvd_bytes(&av.reserved)?;
+        if av.vlan & VLAN_VALID != 0 {
+            return Err(STATUS_NOT_SUPPORTED);
+        }
+        rsvd(av.vlan)?;
+        param(av.flow_label & !FLOW_LABEL_MASK == 0)?;
+        param(av.network_type <= NET_IPV6)?;
+        let entry = self
+            .gids
+            .get(usize::from(av.sgid_index))
+            .and_then(Option::as_ref)
+            .ok_or(STATUS_BAD_PARAM)?;
+        param(entry.network_type == av.network_type)?;
+        let dgid_v4 = crate::gid::is_ipv4_mapped(&av.dgid);
+        match av.network_type {
+            NET_IPV4 => param(dgid_v4)?,
+            NET_IPV6 => param(!dgid_v4)?,
+            _ => {}
+        }
+        param(av.dgid.iter().any(|b| *b != 0))?;
+        let mcast_mac = av.dmac[0] & 1 != 0;
+        param(av.dmac.iter().any(|b| *b != 0))?;
+        param(!mcast_mac || av.dgid[0] == 0xff || (dgid_v4 && (av.dgid[12] & 0xf0) == 0xe0))?;
+        Ok(())
+    }
+
+    fn cmd_modify_qp(&mut self, c: CmdModifyQp) -> CmdResult {
+        let a = c.attr;
+        rsvd(a.reserved0)?;
+        rsvd(a.reserved1)?;
+        rsvd(a.sq_draining)?;
+        rsvd(a.qp_type)?;
+        let mask = a.attr_mask;
+        let unsupported = QP_ATTR_ALT_PATH | QP_ATTR_PATH_MIG_STATE | QP_ATTR_CAP;
+        if mask & unsupported != 0 {
+            return Err(STATUS_NOT_SUPPORTED);
+        }
+        if mask & !QP_ATTR_SUPPORTED != 0 {
+            return Err(STATUS_BAD_ATTR_MASK);
+        }
+        if mask & QP_ATTR_STATE != 0 {
+            param(a.qp_state <= QPS_ERR)?;
+        }
+        if mask & QP_ATTR_CUR_STATE != 0 {
+            param(a.cur_qp_state <= QPS_ERR)?;
+        }
+        let has = |bit: u32| mask & bit != 0;
+        if has(QP_ATTR_AV) {
+            rsvd_bytes(&a.av.reserved)?;
+        }
+        let qp = self.qps.get(a.qpn).ok_or(STATUS_BAD_HANDLE)?;
+        let next =
+            check_modify(qp.qp_type, qp.state, mask, a.qp_state, a.cur_qp_state).map_err(|e| {
+                match e {
+                    ModifyError::BadState => STATUS_BAD_STATE,
+                    ModifyError::BadAttrMask => STATUS_BAD_ATTR_MASK,
+                }
+            })?;
+        let cur = qp.state;
+        // Values of the attributes present.
+        if has(QP_ATTR_PATH_MTU) {
+            param((MTU_256..=MTU_4096).contains(&a.path_mtu))?;
+        }
+        if has(QP_ATTR_PORT) {
+            param(u32::from(a.port_num) == NUM_PORTS)?;
+        }
+        if has(QP_ATTR_PKEY_INDEX) {
+            param(u32::from(a.pkey_index) < PKEY_TABLE_LEN)?;
+        }
+        if has(QP_ATTR_ACCESS_FLAGS) {
+            param(a.qp_access_flags & !ACCESS_QP_MASK == 0)?;
+        }
+        if has(QP_ATTR_DEST_QPN) {
+            param(a.dest_qp_num & !QPN_MASK == 0)?;
+        }
+        if has(QP_ATTR_RQ_PSN) {
+            param(a.rq_psn & !PSN_MASK == 0)?;
+        }
+        if has(QP_ATTR_SQ_PSN) {
+            param(a.sq_psn & !PSN_MASK == 0)?;
+        }
+        if has(QP_ATTR_TIMEOUT) {
+            param(a.timeout <= MAX_TIMEOUT)?;
+        }
+        if has(QP_ATTR_RETRY_CNT) {
+            param(a.retry_cnt <= MAX_RETRY_CNT)?;
+        }
+        if has(QP_ATTR_RNR_RETRY) {
+            param(a.rnr_retry <= MAX_RNR_RETRY)?;
+        }
+        if has(QP_ATTR_MIN_RNR_TIMER) {
+            param(a.min_rnr_timer <= MAX_MIN_RNR_TIMER)?;
+        }
+        if has(QP_ATTR_MAX_QP_RD_ATOMIC) {
+            param(a.max_rd_atomic <= MAX_RD_ATOMIC)?;
+        }
+        if has(QP_ATTR_MAX_DEST_RD_ATOMIC) {
+            param(a.max_dest_rd_atomic <= MAX_RD_ATOMIC)?;
+        }
+        if has(QP_ATTR_EN_SQD_ASYNC_NOTIFY) {
+            param(a.en_sqd_async_notify <= 1)?;
+        }
+        if has(QP_ATTR_AV) {
+            self.check_av(&a.av)?;
+        }
+        // Apply.
+        let Some(qp) = self.qps.get_mut(a.qpn) else {
+            return Err(STATUS_BAD_HANDLE);
+        };
+        let t = &mut qp.attr;
+        if next == QPS_RESET {
+            let (qpn, ty) = (t.qpn, t.qp_type);
+            *t = QpAttr::zeroed();
+            t.qpn = qpn;
+            t.qp_type = ty;
+            qp.sq_pi = 0;
+            qp.rq_pi = 0;
+        }
+        macro_rules! take {
+            ($bit:expr, $($f:ident),+) => {
+                if has($bit) { $( t.$f = a.$f; )+ }
+            };
+        }
+        take!(QP_ATTR_PATH_MTU, path_mtu);
+        take!(QP_ATTR_PORT, port_num);
+        take!(QP_ATTR_PKEY_INDEX, pkey_index);
+        take!(QP_ATTR_ACCESS_FLAGS, qp_access_flags);
+        take!(QP_ATTR_QKEY, qkey);
+        take!(QP_ATTR_DEST_QPN, dest_qp_num);
+        take!(QP_ATTR_RQ_PSN, rq_psn);
+        take!(QP_ATTR_SQ_PSN, sq_psn);
+        take!(QP_ATTR_TIMEOUT, timeout);
+        take!(QP_ATTR_RETRY_CNT, retry_cnt);
+        take!(QP_ATTR_RNR_RETRY, rnr_retry);
+        take!(QP_ATTR_MIN_RNR_TIMER, min_rnr_timer);
+        take!(QP_ATTR_MAX_QP_RD_ATOMIC, max_rd_atomic);
+        take!(QP_ATTR_MAX_DEST_RD_ATOMIC, max_dest_rd_atomic);
+        take!(QP_ATTR_EN_SQD_ASYNC_NOTIFY, en_sqd_async_notify);
+        take!(QP_ATTR_AV, av);
+        t.qp_state = next;
+        t.cur_qp_state = next;
+        let notify_sqd = cur != QPS_SQD && next == QPS_SQD && t.en_sqd_async_notify != 0;
+        qp.state = next;
+        if notify_sqd {
+            // No send engine yet: the SQ is drained at once.
+            self.post_async(EQE_QP_SQ_DRAINED, a.qpn, 0, 0);
+        }
+        OK
+    }
+
+    fn cmd_query_qp(&mut self, c: CmdQueryQp) -> CmdResult {
+        let qp = self.qps.get(c.qpn).ok_or(STATUS_BAD_HANDLE)?;
+        let mut attr = qp.attr;
+        attr.qpn = c.qpn;
+        attr.qp_state = qp.state;
+        attr.cur_qp_state = qp.state;
+        attr.qp_type = qp.qp_type;
+        attr.attr_mask = 0;
+        attr.sq_draining = 0;
+        self.write_resp(c.resp_addr, c.resp_len, &attr)?;
+        OK
+    }
+
+    fn cmd_create_ah(&mut self, c: CmdCreateAh) -> CmdResult {
+        rsvd(c.reserved)?;
+        self.check_av(&c.av)?;
+        if !self.pds.contains(c.pdn) {
+            return Err(STATUS_BAD_HANDLE);
+        }
+        let ah = Ah {
+            pdn: c.pdn,
+            av: c.av,
+            dgid: std::net::Ipv6Addr::from(c.av.dgid).to_string(),
+            sgid_index: c.av.sgid_index,
+        };
+        let ahn = self.ahs.insert(ah).ok_or(STATUS_NO_RESOURCES)?;
+        ok1(ahn)
+    }
+
+    fn cmd_destroy_ah(&mut self, c: CmdDestroyAh) -> CmdResult {
+        rsvd(c.reserved)?;
+        self.ahs.remove(c.ahn).ok_or(STATUS_BAD_HANDLE)?;
+        OK
+    }
+
+    fn cmd_set_gid(&mut self, c: CmdSetGid) -> CmdResult {
+        if c.vlan & VLAN_VALID != 0 {
+            return Err(STATUS_NOT_SUPPORTED);
+        }
+        rsvd(c.vlan)?;
+        param(c.port == NUM_PORTS)?;
+        param(usize::from(c.index) < GID_TABLE_LEN)?;
+        param(c.gid_type <= GID_TYPE_ROCE_V2)?;
+        param(c.gid.iter().any(|b| *b != 0))?;
+        param(c.network_type == expected_network_type(c.gid_type, &c.gid))?;
+        param(c.smac[0] & 1 == 0 && c.smac.iter().any(|b| *b != 0))?;
+        let e = GidEntry {
+            index: c.index,
+            gid: c.gid,
+            gid_type: c.gid_type,
+            network_type: c.network_type,
+            smac: c.smac,
+        };
+        let slot = self
+            .gids
+            .get_mut(usize::from(c.index))
+            .ok_or(STATUS_BAD_PARAM)?;
+        *slot = Some(e);
+        OK
+    }
+
+    fn cmd_clear_gid(&mut self, c: CmdClearGid) -> CmdResult {
+        rsvd(c.reserved0)?;
+        param(c.port == NUM_PORTS)?;
+        let slot = self
+            .gids
+            .get_mut(usize::from(c.index))
+            .ok_or(STATUS_BAD_PARAM)?;
+        *slot = None;
+        OK
+    }
+}

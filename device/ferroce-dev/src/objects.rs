@@ -1,0 +1,314 @@
+// SPDX-License-Identifier: GPL-2.0
+//! Object tables (PD, MR, CQ, QP, AH, EQ) and their contents.
+
+use serde::Serialize;
+
+use crate::hw::{self, Av, QpAttr};
+
+/// A fixed-capacity table whose handles are `first..first+capacity`.
+#[derive(Debug, Clone)]
+pub struct Table<T> {
+    first: u32,
+    slots: Vec<Option<T>>,
+}
+
+impl<T> Table<T> {
+    /// A table of `capacity` slots with handles starting at `first`.
+    pub fn new(first: u32, capacity: u32) -> Self {
+        let mut slots = Vec::new();
+        slots.resize_with(capacity as usize, || None);
+        Self { first, slots }
+    }
+
+    fn index(&self, handle: u32) -> Option<usize> {
+        let i = handle.checked_sub(self.first)? as usize;
+        (i < self.slots.len()).then_some(i)
+    }
+
+    /// Inserts `v` at the lowest free handle; `None` when full.
+    pub fn insert(&mut self, v: T) -> Option<u32> {
+        self.insert_min(self.first, v)
+    }
+
+    /// Inserts `v` at the lowest free handle `>= min`; `None` when full.
+    pub fn insert_min(&mut self, min: u32, v: T) -> Option<u32> {
+        let skip = min.saturating_sub(self.first) as usize;
+        let i = skip + self.slots.iter().skip(skip).position(Option::is_none)?;
+        let slot = self.slots.get_mut(i)?;
+        *slot = Some(v);
+        self.first.checked_add(u32::try_from(i).ok()?)
+    }
+
+    /// The object with `handle`.
+    pub fn get(&self, handle: u32) -> Option<&T> {
+        self.slots.get(self.index(handle)?)?.as_ref()
+    }
+
+    /// The object with `handle`, mutably.
+    pub fn get_mut(&mut self, handle: u32) -> Option<&mut T> {
+        let i = self.index(handle)?;
+        self.slots.get_mut(i)?.as_mut()
+    }
+
+    /// Removes and returns the object with `handle`.
+    pub fn remove(&mut self, handle: u32) -> Option<T> {
+        let i = self.index(handle)?;
+        self.slots.get_mut(i)?.take()
+    }
+
+    /// Whether `handle` names a live object.
+    pub fn contains(&self, handle: u32) -> bool {
+        self.get(handle).is_some()
+    }
+
+    /// Iterates over `(handle, object)`.
+    pub fn iter(&self) -> impl Iterator<Item = (u32, &T)> {
+        let first = self.first;
+        self.slots
+            .iter()
+            .enumerate()
+            .filter_map(move |(i, s)| s.as_ref().map(|v| (first + i as u32, v)))
+    }
+
+    /// Number of live objects.
+    pub fn len(&self) -> usize {
+        self.slots.iter().filter(|s| s.is_some()).count()
+    }
+
+    /// Whether the table holds no object.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Removes every object.
+    pub fn clear(&mut self) {
+        self.slots.iter_mut().for_each(|s| *s = None);
+    }
+}
+
+/// Protection domain.
+#[derive(Debug, Clone, Serialize)]
+pub struct Pd {}
+
+/// Memory region.
+#[derive(Debug, Clone, Serialize)]
+pub struct Mr {
+    /// Full key (index << 8 | variant); lkey == rkey.
+    pub key: u32,
+    /// Owning PD.
+    pub pdn: u32,
+    /// `ACCESS_*` flags.
+    pub access: u32,
+    /// Start of the region in the key's address space (0 if zero-based).
+    pub iova: u64,
+    /// Length in bytes.
+    pub length: u64,
+    /// Offset of the region start in the first page.
+    pub offset: u32,
+    /// log2 of the page size.
+    pub page_shift: u8,
+    /// Guest physical page addresses.
+    #[serde(skip)]
+    pub pages: Vec<u64>,
+    /// Number of pages (for dumps).
+    pub page_count: usize,
+}
+
+/// Why a memory access through an MR was refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TranslateError {
+    /// Outside `iova..iova+length` (or arithmetic overflow).
+    OutOfBounds,
+    /// The MR lacks a required access right.
+    Access,
+}
+
+impl Mr {
+    /// Translates `len` bytes at `addr` (in the MR's address space) needing
+    /// the `ACCESS_*` rights `need` into guest physical segments.
+    pub fn translate(
+        &self,
+        addr: u64,
+        len: u64,
+        need: u32,
+    ) -> Result<Vec<(u64, u64)>, TranslateError> {
+        if self.access & need != need {
+            return Err(TranslateError::Access);
+        }
+        let rel = if self.access & hw::ACCESS_ZERO_BASED != 0 {
+            addr
+        } else {
+            addr.checked_sub(self.iova)
+                .ok_or(TranslateError::OutOfBounds)?
+        };
+        let end = rel.checked_add(len).ok_or(TranslateError::OutOfBounds)?;
+        if end > self.length {
+            return Err(TranslateError::OutOfBounds);
+        }
+        let page_size = 1u64 << self.page_shift;
+        let mut pos = rel
+            .checked_add(u64::from(self.offset))
+            .ok_or(TranslateError::OutOfBounds)?;
+        let mut left = len;
+        let mut out = Vec::new();
+        while left > 0 {
+            let page =
+                usize::try_from(pos >> self.page_shift).map_err(|_| TranslateError::OutOfBounds)?;
+            let base = *self.pages.get(page).ok_or(TranslateError::OutOfBounds)?;
+            let in_page = pos & (page_size - 1);
+            let chunk = left.min(page_size - in_page);
+            let gpa = base
+                .checked_add(in_page)
+                .ok_or(TranslateError::OutOfBounds)?;
+            out.push((gpa, chunk));
+            pos += chunk;
+            left -= chunk;
+        }
+        Ok(out)
+    }
+}
+
+/// CQ arm state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum Arm {
+    /// Not armed.
+    None,
+    /// Event on the next CQE.
+    Next,
+    /// Event on the next solicited or error CQE.
+    Solicited,
+}
+
+/// Completion queue.
+#[derive(Debug, Clone, Serialize)]
+pub struct Cq {
+    /// Completion EQ.
+    pub eqn: u32,
+    /// Entries (power of two).
+    pub depth: u32,
+    /// Doorbell page allowed to ring it.
+    pub db_page: u32,
+    /// Doorbell record address.
+    pub dbrec: u64,
+    /// log2 of the buffer page size.
+    pub page_shift: u8,
+    /// Guest physical pages of the CQE ring.
+    #[serde(skip)]
+    pub pages: Vec<u64>,
+    /// Device producer index (free-running, 16 bit).
+    pub pi: u16,
+    /// Consumer index from the last doorbell.
+    pub ci: u16,
+    /// Arm state.
+    pub arm: Arm,
+    /// arm_sn of the last arm doorbell.
+    pub arm_sn: u8,
+    /// Overflowed or hit a DMA error; no more CQEs are written.
+    pub error: bool,
+    /// Number of CQ doorbells accepted.
+    pub doorbells: u64,
+}
+
+/// Queue pair.
+#[derive(Debug, Clone, Serialize)]
+pub struct Qp {
+    /// `QPT_*`.
+    pub qp_type: u8,
+    /// Owning PD.
+    pub pdn: u32,
+    /// Send CQ.
+    pub send_cqn: u32,
+    /// Receive CQ.
+    pub recv_cqn: u32,
+    /// SQ entries.
+    pub sq_depth: u32,
+    /// RQ entries (0 = no RQ).
+    pub rq_depth: u32,
+    /// log2 SQ WQE stride.
+    pub sq_wqe_shift: u8,
+    /// log2 RQ WQE stride.
+    pub rq_wqe_shift: u8,
+    /// Max inline bytes.
+    pub max_inline: u32,
+    /// `QP_FLAG_*`.
+    pub flags: u8,
+    /// Doorbell page allowed to ring it.
+    pub db_page: u32,
+    /// SQ doorbell record.
+    pub sq_dbrec: u64,
+    /// RQ doorbell record.
+    pub rq_dbrec: u64,
+    /// SQ buffer pages.
+    #[serde(skip)]
+    pub sq_pages: Vec<u64>,
+    /// RQ buffer pages.
+    #[serde(skip)]
+    pub rq_pages: Vec<u64>,
+    /// Current state (`QPS_*`).
+    #[serde(serialize_with = "ser_state")]
+    pub state: u8,
+    /// Current attributes (as QUERY_QP returns them).
+    #[serde(skip)]
+    pub attr: QpAttr,
+    /// Last SQ producer index rung.
+    pub sq_pi: u16,
+    /// Last RQ producer index rung.
+    pub rq_pi: u16,
+    /// SQ doorbells accepted.
+    pub sq_doorbells: u64,
+    /// RQ doorbells accepted.
+    pub rq_doorbells: u64,
+}
+
+/// Address handle.
+#[derive(Debug, Clone, Serialize)]
+pub struct Ah {
+    /// Owning PD.
+    pub pdn: u32,
+    /// Address vector.
+    #[serde(skip)]
+    pub av: Av,
+    /// Destination GID (for dumps).
+    pub dgid: String,
+    /// sgid index.
+    pub sgid_index: u8,
+}
+
+/// Event queue.
+#[derive(Debug, Clone, Serialize)]
+pub struct Eq {
+    /// MSI-X vector (== eqn).
+    pub vector: u16,
+    /// Ring base (contiguous).
+    pub base: u64,
+    /// Entries (power of two).
+    pub depth: u32,
+    /// Producer index (free-running, 16 bit).
+    pub pi: u16,
+    /// Consumer index from the last EQ doorbell.
+    pub ci: u16,
+    /// Whether the next EQE raises the vector.
+    pub armed: bool,
+    /// EQEs written.
+    pub posted: u64,
+    /// EQEs dropped because the ring was full.
+    pub overflows: u64,
+}
+
+/// Name of a `QPS_*` state.
+pub fn state_name(state: u8) -> &'static str {
+    match state {
+        hw::QPS_RESET => "RESET",
+        hw::QPS_INIT => "INIT",
+        hw::QPS_RTR => "RTR",
+        hw::QPS_RTS => "RTS",
+        hw::QPS_SQD => "SQD",
+        hw::QPS_SQE => "SQE",
+        hw::QPS_ERR => "ERR",
+        _ => "?",
+    }
+}
+
+fn ser_state<S: serde::Serializer>(state: &u8, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(state_name(*state))
+}

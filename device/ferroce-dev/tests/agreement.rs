@@ -1,0 +1,189 @@
+// SPDX-License-Identifier: GPL-2.0
+//! Agreement test: the C header (compiled by the C compiler in build.rs) and
+//! the Rust definitions in `ferroce_dev::hw` must describe the same
+//! constants, struct sizes, field offsets and field widths.
+
+use std::collections::BTreeMap;
+
+use ferroce_dev::hw::{self, StructLayout};
+
+const C_LAYOUT: &str = include_str!(concat!(env!("OUT_DIR"), "/hw_c_layout.txt"));
+
+type Fields = Vec<(String, usize, usize)>;
+
+#[derive(Debug, Clone, Default)]
+struct Side {
+    consts: BTreeMap<String, u64>,
+    structs: BTreeMap<String, (usize, Fields)>,
+}
+
+fn parse_c(text: &str) -> Side {
+    let mut side = Side::default();
+    for line in text.lines() {
+        let w: Vec<&str> = line.split_whitespace().collect();
+        match w.as_slice() {
+            ["const", name, v] => {
+                side.consts
+                    .insert(name.to_string(), v.parse().expect("const value"));
+            }
+            ["struct", name, size] => {
+                side.structs
+                    .insert(name.to_string(), (size.parse().expect("size"), Vec::new()));
+            }
+            ["field", s, f, off, size] => {
+                side.structs
+                    .get_mut(*s)
+                    .expect("struct before field")
+                    .1
+                    .push((
+                        f.to_string(),
+                        off.parse().expect("offset"),
+                        size.parse().expect("size"),
+                    ));
+            }
+            _ => panic!("unexpected line from hw_layout: {line}"),
+        }
+    }
+    side
+}
+
+fn rust_side(consts: Vec<(String, u64)>, layouts: Vec<StructLayout>) -> Side {
+    let mut side = Side::default();
+    for (n, v) in consts {
+        assert!(side.consts.insert(n.clone(), v).is_none(), "duplicate {n}");
+    }
+    for l in layouts {
+        let fields = l
+            .fields
+            .iter()
+            .map(|(f, o, s)| (f.to_string(), *o, *s))
+            .collect();
+        side.structs.insert(l.name.to_string(), (l.size, fields));
+    }
+    side
+}
+
+/// Every difference between the two sides, as text.
+fn compare(c: &Side, r: &Side) -> Vec<String> {
+    let mut diffs = Vec::new();
+    for (n, v) in &c.consts {
+        match r.consts.get(n) {
+            None => diffs.push(format!("constant {n} only in C")),
+            Some(rv) if rv != v => diffs.push(format!("constant {n}: C {v:#x}, Rust {rv:#x}")),
+            _ => {}
+        }
+    }
+    for n in r.consts.keys() {
+        if !c.consts.contains_key(n) {
+            diffs.push(format!("constant {n} only in Rust"));
+        }
+    }
+    for (n, (size, fields)) in &c.structs {
+        match r.structs.get(n) {
+            None => diffs.push(format!("struct {n} only in C")),
+            Some((rsize, rfields)) => {
+                if size != rsize {
+                    diffs.push(format!("struct {n}: size C {size}, Rust {rsize}"));
+                }
+                if fields != rfields {
+                    diffs.push(format!("struct {n}: fields C {fields:?}, Rust {rfields:?}"));
+                }
+            }
+        }
+    }
+    for n in r.structs.keys() {
+        if !c.structs.contains_key(n) {
+            diffs.push(format!("struct {n} only in Rust"));
+        }
+    }
+    diffs
+}
+
+fn both() -> (Side, Side) {
+    (
+        parse_c(C_LAYOUT),
+        rust_side(hw::all_consts(), hw::all_layouts()),
+    )
+}
+
+#[test]
+fn c_header_and_rust_agree() {
+    let (c, r) = both();
+    assert!(
+        c.consts.len() > 250,
+        "only {} constants parsed",
+        c.consts.len()
+    );
+    assert!(
+        c.structs.len() > 35,
+        "only {} structs parsed",
+        c.structs.len()
+    );
+    let diffs = compare(&c, &r);
+    assert!(
+        diffs.is_empty(),
+        "C and Rust disagree:\n{}",
+        diffs.join("\n")
+    );
+}
+
+#[test]
+fn comparison_detects_every_kind_of_disagreement() {
+    let (c, r) = both();
+    assert!(compare(&c, &r).is_empty());
+
+    let mut x = r.clone();
+    *x.consts.get_mut("FERROCE_REG_EQ_DB").unwrap() += 4;
+    assert_eq!(compare(&c, &x).len(), 1, "changed constant value");
+
+    let mut x = r.clone();
+    x.consts.remove("FERROCE_CMD_CREATE_QP");
+    assert_eq!(compare(&c, &x).len(), 1, "constant missing in Rust");
+
+    let mut x = c.clone();
+    x.consts.remove("FERROCE_CMD_CREATE_QP");
+    assert_eq!(compare(&x, &r).len(), 1, "constant missing in C");
+
+    let mut x = r.clone();
+    x.structs.get_mut("ferroce_cqe").unwrap().0 += 8;
+    assert_eq!(compare(&c, &x).len(), 1, "struct size");
+
+    let mut x = r.clone();
+    x.structs.get_mut("ferroce_cqe").unwrap().1[2].1 += 1;
+    assert_eq!(compare(&c, &x).len(), 1, "field offset");
+
+    let mut x = r.clone();
+    x.structs.get_mut("ferroce_av").unwrap().1[0].2 = 8;
+    assert_eq!(compare(&c, &x).len(), 1, "field width");
+
+    let mut x = r.clone();
+    x.structs.get_mut("ferroce_eqe").unwrap().1[5].0 = "kind".into();
+    assert_eq!(compare(&c, &x).len(), 1, "field name");
+
+    let mut x = r;
+    x.structs.remove("ferroce_sge");
+    assert_eq!(compare(&c, &x).len(), 1, "struct missing in Rust");
+}
+
+#[test]
+fn spot_checks_of_the_layout() {
+    assert_eq!(std::mem::size_of::<hw::Cmd>(), hw::CMD_SIZE);
+    assert_eq!(std::mem::size_of::<hw::CmdComp>(), hw::CMD_COMP_SIZE);
+    assert_eq!(std::mem::size_of::<hw::Eqe>(), hw::EQE_SIZE);
+    assert_eq!(std::mem::size_of::<hw::Cqe>(), hw::CQE_SIZE);
+    assert_eq!(std::mem::offset_of!(hw::Cqe, owner), hw::CQE_SIZE - 1);
+    assert_eq!(std::mem::offset_of!(hw::Eqe, owner), hw::EQE_SIZE - 1);
+    assert_eq!(
+        std::mem::offset_of!(hw::CmdComp, flags),
+        hw::CMD_COMP_SIZE - 1
+    );
+    // MSI-X structures do not overlap the registers.
+    const { assert!(hw::MSIX_TABLE_OFFSET >= hw::REGS_SIZE) };
+    assert!(hw::MSIX_TABLE_OFFSET + 16 * u64::from(hw::MSIX_VECTORS) <= hw::MSIX_PBA_OFFSET);
+    const { assert!(hw::MSIX_PBA_OFFSET + 8 <= hw::BAR0_SIZE) };
+    assert_eq!(
+        u64::from(hw::DB_PAGES) * hw::DB_PAGE_SIZE,
+        hw::BAR2_SIZE,
+        "BAR2 is exactly the doorbell pages"
+    );
+}

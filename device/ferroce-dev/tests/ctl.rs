@@ -1,0 +1,194 @@
+// SPDX-License-Identifier: GPL-2.0
+//! Control socket tests: the request handler, the socket server/client,
+//! and the `ferroce-dev` binary's `ctl` subcommands against a running
+//! `ferroce-dev` process.
+
+mod common;
+
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use common::*;
+use ferroce_dev::ctl::{self, handle_line, Request};
+use ferroce_dev::hw::*;
+use serde_json::Value;
+
+fn sock_path(name: &str) -> PathBuf {
+    std::env::temp_dir().join(format!("ferroce-ctl-{}-{name}.sock", std::process::id()))
+}
+
+#[test]
+fn handler_answers_every_request() {
+    let mut h = Harness::new();
+    h.default_gids();
+    h.setup_qp(QPT_RC);
+    let v = handle_line(&h.dev, r#"{"cmd":"gids"}"#);
+    assert_eq!(v["ok"], true);
+    let gids = v["data"].as_array().unwrap();
+    assert_eq!(gids.len(), 4);
+    assert_eq!(gids[0]["gid"], "fe80::fa27:ff:fe00:1da7");
+    assert_eq!(gids[3]["gid"], "::ffff:10.0.1.36");
+    assert_eq!(gids[3]["smac"], "f8:27:00:00:1d:a7");
+
+    let v = handle_line(&h.dev, r#"{"cmd":"objects"}"#);
+    let d = &v["data"];
+    assert_eq!(d["pds"].as_array().unwrap().len(), 1);
+    assert_eq!(d["cqs"].as_array().unwrap().len(), 1);
+    assert_eq!(d["eqs"].as_array().unwrap().len(), 2); // AEQ + CEQ 1
+    let qp = &d["qps"][0];
+    assert_eq!(qp["handle"], FIRST_QPN);
+    assert_eq!(qp["state"], "RESET");
+
+    let v = handle_line(&h.dev, r#"{"cmd":"counters"}"#);
+    assert!(v["data"]["cmds_ok"].as_u64().unwrap() >= 7);
+
+    let v = handle_line(&h.dev, r#"{"cmd":"link","up":false}"#);
+    assert_eq!(v["data"]["link_up"], false);
+    assert_eq!(h.reg_r(REG_PORT_STATE), 0);
+    assert_eq!(h.take_events(), vec![(EQE_PORT_DOWN, 1, 0)]);
+    let v = handle_line(&h.dev, r#"{"cmd":"status"}"#);
+    assert_eq!(v["data"]["link_up"], false);
+    assert_eq!(v["data"]["mac"], "f8:27:00:00:1d:a7");
+    assert_eq!(v["data"]["dev_status"], DEV_STATUS_READY);
+
+    for bad in [
+        "",
+        "nonsense",
+        r#"{"cmd":"frobnicate"}"#,
+        r#"{"cmd":"link"}"#,
+    ] {
+        let v = handle_line(&h.dev, bad);
+        assert_eq!(v["ok"], false, "{bad}");
+        assert!(v["error"].as_str().unwrap().contains("bad request"));
+    }
+}
+
+#[test]
+fn socket_server_and_client() {
+    let h = Harness::new();
+    let dev = Arc::new(h.dev);
+    let path = sock_path("lib");
+    let listener = ctl::bind(&path).unwrap();
+    let d2 = Arc::clone(&dev);
+    std::thread::spawn(move || ctl::serve(listener, d2));
+    let v = ctl::request(&path, &Request::Link { up: false }).unwrap();
+    assert_eq!(v["link_up"], false);
+    let v = ctl::request(&path, &Request::Status).unwrap();
+    assert_eq!(v["link_up"], false);
+    let v = ctl::request(&path, &Request::Gids).unwrap();
+    assert_eq!(v, Value::Array(vec![]));
+    let v = ctl::request(&path, &Request::Counters).unwrap();
+    assert_eq!(v["async_events"], 1);
+    assert!(ctl::request(&sock_path("absent"), &Request::Gids).is_err());
+    // a stale socket file is replaced on bind
+    let again = ctl::bind(&path);
+    assert!(again.is_ok());
+    let _ = std::fs::remove_file(&path);
+}
+
+struct Proc(Child);
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn cli(path: &PathBuf, args: &[&str]) -> (bool, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_ferroce-dev"))
+        .arg("ctl")
+        .arg("--socket")
+        .arg(path)
+        .args(args)
+        .output()
+        .unwrap();
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+    )
+}
+
+#[test]
+fn binary_ctl_subcommands() {
+    let path = sock_path("bin");
+    let _ = std::fs::remove_file(&path);
+    let child = Command::new(env!("CARGO_BIN_EXE_ferroce-dev"))
+        .args([
+            "--ctl",
+            path.to_str().unwrap(),
+            "--mac",
+            "02:00:00:00:00:07",
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let _proc = Proc(child);
+    let start = Instant::now();
+    while !path.exists() {
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "socket never appeared"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let (ok, out) = cli(&path, &["status"]);
+    assert!(ok);
+    let v: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["mac"], "02:00:00:00:00:07");
+    assert_eq!(v["link_up"], true);
+    let (ok, out) = cli(&path, &["link", "down"]);
+    assert!(ok, "{out}");
+    let (_, out) = cli(&path, &["status"]);
+    let v: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["link_up"], false);
+    let (ok, _) = cli(&path, &["link", "up"]);
+    assert!(ok);
+    for sub in ["gids", "objects", "counters"] {
+        let (ok, out) = cli(&path, &[sub]);
+        assert!(ok, "{sub}");
+        let _: Value = serde_json::from_str(&out).unwrap();
+    }
+    let (ok, _) = cli(&path, &["bogus"]);
+    assert!(!ok);
+    let (ok, _) = cli(&path, &["link", "sideways"]);
+    assert!(!ok);
+    let _ = std::fs::remove_file(&path);
+}
+
+#[test]
+fn binary_rejects_bad_arguments() {
+    let run = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_ferroce-dev"))
+            .args(args)
+            .output()
+            .unwrap()
+            .status
+            .success()
+    };
+    assert!(!run(&[]));
+    assert!(!run(&["--mac", "zz", "--ctl", "/tmp/x"]));
+    assert!(!run(&["--frob"]));
+    assert!(!run(&["ctl", "gids"]));
+    assert!(run(&["--help"]));
+}
+
+#[test]
+fn unusable_vfio_user_socket_is_a_clear_error() {
+    let ctl = sock_path("badvu");
+    let _ = std::fs::remove_file(&ctl);
+    let out = Command::new(env!("CARGO_BIN_EXE_ferroce-dev"))
+        .args(["--ctl", ctl.to_str().unwrap()])
+        .args(["--vfio-user", "/nonexistent/dir/vfio-user.sock"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("/nonexistent/dir/vfio-user.sock"), "{err}");
+    // Nothing is left behind: the control socket is only made once the
+    // vfio-user socket is bound.
+    assert!(!ctl.exists());
+}
