@@ -25,7 +25,8 @@
 
 /* ------------------------------------------------------------------------
  * PCI identity
- * ------------------------------------------------------------------------ */
+ * ------------------------------------------------------------------------
+ */
 #define FERROCE_PCI_VENDOR_ID			0x1b36
 #define FERROCE_PCI_DEVICE_ID			0x0fe0
 #define FERROCE_PCI_SUBSYSTEM_VENDOR_ID		0x1b36
@@ -36,7 +37,8 @@
 
 /* ------------------------------------------------------------------------
  * BARs
- * ------------------------------------------------------------------------ */
+ * ------------------------------------------------------------------------
+ */
 #define FERROCE_BAR_REGS			0	/* BAR0: registers + MSI-X */
 #define FERROCE_BAR_DB				2	/* BAR2 (64-bit): doorbell pages */
 
@@ -56,7 +58,8 @@
  * BAR0 registers: 32-bit, naturally aligned, 4-byte accesses only.
  * 64-bit addresses are LO/HI register pairs; the device uses them when
  * DEV_CTRL.ENABLE goes from 0 to 1.
- * ------------------------------------------------------------------------ */
+ * ------------------------------------------------------------------------
+ */
 #define FERROCE_REG_VERSION			0x000	/* RO */
 #define FERROCE_REG_DEV_CAPS			0x004	/* RO */
 #define FERROCE_REG_MAGIC			0x008	/* RO */
@@ -158,7 +161,8 @@
  * Doorbell pages (BAR2).  Page 0 is the kernel's, pages 1..DB_PAGES-1 are
  * handed out one per user context and mmap()ed by the provider.  Every
  * page has the same layout; doorbells are single 8-byte writes.
- * ------------------------------------------------------------------------ */
+ * ------------------------------------------------------------------------
+ */
 #define FERROCE_DB_SQ				0x000
 #define FERROCE_DB_RQ				0x008
 #define FERROCE_DB_CQ				0x010
@@ -192,7 +196,8 @@
 /* ------------------------------------------------------------------------
  * Admin queue: a ring of 128-byte commands (host memory) and a ring of
  * 32-byte completions of the same depth, slot for slot.
- * ------------------------------------------------------------------------ */
+ * ------------------------------------------------------------------------
+ */
 #define FERROCE_CMD_SIZE			128
 #define FERROCE_CMD_COMP_SIZE			32
 
@@ -630,7 +635,8 @@ struct ferroce_cmd_clear_gid {
 
 /* ------------------------------------------------------------------------
  * Event queues: 16-byte EQEs, owner/phase bit in the last byte.
- * ------------------------------------------------------------------------ */
+ * ------------------------------------------------------------------------
+ */
 #define FERROCE_EQE_SIZE			16
 #define FERROCE_EQE_OWNER			0x01
 
@@ -663,7 +669,8 @@ struct ferroce_eqe {
 /* ------------------------------------------------------------------------
  * Work queues: SGE, SQ WQE (header + segment + SGEs or inline data),
  * RQ WQE, doorbell records, CQE.
- * ------------------------------------------------------------------------ */
+ * ------------------------------------------------------------------------
+ */
 struct ferroce_sge {
 	__le64 addr;
 	__le32 length;
@@ -801,7 +808,8 @@ struct ferroce_cqe {
 
 /* ------------------------------------------------------------------------
  * Size checks
- * ------------------------------------------------------------------------ */
+ * ------------------------------------------------------------------------
+ */
 _Static_assert(sizeof(struct ferroce_cmd_hdr) == 8, "cmd_hdr");
 _Static_assert(sizeof(struct ferroce_cmd) == FERROCE_CMD_SIZE, "cmd");
 _Static_assert(sizeof(struct ferroce_cmd_comp) == FERROCE_CMD_COMP_SIZE, "cmd_comp");
