@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: GPL-2.0
 #
-# Every test (make check): the device model's cargo tests, then the VM
-# scenarios (KUnit suites run in "boot").  Builds whatever is missing first
+# Every test (make check): the device model's cargo tests, the module build,
+# make lint, then the VM scenarios (KUnit suites run in "boot").  Builds whatever is missing first
 # (trixie root, kernel: cached in $FERROCE_CACHE).  Ends with one line
 # "N passed, N failed": cargo test cases plus one per scenario.
 #
@@ -37,7 +37,11 @@ fi
 log "check: make modules"
 if make -C "$FERROCE_TOP" -s modules; then pass 1; else fail "make modules"; fi
 
-# 3. VM scenarios.
+# 3. Style: rustfmt, clippy, checkpatch, shellcheck (make lint).
+log "check: make lint"
+if make -C "$FERROCE_TOP" -s lint; then pass 1; else fail "make lint"; fi
+
+# 4. VM scenarios.
 scenarios=${FERROCE_SCENARIOS:-$(find "$FERROCE_TOP/qemu-test/scenarios" -name '*.sh' -printf '%f\n' | sed 's/\.sh$//' | sort)}
 for s in $scenarios; do
 	log "check: qemu-test/run $s"
