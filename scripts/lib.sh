@@ -106,11 +106,13 @@ in_root() {
 	shift
 	unshare -m --propagation private -- /bin/bash -euc '
 		root=$1 cwd=$2; shift 2
+		# A private /tmp first: the checkout or the cache may live under
+		# /tmp, and their binds must land on top of it, not under it.
+		mount -t tmpfs tmpfs "$root/tmp"
 		for d in /dev /proc /sys "$FERROCE_TOP" "$FERROCE_CACHE" ${FERROCE_EXTRA_BINDS:-}; do
 			mkdir -p "$root$d"
 			mount --rbind "$d" "$root$d"
 		done
-		mount -t tmpfs tmpfs "$root/tmp"
 		cd "$root"
 		exec chroot "$root" /usr/bin/env -i \
 			PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
