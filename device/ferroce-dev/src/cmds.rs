@@ -490,6 +490,8 @@ impl State {
             rq_dbrec: c.rq_dbrec_addr,
             sq_pages,
             rq_pages,
+            sq_page_shift: c.sq_buf.page_shift,
+            rq_page_shift: c.rq_buf.page_shift,
             state: QPS_RESET,
             attr,
             sq_pi: 0,
@@ -512,6 +514,7 @@ impl State {
     fn cmd_destroy_qp(&mut self, c: CmdDestroyQp) -> CmdResult {
         rsvd(c.reserved)?;
         self.qps.remove(c.qpn).ok_or(STATUS_BAD_HANDLE)?;
+        self.engine_destroyed(c.qpn);
         OK
     }
 
@@ -658,12 +661,10 @@ impl State {
         take!(QP_ATTR_AV, av);
         t.qp_state = next;
         t.cur_qp_state = next;
-        let notify_sqd = cur != QPS_SQD && next == QPS_SQD && t.en_sqd_async_notify != 0;
         qp.state = next;
-        if notify_sqd {
-            // No send engine yet: the SQ is drained at once.
-            self.post_async(EQE_QP_SQ_DRAINED, a.qpn, 0, 0);
-        }
+        // The engine posts QP_SQ_DRAINED (RTS -> SQD with
+        // en_sqd_async_notify) once no WQE is outstanding.
+        self.engine_modified(a.qpn, cur, next);
         OK
     }
 

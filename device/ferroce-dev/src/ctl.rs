@@ -10,6 +10,9 @@
 //! | `{"cmd":"counters"}` | the device counters |
 //! | `{"cmd":"status"}` | DEV_STATUS, fatal code, link, MTU, MAC |
 //! | `{"cmd":"link","up":true}` | new link state |
+//! | `{"cmd":"fault","spec":"drop=1%"}` | fault config and injected counts (`spec` optional) |
+//! | `{"cmd":"stall","on":true}` | stall / resume the data path |
+//! | `{"cmd":"kill"}` | the process exits at once (137) |
 //!
 //! Answers are `{"ok":true,"data":...}` or `{"ok":false,"error":"..."}`.
 
@@ -40,6 +43,19 @@ pub enum Request {
         /// New state.
         up: bool,
     },
+    /// Set fault injection (`FaultConfig::parse` syntax; "none" clears)
+    /// and return the fault counters.
+    Fault {
+        /// The spec, e.g. `drop=1%,reorder=0.5%,seed=3`.
+        spec: Option<String>,
+    },
+    /// Stall (or resume) the data path.
+    Stall {
+        /// Stalled.
+        on: bool,
+    },
+    /// Kill the device process at once (exit status 137, no cleanup).
+    Kill,
 }
 
 /// Errors of the control client.
@@ -71,6 +87,21 @@ pub fn handle_line(dev: &Device, line: &str) -> Value {
             dev.set_link(up);
             Ok(json!({"link_up": dev.status().link_up}))
         }
+        Request::Fault { spec } => {
+            if let Some(spec) = spec {
+                match crate::fault::FaultConfig::parse(&spec) {
+                    Ok(c) => dev.set_faults(c),
+                    Err(e) => return json!({"ok": false, "error": e}),
+                }
+            }
+            let (cfg, counters, stalled) = dev.faults();
+            Ok(json!({"config": cfg, "injected": counters, "stalled": stalled}))
+        }
+        Request::Stall { on } => {
+            dev.set_stall(on);
+            Ok(json!({"stalled": on}))
+        }
+        Request::Kill => std::process::exit(137),
     };
     match data {
         Ok(d) => json!({"ok": true, "data": d}),

@@ -9,16 +9,18 @@
 //! value is range-checked, arithmetic on it is checked or wrapping by
 //! design, and DMA failures are reported as statuses.
 
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use serde::Serialize;
 use zerocopy::{FromBytes, IntoBytes};
 
+use crate::fault::{FaultConfig, FaultCounters, FaultState};
 use crate::gid::GidEntry;
 use crate::hw::{self, *};
 use crate::mem::{GuestMemory, IrqSink};
 use crate::objects::{Ah, Arm, Cq, Eq, Mr, Pd, Qp, Table};
+use crate::transport::{DataCounters, Engine};
 
 /// Resource limits of one device instance (reported by QUERY_CAPS).
 #[derive(Debug, Clone, Serialize)]
@@ -121,6 +123,11 @@ pub struct Counters {
     pub resets: u64,
     /// The last few refusals, newest last (diagnostics only).
     pub recent_errors: VecDeque<String>,
+    /// Data path counters (not part of QUERY_COUNTERS).
+    pub data: DataCounters,
+    /// Port counters, when a port is attached (control socket only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub port: Option<serde_json::Value>,
 }
 
 const RECENT_ERRORS: usize = 16;
@@ -205,7 +212,35 @@ pub(crate) struct State {
     pub ahs: Table<Ah>,
     pub gids: Vec<Option<GidEntry>>,
     pub counters: Counters,
+    // data path
+    pub engines: BTreeMap<u32, Engine>,
+    /// Frames waiting to go out on the wire.
+    pub tx: VecDeque<Vec<u8>>,
+    /// Frames this device sent to its own MAC.
+    pub loopback: VecDeque<Vec<u8>>,
+    /// QPs with a coalesced ACK pending.
+    pub ack_list: Vec<u32>,
+    /// The data path clock (ns), advanced by [`Device::tick`].
+    pub now_ns: u64,
+    /// IPv4 identification of the next frame.
+    pub ip_id: u16,
+    /// Data path counters.
+    pub data: DataCounters,
+    /// Fault injection.
+    pub faults: FaultState,
+    /// Called when frames were queued for the wire outside the port's threads.
+    pub waker: Option<Waker>,
+    /// Real-time clock base (None: virtual time, advanced by `tick` only).
+    pub clock: Option<std::time::Instant>,
+    /// Reports the attached port's counters.
+    pub port_stats: Option<StatsFn>,
 }
+
+/// Produces the port counters for [`Device::counters`].
+pub(crate) type StatsFn = Arc<dyn Fn() -> serde_json::Value + Send + Sync>;
+
+/// Wakes the port's engine thread.
+pub(crate) type Waker = Arc<dyn Fn() + Send + Sync>;
 
 /// The ferroce device model.
 pub struct Device {
@@ -272,6 +307,17 @@ impl Device {
             ahs: Table::new(1, l.max_ah),
             gids: vec![None; GID_TABLE_LEN],
             counters: Counters::default(),
+            engines: BTreeMap::new(),
+            tx: VecDeque::new(),
+            loopback: VecDeque::new(),
+            ack_list: Vec::new(),
+            now_ns: 0,
+            ip_id: 0,
+            data: DataCounters::default(),
+            faults: FaultState::default(),
+            waker: None,
+            clock: None,
+            port_stats: None,
             cfg,
         };
         Self {
@@ -321,9 +367,29 @@ impl Device {
                 b.copy_from_slice(data);
                 st.reg_write(offset, u32::from_le_bytes(b));
             }
-            BAR_DB => st.doorbell_write(offset, data),
+            BAR_DB => {
+                st.update_clock();
+                st.doorbell_write(offset, data);
+            }
             _ => st.counters.bad_reg_access += 1,
         }
+        st.pump();
+        st.wake();
+    }
+
+    /// Switches the data path clock to real time (monotonic ns since this
+    /// call); [`Device::tick`] arguments are then ignored in favour of it.
+    pub fn use_real_clock(&self) {
+        let mut st = self.lock();
+        if st.clock.is_none() {
+            st.clock = Some(std::time::Instant::now());
+        }
+    }
+
+    /// Installs the function called when a doorbell queued frames for the
+    /// wire (the port wakes its sender with it).
+    pub fn set_tx_waker(&self, f: Box<dyn Fn() + Send + Sync>) {
+        self.lock().waker = Some(Arc::from(f));
     }
 
     /// Function-level reset (also what DEV_CTRL.RESET does).
@@ -380,7 +446,103 @@ impl Device {
 
     /// A copy of the counters.
     pub fn counters(&self) -> Counters {
-        self.lock().counters.clone()
+        let (mut c, stats) = {
+            let st = self.lock();
+            let mut c = st.counters.clone();
+            c.data = st.data.clone();
+            (c, st.port_stats.clone())
+        };
+        c.port = stats.map(|f| f());
+        c
+    }
+
+    /// Installs the function reporting the attached port's counters.
+    pub fn set_port_stats(&self, f: Box<dyn Fn() -> serde_json::Value + Send + Sync>) {
+        self.lock().port_stats = Some(Arc::from(f));
+    }
+
+    /// Hands one received Ethernet frame to the RDMA engine. Frames that
+    /// are not RoCE, not for this device or malformed are dropped and
+    /// counted; this never panics.
+    pub fn receive(&self, frame: &[u8]) {
+        let mut st = self.lock();
+        st.update_clock();
+        st.rx_frame(frame);
+        st.pump();
+    }
+
+    /// Hands a batch of received frames to the engine; ACKs are coalesced
+    /// over the batch.
+    pub fn receive_batch<'a>(&self, frames: impl IntoIterator<Item = &'a [u8]>) {
+        let mut st = self.lock();
+        st.update_clock();
+        for f in frames {
+            st.rx_frame(f);
+        }
+        st.pump();
+    }
+
+    /// Takes the frames the engine queued for the wire.
+    pub fn take_tx(&self) -> Vec<Vec<u8>> {
+        self.lock().tx.drain(..).collect()
+    }
+
+    /// Whether frames are waiting in [`Device::take_tx`].
+    pub fn has_tx(&self) -> bool {
+        !self.lock().tx.is_empty()
+    }
+
+    /// Advances the data path clock to `now_ns` (monotonic nanoseconds) and
+    /// runs the retransmission and RNR timers that expired.
+    pub fn tick(&self, now_ns: u64) {
+        let mut st = self.lock();
+        st.now_ns = st.now_ns.max(now_ns);
+        st.update_clock();
+        if st.faults.stalled {
+            return;
+        }
+        let now = st.now_ns;
+        for f in st.faults.release(now, true) {
+            st.queue_frame(f);
+        }
+        st.run_timers();
+        st.pump();
+    }
+
+    /// Sets the fault injection rates (egress RoCE frames).
+    pub fn set_faults(&self, cfg: FaultConfig) {
+        self.lock().faults.set(cfg);
+    }
+
+    /// The fault configuration and what was injected so far.
+    pub fn faults(&self) -> (FaultConfig, FaultCounters, bool) {
+        let st = self.lock();
+        (st.faults.cfg, st.faults.counters, st.faults.stalled)
+    }
+
+    /// Stalls (or resumes) the data path: while stalled, doorbells are only
+    /// recorded, received frames are dropped and timers do not run.
+    pub fn set_stall(&self, on: bool) {
+        let mut st = self.lock();
+        st.faults.stalled = on;
+        if !on {
+            let qpns: Vec<u32> = st.qps.iter().map(|(q, _)| q).collect();
+            for q in qpns {
+                st.sq_progress(q);
+            }
+            st.pump();
+            st.wake();
+        }
+    }
+
+    /// The data path clock.
+    pub fn now_ns(&self) -> u64 {
+        self.lock().now_ns
+    }
+
+    /// The earliest pending data path timer (ns), if any.
+    pub fn next_timer(&self) -> Option<u64> {
+        self.lock().next_timer()
     }
 
     /// Status summary.
@@ -428,12 +590,15 @@ impl Device {
             _ => false,
         };
         if ok {
+            let old = qp.state;
             qp.state = state;
             qp.attr.qp_state = state;
             qp.attr.cur_qp_state = state;
             if state == QPS_ERR {
                 st.post_async(EQE_QP_FATAL, qpn, 0, 0);
+                st.engine_modified(qpn, old, state);
             }
+            st.pump();
         }
         ok
     }
@@ -444,7 +609,47 @@ impl Device {
     }
 }
 
+/// Largest number of looped-back frames processed per entry point.
+const PUMP_LIMIT: usize = 1 << 20;
+
 impl State {
+    /// Sends pending ACKs and processes looped-back frames until quiet.
+    pub(crate) fn pump(&mut self) {
+        for _ in 0..PUMP_LIMIT {
+            self.flush_acks();
+            let Some(f) = self.loopback.pop_front() else {
+                return;
+            };
+            self.rx_frame(&f);
+        }
+    }
+
+    /// Advances `now_ns` from the real-time clock, if one is in use.
+    pub(crate) fn update_clock(&mut self) {
+        if let Some(c) = self.clock {
+            let t = u64::try_from(c.elapsed().as_nanos()).unwrap_or(u64::MAX);
+            self.now_ns = self.now_ns.max(t);
+        }
+    }
+
+    pub(crate) fn wake(&self) {
+        if !self.tx.is_empty() {
+            if let Some(w) = &self.waker {
+                w();
+            }
+        }
+    }
+
+    pub(crate) fn next_timer(&self) -> Option<u64> {
+        let held = self.faults.held.as_ref().map(|_| self.now_ns);
+        self.engines
+            .values()
+            .filter_map(|e| e.next_deadline())
+            .chain(self.faults.next_release())
+            .chain(held)
+            .min()
+    }
+
     pub(crate) fn note(&mut self, msg: String) {
         let q = &mut self.counters.recent_errors;
         if q.len() >= RECENT_ERRORS {
@@ -709,6 +914,10 @@ impl State {
         self.qps.clear();
         self.ahs.clear();
         self.gids.iter_mut().for_each(|g| *g = None);
+        self.engines.clear();
+        self.tx.clear();
+        self.loopback.clear();
+        self.ack_list.clear();
         self.counters.resets += 1;
     }
 
@@ -954,10 +1163,14 @@ impl State {
             qp.sq_pi = pi;
             qp.sq_doorbells += 1;
             self.counters.sq_doorbells += 1;
+            if !self.faults.stalled {
+                self.sq_progress(qpn);
+            }
         } else {
             qp.rq_pi = pi;
             qp.rq_doorbells += 1;
             self.counters.rq_doorbells += 1;
+            self.rq_progress(qpn);
         }
     }
 
@@ -1011,7 +1224,7 @@ impl State {
         self.post_async(EQE_CQ_ERROR, cqn, syndrome, 0);
     }
 
-    fn post_cqe(&mut self, cqn: u32, mut cqe: Cqe) -> Result<(), PostError> {
+    pub(crate) fn post_cqe(&mut self, cqn: u32, mut cqe: Cqe) -> Result<(), PostError> {
         let cq = self.cqs.get(cqn).ok_or(PostError::NoCq)?;
         if cq.error {
             return Err(PostError::CqError);

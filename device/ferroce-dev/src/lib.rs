@@ -11,20 +11,25 @@
 //!
 //! The specification is `Documentation/ferroce/device.rst`.
 
-#![forbid(unsafe_code)]
+#![deny(unsafe_code)]
 #![warn(missing_docs)]
 
 mod cmds;
 pub mod ctl;
 pub mod device;
 pub mod doorbell;
+pub mod fault;
 pub mod gid;
 pub mod hw;
 pub mod mem;
 pub mod objects;
+pub mod port;
 pub mod qp_state;
+pub mod transport;
 pub mod vfio;
+pub mod wire;
 
 pub use cmds::active_ib_mtu;
 pub use device::{Counters, Device, DeviceConfig, Limits, ObjectsSnapshot, PostError, StatusInfo};
 pub use mem::{DmaError, FakeMemory, GuestMemory, IrqSink, NullIrq, NullMemory, RecordingIrq};
+pub use transport::DataCounters;

@@ -3,8 +3,15 @@
 //!
 //! ```text
 //! ferroce-dev [--vfio-user PATH] --ctl PATH [--mac aa:bb:cc:dd:ee:ff] [--mtu N]
+//!             [--tap NAME] [--netdev-socket PATH] [--pcap FILE] [--fault SPEC]
 //! ferroce-dev ctl --socket PATH gids|objects|counters|status|link up|link down
+//!                 |fault [SPEC]|stall on|stall off|kill
 //! ```
+//! `--tap NAME` attaches the port's wire side to tap interface NAME;
+//! `--netdev-socket PATH` listens for QEMU's `-netdev stream` (the paired
+//! virtio-net); `--pcap FILE` records the wire; `--fault SPEC` injects
+//! faults into the RDMA engine's frames (`drop=1%,dup=0.1%,reorder=1%,
+//! corrupt=0.1%,delay=1%:200us,seed=N`).
 //! With `--vfio-user PATH` the device serves QEMU's `vfio-user-pci` on that
 //! socket (DMA into guest RAM, MSI-X through QEMU's eventfds) and exits 0
 //! when QEMU disconnects; without it only the control socket runs, against
@@ -15,13 +22,17 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use ferroce_dev::ctl::{self, Request};
+use ferroce_dev::fault::FaultConfig;
 use ferroce_dev::gid::parse_mac;
+use ferroce_dev::port::{Port, Tap};
 use ferroce_dev::vfio::{self, VfioDevice, VfioIrq, VfioMemory};
 use ferroce_dev::{Device, DeviceConfig, NullIrq, NullMemory};
 
 const USAGE: &str = "usage:
   ferroce-dev [--vfio-user PATH] --ctl PATH [--mac aa:bb:cc:dd:ee:ff] [--mtu N]
-  ferroce-dev ctl --socket PATH gids|objects|counters|status|link up|link down";
+              [--tap NAME] [--netdev-socket PATH] [--pcap FILE] [--fault SPEC]
+  ferroce-dev ctl --socket PATH gids|objects|counters|status|link up|link down
+                  |fault [SPEC]|stall on|stall off|kill";
 
 fn ctl_main(args: &[String]) -> Result<(), String> {
     let mut socket = None;
@@ -41,6 +52,13 @@ fn ctl_main(args: &[String]) -> Result<(), String> {
         ["status"] => Request::Status,
         ["link", "up"] => Request::Link { up: true },
         ["link", "down"] => Request::Link { up: false },
+        ["fault"] => Request::Fault { spec: None },
+        ["fault", spec] => Request::Fault {
+            spec: Some(spec.to_string()),
+        },
+        ["stall", "on"] => Request::Stall { on: true },
+        ["stall", "off"] => Request::Stall { on: false },
+        ["kill"] => Request::Kill,
         _ => return Err(USAGE.to_string()),
     };
     let data = ctl::request(&socket, &req).map_err(|e| e.to_string())?;
@@ -53,6 +71,7 @@ fn device_main(args: &[String]) -> Result<(), String> {
     let mut cfg = DeviceConfig::default();
     let mut ctl_path = None;
     let mut vfio_user = None;
+    let mut port = PortArgs::default();
     let mut it = args.iter();
     while let Some(a) = it.next() {
         let mut val = || it.next().cloned().ok_or(format!("{a} needs a value"));
@@ -61,6 +80,10 @@ fn device_main(args: &[String]) -> Result<(), String> {
             "--vfio-user" => vfio_user = Some(PathBuf::from(val()?)),
             "--mac" => cfg.mac = parse_mac(&val()?).ok_or("bad --mac")?,
             "--mtu" => cfg.mtu = val()?.parse().map_err(|_| "bad --mtu")?,
+            "--tap" => port.tap = Some(val()?),
+            "--netdev-socket" => port.netdev = Some(PathBuf::from(val()?)),
+            "--pcap" => port.pcap = Some(PathBuf::from(val()?)),
+            "--fault" => port.fault = Some(FaultConfig::parse(&val()?)?),
             "-h" | "--help" => {
                 println!("{USAGE}");
                 return Ok(());
@@ -72,6 +95,7 @@ fn device_main(args: &[String]) -> Result<(), String> {
     let Some(socket) = vfio_user else {
         let listener = ctl::bind(&ctl_path).map_err(|e| format!("{}: {e}", ctl_path.display()))?;
         let dev = Arc::new(Device::new(cfg, Arc::new(NullMemory), Arc::new(NullIrq)));
+        start_port(&dev, &port)?;
         eprintln!("ferroce-dev: control socket {}", ctl_path.display());
         return ctl::serve(listener, dev).map_err(|e| e.to_string());
     };
@@ -84,6 +108,7 @@ fn device_main(args: &[String]) -> Result<(), String> {
         Arc::new(VfioMemory(server.dma())),
         Arc::new(VfioIrq(server.irqs())),
     ));
+    start_port(&dev, &port)?;
     let ctl_dev = dev.clone();
     std::thread::Builder::new()
         .name("ctl".into())
@@ -102,6 +127,53 @@ fn device_main(args: &[String]) -> Result<(), String> {
         .run(&VfioDevice(dev))
         .map_err(|e| format!("vfio-user: {e}"))?;
     eprintln!("ferroce-dev: client disconnected, shutting down");
+    Ok(())
+}
+
+/// Port options.
+#[derive(Default)]
+struct PortArgs {
+    tap: Option<String>,
+    netdev: Option<PathBuf>,
+    pcap: Option<PathBuf>,
+    fault: Option<FaultConfig>,
+}
+
+/// Applies the fault options and starts the port when a tap is given.
+fn start_port(dev: &Arc<Device>, a: &PortArgs) -> Result<(), String> {
+    if let Some(f) = a.fault {
+        dev.set_faults(f);
+    }
+    let Some(tap) = &a.tap else {
+        if a.netdev.is_some() || a.pcap.is_some() {
+            return Err("--netdev-socket and --pcap need --tap".into());
+        }
+        // No wire: still run the engine's clock (loopback retransmissions,
+        // delayed frames) and discard frames for other MACs.
+        let d = dev.clone();
+        d.use_real_clock();
+        std::thread::Builder::new()
+            .name("engine-clock".into())
+            .spawn(move || loop {
+                d.tick(0);
+                drop(d.take_tx());
+                std::thread::sleep(std::time::Duration::from_millis(1));
+            })
+            .map_err(|e| e.to_string())?;
+        return Ok(());
+    };
+    let link = Tap::open(tap).map_err(|e| format!("tap {tap}: {e}"))?;
+    let pcap = match &a.pcap {
+        Some(p) => Some(std::fs::File::create(p).map_err(|e| format!("{}: {e}", p.display()))?),
+        None => None,
+    };
+    let netdev = match &a.netdev {
+        Some(p) => Some(ctl::bind(p).map_err(|e| format!("{}: {e}", p.display()))?),
+        None => None,
+    };
+    let port = Port::new(dev.clone(), Arc::new(link), pcap).map_err(|e| e.to_string())?;
+    port.spawn(netdev).map_err(|e| e.to_string())?;
+    eprintln!("ferroce-dev: port on tap {tap}");
     Ok(())
 }
 

@@ -244,6 +244,10 @@ pub struct Qp {
     /// RQ buffer pages.
     #[serde(skip)]
     pub rq_pages: Vec<u64>,
+    /// log2 of the SQ buffer page size.
+    pub sq_page_shift: u8,
+    /// log2 of the RQ buffer page size.
+    pub rq_page_shift: u8,
     /// Current state (`QPS_*`).
     #[serde(serialize_with = "ser_state")]
     pub state: u8,

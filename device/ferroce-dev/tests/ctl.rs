@@ -68,7 +68,7 @@ fn handler_answers_every_request() {
 #[test]
 fn socket_server_and_client() {
     let h = Harness::new();
-    let dev = Arc::new(h.dev);
+    let dev = h.dev.clone();
     let path = sock_path("lib");
     let listener = ctl::bind(&path).unwrap();
     let d2 = Arc::clone(&dev);
@@ -191,4 +191,28 @@ fn unusable_vfio_user_socket_is_a_clear_error() {
     // Nothing is left behind: the control socket is only made once the
     // vfio-user socket is bound.
     assert!(!ctl.exists());
+}
+
+#[test]
+fn fault_and_stall_requests() {
+    let h = Harness::new();
+    let v = handle_line(
+        &h.dev,
+        r#"{"cmd":"fault","spec":"drop=1%,delay=2%:100us,seed=5"}"#,
+    );
+    assert_eq!(v["ok"], true, "{v}");
+    assert_eq!(v["data"]["config"]["drop_ppm"], 10_000);
+    assert_eq!(v["data"]["config"]["delay_ns"], 100_000);
+    assert_eq!(v["data"]["injected"]["frames"], 0);
+    let v = handle_line(&h.dev, r#"{"cmd":"fault","spec":"drop=2"}"#);
+    assert_eq!(v["ok"], false, "rate above 1 refused: {v}");
+    let v = handle_line(&h.dev, r#"{"cmd":"fault"}"#);
+    assert_eq!(v["data"]["config"]["seed"], 5, "unchanged without spec");
+    let v = handle_line(&h.dev, r#"{"cmd":"stall","on":true}"#);
+    assert_eq!(v["data"]["stalled"], true);
+    assert!(h.dev.faults().2);
+    handle_line(&h.dev, r#"{"cmd":"stall","on":false}"#);
+    assert!(!h.dev.faults().2);
+    let v = handle_line(&h.dev, r#"{"cmd":"counters"}"#);
+    assert_eq!(v["data"]["data"]["rx_frames"], 0, "data path counters: {v}");
 }

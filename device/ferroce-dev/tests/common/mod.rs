@@ -4,6 +4,8 @@
 
 #![allow(dead_code)]
 
+pub mod rdma;
+
 use std::sync::Arc;
 
 use ferroce_dev::hw::*;
@@ -20,7 +22,7 @@ pub const HEAP: u64 = RAM + 0x10_0000;
 pub const UNMAPPED: u64 = 0x7000_0000;
 
 pub struct Harness {
-    pub dev: Device,
+    pub dev: Arc<Device>,
     pub mem: Arc<FakeMemory>,
     pub irq: Arc<RecordingIrq>,
     pub depth: u32,
@@ -50,15 +52,27 @@ impl Harness {
     }
 
     pub fn unenabled(limits: Limits, depth: u32, aeq_depth: u32) -> Self {
+        Self::unenabled_mac(limits, depth, aeq_depth, mac())
+    }
+
+    /// An enabled device with port MAC `m`.
+    pub fn with_mac(m: [u8; 6]) -> Self {
+        let h = Self::unenabled_mac(Limits::default(), 16, 256, m);
+        h.reg_w(REG_DEV_CTRL, CTRL_ENABLE);
+        assert_eq!(h.reg_r(REG_DEV_STATUS), DEV_STATUS_READY);
+        h
+    }
+
+    pub fn unenabled_mac(limits: Limits, depth: u32, aeq_depth: u32, m: [u8; 6]) -> Self {
         let mem = Arc::new(FakeMemory::new());
         mem.add_region(RAM, RAM_SIZE);
         let irq = Arc::new(RecordingIrq::new());
         let cfg = DeviceConfig {
-            mac: mac(),
+            mac: m,
             limits,
             ..DeviceConfig::default()
         };
-        let dev = Device::new(cfg, mem.clone(), irq.clone());
+        let dev = Arc::new(Device::new(cfg, mem.clone(), irq.clone()));
         let h = Self {
             dev,
             mem,

@@ -1,0 +1,511 @@
+// SPDX-License-Identifier: GPL-2.0
+//! The device's Ethernet port, shared with the guest's paired virtio-net.
+//!
+//! The port has two sides: the **wire** (a tap interface, or anything that
+//! moves whole frames: [`FrameLink`]) and the **netdev** (QEMU's
+//! `-netdev stream` connected to a unix socket the device listens on; the
+//! stream carries each frame as a 4-byte big-endian length followed by the
+//! frame, as QEMU's `net/stream_data.c` writes and `net_fill_rstate` in
+//! `net/net.c` reads them, without a vnet header).
+//!
+//! Steering ([`steer`]): a frame from the wire that is RoCE (UDP port 4791
+//! or Ethertype 0x8915) and addressed to the port's MAC goes to the RDMA
+//! engine; every other frame goes to the netdev. Frames from the netdev and
+//! from the engine go out on the wire. The engine's frames for its own MAC
+//! never leave the device (loopback inside the engine).
+//!
+//! Threads: one reads the wire, one serves the netdev socket, one drives
+//! the engine's clock and sends its frames (woken by doorbells).
+
+use std::io::{self, Read, Write};
+use std::os::unix::net::{UnixDatagram, UnixListener, UnixStream};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::mpsc::{sync_channel, Receiver, RecvTimeoutError, SyncSender};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+
+use crate::device::Device;
+use crate::wire::{self, pcap::PcapWriter};
+
+/// Largest frame the port moves (jumbo MTU 9000 + headers, with margin).
+pub const MAX_FRAME: usize = 16384;
+/// Most frames read from the wire in one burst.
+pub const BURST: usize = 64;
+
+/// Where a frame from the wire goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Steer {
+    /// The RDMA engine.
+    Engine,
+    /// The paired virtio-net.
+    Netdev,
+}
+
+/// Steering decision for a frame received from the wire by a port whose
+/// MAC is `mac`.
+pub fn steer(frame: &[u8], mac: &[u8; 6]) -> Steer {
+    if frame.get(0..6) == Some(&mac[..]) && wire::is_roce(frame) {
+        Steer::Engine
+    } else {
+        Steer::Netdev
+    }
+}
+
+/// A link that moves whole Ethernet frames.
+pub trait FrameLink: Send + Sync {
+    /// Receives one frame into `buf`; `WouldBlock`/`TimedOut` when idle.
+    fn recv(&self, buf: &mut [u8]) -> io::Result<usize>;
+    /// Receives one frame if one is queued, else `WouldBlock` at once.
+    fn try_recv(&self, _buf: &mut [u8]) -> io::Result<usize> {
+        Err(io::ErrorKind::WouldBlock.into())
+    }
+    /// Sends one frame.
+    fn send(&self, frame: &[u8]) -> io::Result<()>;
+}
+
+impl FrameLink for UnixDatagram {
+    fn recv(&self, buf: &mut [u8]) -> io::Result<usize> {
+        UnixDatagram::recv(self, buf)
+    }
+    fn try_recv(&self, buf: &mut [u8]) -> io::Result<usize> {
+        // Only non-blocking sockets can be drained without waiting.
+        match self.read_timeout()? {
+            Some(_) => Err(io::ErrorKind::WouldBlock.into()),
+            None => UnixDatagram::recv(self, buf),
+        }
+    }
+    fn send(&self, frame: &[u8]) -> io::Result<()> {
+        UnixDatagram::send(self, frame).map(|_| ())
+    }
+}
+
+/// A tap interface (`IFF_TAP | IFF_NO_PI`): one read or write per frame.
+pub struct Tap {
+    file: std::fs::File,
+}
+
+impl Tap {
+    /// Opens (creating if needed) tap interface `name`.
+    pub fn open(name: &str) -> io::Result<Self> {
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open("/dev/net/tun")?;
+        tap_ioctl::set_iff(&file, name)?;
+        tap_ioctl::set_nonblocking(&file)?;
+        Ok(Self { file })
+    }
+}
+
+impl FrameLink for Tap {
+    fn recv(&self, buf: &mut [u8]) -> io::Result<usize> {
+        match (&self.file).read(buf) {
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                tap_ioctl::wait_readable(&self.file, 100)?;
+                Err(io::ErrorKind::TimedOut.into())
+            }
+            r => r,
+        }
+    }
+    fn try_recv(&self, buf: &mut [u8]) -> io::Result<usize> {
+        (&self.file).read(buf)
+    }
+    fn send(&self, frame: &[u8]) -> io::Result<()> {
+        (&self.file).write(frame).map(|_| ())
+    }
+}
+
+#[allow(unsafe_code)]
+mod tap_ioctl {
+    use std::io;
+    use std::os::fd::AsRawFd;
+
+    const TUNSETIFF: libc::c_ulong = 0x4004_54ca;
+    const IFF_TAP: libc::c_short = 0x0002;
+    const IFF_NO_PI: libc::c_short = 0x1000;
+
+    #[repr(C)]
+    struct IfReq {
+        name: [u8; 16],
+        flags: libc::c_short,
+        pad: [u8; 22],
+    }
+
+    /// Attaches `file` (/dev/net/tun) to tap interface `name`.
+    pub fn set_iff(file: &std::fs::File, name: &str) -> io::Result<()> {
+        let bytes = name.as_bytes();
+        if bytes.is_empty() || bytes.len() >= 16 || bytes.contains(&0) {
+            return Err(io::Error::new(io::ErrorKind::InvalidInput, "bad tap name"));
+        }
+        let mut req = IfReq {
+            name: [0; 16],
+            flags: IFF_TAP | IFF_NO_PI,
+            pad: [0; 22],
+        };
+        req.name[..bytes.len()].copy_from_slice(bytes);
+        // SAFETY: TUNSETIFF reads and writes a `struct ifreq` (40 bytes:
+        // 16-byte name, flags, union padding), which `IfReq` lays out with
+        // repr(C); the pointer is valid for the call and `file` is an open
+        // /dev/net/tun descriptor owned by the caller.
+        let r = unsafe { libc::ioctl(file.as_raw_fd(), TUNSETIFF as _, &mut req as *mut IfReq) };
+        if r < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(())
+    }
+
+    /// Puts `file` in non-blocking mode.
+    pub fn set_nonblocking(file: &std::fs::File) -> io::Result<()> {
+        let fd = file.as_raw_fd();
+        // SAFETY: F_GETFL/F_SETFL on a descriptor the caller owns; no
+        // pointers are passed.
+        let r = unsafe {
+            let fl = libc::fcntl(fd, libc::F_GETFL);
+            if fl < 0 {
+                fl
+            } else {
+                libc::fcntl(fd, libc::F_SETFL, fl | libc::O_NONBLOCK)
+            }
+        };
+        if r < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(())
+    }
+
+    /// Waits up to `ms` milliseconds for `file` to become readable.
+    pub fn wait_readable(file: &std::fs::File, ms: i32) -> io::Result<()> {
+        let mut p = libc::pollfd {
+            fd: file.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // SAFETY: `p` is one valid pollfd for the duration of the call and
+        // the count passed is 1.
+        let r = unsafe { libc::poll(&mut p, 1, ms) };
+        if r < 0 {
+            let e = io::Error::last_os_error();
+            if e.kind() != io::ErrorKind::Interrupted {
+                return Err(e);
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Counters of the port.
+#[derive(Debug, Default)]
+pub struct PortCounters {
+    /// Frames received from the wire.
+    pub wire_rx: AtomicU64,
+    /// Frames sent on the wire.
+    pub wire_tx: AtomicU64,
+    /// Wire frames handed to the engine.
+    pub to_engine: AtomicU64,
+    /// Wire frames handed to the netdev.
+    pub to_netdev: AtomicU64,
+    /// Wire frames for the netdev dropped (not connected, write failed).
+    pub netdev_dropped: AtomicU64,
+    /// Frames received from the netdev.
+    pub from_netdev: AtomicU64,
+    /// Wire send failures.
+    pub wire_errors: AtomicU64,
+}
+
+/// A snapshot of [`PortCounters`].
+#[derive(Debug, Clone, Copy, Default, Serialize, PartialEq, Eq)]
+pub struct PortStats {
+    /// Frames received from the wire.
+    pub wire_rx: u64,
+    /// Frames sent on the wire.
+    pub wire_tx: u64,
+    /// Wire frames handed to the engine.
+    pub to_engine: u64,
+    /// Wire frames handed to the netdev.
+    pub to_netdev: u64,
+    /// Wire frames for the netdev dropped.
+    pub netdev_dropped: u64,
+    /// Frames received from the netdev.
+    pub from_netdev: u64,
+    /// Wire send failures.
+    pub wire_errors: u64,
+}
+
+/// The port of one device.
+pub struct Port {
+    dev: Arc<Device>,
+    mac: [u8; 6],
+    wire: Arc<dyn FrameLink>,
+    netdev: Mutex<Option<UnixStream>>,
+    pcap: Option<Mutex<PcapWriter<std::fs::File>>>,
+    start: Instant,
+    stop: AtomicBool,
+    wake_tx: SyncSender<()>,
+    wake_rx: Mutex<Option<Receiver<()>>>,
+    /// Counters.
+    pub counters: PortCounters,
+}
+
+fn load(a: &AtomicU64) -> u64 {
+    a.load(Ordering::Relaxed)
+}
+
+fn bump(a: &AtomicU64) {
+    a.fetch_add(1, Ordering::Relaxed);
+}
+
+impl Port {
+    /// A port for `dev` on `wire`, optionally recording the wire to `pcap`.
+    pub fn new(
+        dev: Arc<Device>,
+        wire: Arc<dyn FrameLink>,
+        pcap: Option<std::fs::File>,
+    ) -> io::Result<Arc<Self>> {
+        let mac = dev.config().mac;
+        let pcap = match pcap {
+            Some(f) => Some(Mutex::new(PcapWriter::new(f)?)),
+            None => None,
+        };
+        let (wake_tx, wake_rx) = sync_channel(1);
+        let port = Arc::new(Self {
+            dev,
+            mac,
+            wire,
+            netdev: Mutex::new(None),
+            pcap,
+            start: Instant::now(),
+            stop: AtomicBool::new(false),
+            wake_tx,
+            wake_rx: Mutex::new(Some(wake_rx)),
+            counters: PortCounters::default(),
+        });
+        port.dev.use_real_clock();
+        let weak = Arc::downgrade(&port);
+        port.dev.set_port_stats(Box::new(move || {
+            weak.upgrade()
+                .and_then(|p| serde_json::to_value(p.stats()).ok())
+                .unwrap_or(serde_json::Value::Null)
+        }));
+        let w = port.wake_tx.clone();
+        port.dev.set_tx_waker(Box::new(move || {
+            let _ = w.try_send(());
+        }));
+        Ok(port)
+    }
+
+    /// A snapshot of the counters.
+    pub fn stats(&self) -> PortStats {
+        let c = &self.counters;
+        PortStats {
+            wire_rx: load(&c.wire_rx),
+            wire_tx: load(&c.wire_tx),
+            to_engine: load(&c.to_engine),
+            to_netdev: load(&c.to_netdev),
+            netdev_dropped: load(&c.netdev_dropped),
+            from_netdev: load(&c.from_netdev),
+            wire_errors: load(&c.wire_errors),
+        }
+    }
+
+    /// Asks the port's threads to stop (they notice within ~10 ms when
+    /// their links have read timeouts).
+    pub fn stop(&self) {
+        self.stop.store(true, Ordering::Relaxed);
+        let _ = self.wake_tx.try_send(());
+    }
+
+    fn now_ns(&self) -> u64 {
+        u64::try_from(self.start.elapsed().as_nanos()).unwrap_or(u64::MAX)
+    }
+
+    fn record(&self, frame: &[u8]) {
+        if let Some(p) = &self.pcap {
+            let ts = self.now_ns() / 1000;
+            let mut p = p.lock().unwrap_or_else(|e| e.into_inner());
+            let _ = p.write(ts, frame);
+        }
+    }
+
+    fn send_wire(&self, frame: &[u8]) {
+        self.record(frame);
+        match self.wire.send(frame) {
+            Ok(()) => bump(&self.counters.wire_tx),
+            Err(_) => bump(&self.counters.wire_errors),
+        }
+    }
+
+    /// Sends the engine's queued frames on the wire.
+    pub fn flush_engine(&self) {
+        for f in self.dev.take_tx() {
+            self.send_wire(&f);
+        }
+    }
+
+    /// Handles one frame from the wire.
+    pub fn from_wire(&self, frame: &[u8]) {
+        bump(&self.counters.wire_rx);
+        self.record(frame);
+        match steer(frame, &self.mac) {
+            Steer::Engine => {
+                bump(&self.counters.to_engine);
+                self.dev.receive(frame);
+                self.flush_engine();
+            }
+            Steer::Netdev => self.to_netdev(frame),
+        }
+    }
+
+    fn to_netdev(&self, frame: &[u8]) {
+        let mut g = self.netdev.lock().unwrap_or_else(|e| e.into_inner());
+        let Some(s) = g.as_mut() else {
+            bump(&self.counters.netdev_dropped);
+            return;
+        };
+        let len = (frame.len() as u32).to_be_bytes();
+        let mut msg = Vec::with_capacity(frame.len() + 4);
+        msg.extend_from_slice(&len);
+        msg.extend_from_slice(frame);
+        if s.write_all(&msg).is_ok() {
+            bump(&self.counters.to_netdev);
+        } else {
+            bump(&self.counters.netdev_dropped);
+            *g = None;
+        }
+    }
+
+    /// Serves one netdev connection (QEMU's stream netdev) until it closes:
+    /// its frames go to the wire; wire frames for the netdev go to it.
+    pub fn serve_netdev(&self, stream: UnixStream) -> io::Result<()> {
+        let writer = stream.try_clone()?;
+        // A guest that stops reading must not stall the wire thread: a
+        // write that cannot finish in time drops the connection (QEMU
+        // reconnects with `reconnect-ms`).
+        writer.set_write_timeout(Some(Duration::from_millis(500)))?;
+        *self.netdev.lock().unwrap_or_else(|e| e.into_inner()) = Some(writer);
+        let mut r = io::BufReader::new(stream);
+        let mut buf = vec![0u8; MAX_FRAME];
+        loop {
+            let mut len = [0u8; 4];
+            if r.read_exact(&mut len).is_err() {
+                break;
+            }
+            let n = u32::from_be_bytes(len) as usize;
+            if n > MAX_FRAME {
+                break; // framing lost: drop the connection
+            }
+            if r.read_exact(&mut buf[..n]).is_err() {
+                break;
+            }
+            bump(&self.counters.from_netdev);
+            self.send_wire(&buf[..n]);
+        }
+        *self.netdev.lock().unwrap_or_else(|e| e.into_inner()) = None;
+        Ok(())
+    }
+
+    /// Handles a burst of frames from the wire: RoCE frames for the engine
+    /// are handed over as one batch, so that its ACKs are coalesced.
+    pub fn from_wire_batch(&self, frames: &[Vec<u8>]) {
+        let mut engine: Vec<&[u8]> = Vec::new();
+        for f in frames {
+            bump(&self.counters.wire_rx);
+            self.record(f);
+            match steer(f, &self.mac) {
+                Steer::Engine => {
+                    bump(&self.counters.to_engine);
+                    engine.push(f);
+                }
+                Steer::Netdev => self.to_netdev(f),
+            }
+        }
+        if !engine.is_empty() {
+            self.dev.receive_batch(engine);
+            self.flush_engine();
+        }
+    }
+
+    /// Reads the wire until stopped.
+    pub fn wire_loop(&self) {
+        let mut buf = vec![0u8; MAX_FRAME];
+        let mut burst: Vec<Vec<u8>> = Vec::new();
+        while !self.stop.load(Ordering::Relaxed) {
+            match self.wire.recv(&mut buf) {
+                Ok(n) => {
+                    burst.clear();
+                    burst.push(buf[..n.min(buf.len())].to_vec());
+                    while burst.len() < BURST {
+                        match self.wire.try_recv(&mut buf) {
+                            Ok(n) => burst.push(buf[..n.min(buf.len())].to_vec()),
+                            Err(_) => break,
+                        }
+                    }
+                    self.from_wire_batch(&burst);
+                }
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        io::ErrorKind::WouldBlock
+                            | io::ErrorKind::TimedOut
+                            | io::ErrorKind::Interrupted
+                    ) => {}
+                Err(_) => std::thread::sleep(Duration::from_millis(10)),
+            }
+        }
+    }
+
+    /// Drives the engine's clock and sends its frames until stopped.
+    pub fn engine_loop(&self) {
+        let Some(rx) = self
+            .wake_rx
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take()
+        else {
+            return;
+        };
+        while !self.stop.load(Ordering::Relaxed) {
+            self.dev.tick(0); // the device runs on its real-time clock
+            self.flush_engine();
+            let now = self.dev.now_ns();
+            let wait = self
+                .dev
+                .next_timer()
+                .map_or(10_000_000, |t| t.saturating_sub(now))
+                .clamp(20_000, 10_000_000);
+            match rx.recv_timeout(Duration::from_nanos(wait)) {
+                Ok(()) | Err(RecvTimeoutError::Timeout) => {}
+                Err(RecvTimeoutError::Disconnected) => return,
+            }
+        }
+    }
+
+    /// Starts the wire and engine threads, and the netdev listener if given.
+    pub fn spawn(self: &Arc<Self>, netdev: Option<UnixListener>) -> io::Result<()> {
+        let p = Arc::clone(self);
+        std::thread::Builder::new()
+            .name("port-wire".into())
+            .spawn(move || p.wire_loop())?;
+        let p = Arc::clone(self);
+        std::thread::Builder::new()
+            .name("port-engine".into())
+            .spawn(move || p.engine_loop())?;
+        if let Some(l) = netdev {
+            let p = Arc::clone(self);
+            std::thread::Builder::new()
+                .name("port-netdev".into())
+                .spawn(move || {
+                    for conn in l.incoming() {
+                        if p.stop.load(Ordering::Relaxed) {
+                            return;
+                        }
+                        if let Ok(s) = conn {
+                            let _ = p.serve_netdev(s);
+                        }
+                    }
+                })?;
+        }
+        Ok(())
+    }
+}

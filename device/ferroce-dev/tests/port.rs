@@ -1,0 +1,286 @@
+// SPDX-License-Identifier: GPL-2.0
+//! The port: steering between the wire, the RDMA engine and the paired
+//! netdev, over socketpairs (datagram pairs stand in for the tap, stream
+//! pairs for QEMU's stream netdev).
+
+mod common;
+
+use std::io::{Read, Write};
+use std::os::unix::net::{UnixDatagram, UnixStream};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use common::rdma::*;
+use ferroce_dev::hw::*;
+use ferroce_dev::port::{steer, Port, Steer};
+use ferroce_dev::wire;
+
+fn frame(dmac: [u8; 6], ethertype: u16, rest: &[u8]) -> Vec<u8> {
+    let mut f = dmac.to_vec();
+    f.extend_from_slice(&[0x52, 0x54, 0, 0, 0, 0x99]);
+    f.extend_from_slice(&ethertype.to_be_bytes());
+    f.extend_from_slice(rest);
+    f
+}
+
+/// An IPv4/UDP frame to `dport` (checksums not needed for steering).
+fn udp_frame(dmac: [u8; 6], dport: u16) -> Vec<u8> {
+    let mut ip = vec![
+        0x45, 0, 0, 40, 0, 0, 0x40, 0, 64, 17, 0, 0, 10, 0, 1, 1, 10, 0, 1, 2,
+    ];
+    ip.extend_from_slice(&1234u16.to_be_bytes());
+    ip.extend_from_slice(&dport.to_be_bytes());
+    ip.extend_from_slice(&[0, 20, 0, 0]);
+    ip.extend_from_slice(&[0u8; 12]);
+    frame(dmac, wire::ETH_P_IPV4, &ip)
+}
+
+#[test]
+fn steering_decisions() {
+    let mac = node_mac(1);
+    let other = node_mac(2);
+    assert_eq!(steer(&udp_frame(mac, 4791), &mac), Steer::Engine);
+    assert_eq!(
+        steer(&udp_frame(mac, 4792), &mac),
+        Steer::Netdev,
+        "other UDP port"
+    );
+    assert_eq!(
+        steer(&udp_frame(other, 4791), &mac),
+        Steer::Netdev,
+        "RoCE for another MAC"
+    );
+    assert_eq!(
+        steer(&udp_frame([0xff; 6], 4791), &mac),
+        Steer::Netdev,
+        "broadcast"
+    );
+    assert_eq!(
+        steer(&frame(mac, 0x8915, &[0x60; 60]), &mac),
+        Steer::Engine,
+        "RoCE v1"
+    );
+    assert_eq!(
+        steer(&frame([0xff; 6], 0x0806, &[0; 28]), &mac),
+        Steer::Netdev,
+        "ARP"
+    );
+    assert_eq!(
+        steer(
+            &frame(mac, 0x0800, &[0x45, 0, 0, 40, 0, 0, 0, 0, 64, 6]),
+            &mac
+        ),
+        Steer::Netdev,
+        "TCP"
+    );
+    assert_eq!(steer(&[], &mac), Steer::Netdev);
+    assert_eq!(steer(&mac, &mac), Steer::Netdev, "runt");
+}
+
+fn read_stream_frame(s: &mut UnixStream) -> Vec<u8> {
+    let mut len = [0u8; 4];
+    s.read_exact(&mut len).unwrap();
+    let mut f = vec![0u8; u32::from_be_bytes(len) as usize];
+    s.read_exact(&mut f).unwrap();
+    f
+}
+
+fn write_stream_frame(s: &mut UnixStream, f: &[u8]) {
+    let mut m = (f.len() as u32).to_be_bytes().to_vec();
+    m.extend_from_slice(f);
+    s.write_all(&m).unwrap();
+}
+
+struct Side {
+    node: Node,
+    port: Arc<Port>,
+    /// QEMU's end of the stream netdev.
+    qemu: UnixStream,
+}
+
+fn side(i: u8, wire_end: UnixDatagram) -> Side {
+    let node = Node::new(i);
+    // Non-blocking: a full peer queue drops the frame (as a tap does)
+    // instead of blocking both ports' threads on each other.
+    wire_end.set_nonblocking(true).unwrap();
+    let port = Port::new(node.h.dev.clone(), Arc::new(wire_end), None).unwrap();
+    port.spawn(None).unwrap();
+    let (qemu, dev_end) = UnixStream::pair().unwrap();
+    qemu.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let p = port.clone();
+    std::thread::spawn(move || p.serve_netdev(dev_end));
+    Side { node, port, qemu }
+}
+
+fn wait_for(what: &str, mut cond: impl FnMut() -> bool) {
+    let t = Instant::now();
+    while !cond() {
+        assert!(
+            t.elapsed() < Duration::from_secs(10),
+            "timed out waiting for {what}"
+        );
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
+/// Two devices whose ports share a wire: RDMA goes engine to engine,
+/// ordinary frames go netdev to netdev, and nothing crosses over.
+#[test]
+fn two_ports_share_a_wire_with_their_netdevs() {
+    let (wa, wb) = UnixDatagram::pair().unwrap();
+    let mut a = side(36, wa);
+    let mut b = side(37, wb);
+    // Wait until both netdev connections are attached (first frame passes).
+    a.node.create_qp(QPT_RC);
+    b.node.create_qp(QPT_RC);
+    connect_pair(&mut a.node, 0, &mut b.node, 0, |x| x.timeout = 14);
+    let src = a.node.reg_mr(64 << 10, ACCESS_LOCAL_WRITE);
+    let dst = b
+        .node
+        .reg_mr(64 << 10, ACCESS_LOCAL_WRITE | ACCESS_REMOTE_WRITE);
+    let data: Vec<u8> = (0..50_000u32).map(|i| (i * 7) as u8).collect();
+    a.node.fill(src.gpa, &data);
+    // Ordinary traffic from a's guest to b's guest (and a broadcast).
+    let arp = frame([0xff; 6], 0x0806, &[1; 28]);
+    let ip = udp_frame(b.node.mac, 53);
+    wait_for("netdev attach", || {
+        write_stream_frame(&mut a.qemu, &arp);
+        b.port.stats().to_netdev > 0
+    });
+    assert_eq!(read_stream_frame(&mut b.qemu), arp);
+    write_stream_frame(&mut a.qemu, &ip);
+    let mut got = read_stream_frame(&mut b.qemu);
+    while got == arp {
+        got = read_stream_frame(&mut b.qemu);
+    }
+    assert_eq!(got, ip);
+    // RDMA WRITE a -> b through both ports.
+    let w = SendWr {
+        wr_id: 1,
+        opcode: WR_RDMA_WRITE,
+        flags: WQE_SIGNALED,
+        remote_addr: dst.va(0),
+        rkey: dst.key,
+        sges: vec![(src.va(0), 50_000, src.key)],
+        ..SendWr::default()
+    };
+    a.node.post_send(0, &w);
+    let mut cqes = Vec::new();
+    wait_for("RDMA WRITE completion", || {
+        cqes.extend(a.node.poll());
+        !cqes.is_empty()
+    });
+    assert_eq!((cqes[0].wr_id, cqes[0].status), (1, WC_SUCCESS));
+    assert_eq!(b.node.bytes(dst.gpa, 50_000), data);
+    let (sa, sb) = (a.port.stats(), b.port.stats());
+    assert!(sb.to_engine >= 49, "{sb:?}");
+    assert!(sa.to_engine >= 1, "ACKs reach a's engine: {sa:?}");
+    // No RoCE frame leaked to a netdev: b's netdev got exactly arp + ip,
+    // a's netdev got nothing from b.
+    assert_eq!(sb.to_netdev + sb.netdev_dropped, sb.wire_rx - sb.to_engine);
+    assert!(sb.to_netdev >= 2);
+    assert_eq!(sa.to_netdev, 0);
+    a.port.stop();
+    b.port.stop();
+}
+
+/// A RoCE frame on the wire for the port's MAC but malformed (bad ICRC)
+/// reaches the engine and is dropped and counted there.
+#[test]
+fn corrupt_roce_frame_is_counted_by_the_engine() {
+    let (wa, peer) = UnixDatagram::pair().unwrap();
+    let a = side(36, wa);
+    let mut f = udp_frame(a.node.mac, 4791);
+    f.extend_from_slice(&[0u8; 40]);
+    peer.send(&f).unwrap();
+    wait_for("engine drop", || {
+        let d = a.node.h.dev.counters().data;
+        d.rx_frames == 1
+            && d.rx_frames == d.rx_bad_header + d.rx_truncated + d.rx_bad_icrc + d.rx_bad_bth
+    });
+    a.port.stop();
+}
+
+/// `--pcap`: every frame that crosses the wire is recorded.
+#[test]
+fn port_records_the_wire_to_pcap() {
+    let (wa, peer) = UnixDatagram::pair().unwrap();
+    wa.set_read_timeout(Some(Duration::from_millis(5))).unwrap();
+    let node = Node::new(36);
+    let path = std::env::temp_dir().join(format!("ferroce-port-{}.pcap", std::process::id()));
+    let file = std::fs::File::create(&path).unwrap();
+    let port = Port::new(node.h.dev.clone(), Arc::new(wa), Some(file)).unwrap();
+    port.spawn(None).unwrap();
+    let arp = frame([0xff; 6], 0x0806, &[2; 28]);
+    peer.send(&arp).unwrap();
+    wait_for("frame", || port.stats().wire_rx == 1);
+    port.stop();
+    let frames = wire::pcap::read_frames(&std::fs::read(&path).unwrap()).unwrap();
+    assert_eq!(frames, vec![arp]);
+    let _ = std::fs::remove_file(&path);
+}
+
+/// Real time: the port's engine thread runs the retransmission timers, so
+/// a transfer through two ports with lossy devices completes.
+#[test]
+fn retransmission_through_ports_on_real_time() {
+    let (wa, wb) = UnixDatagram::pair().unwrap();
+    let mut a = side(36, wa);
+    let mut b = side(37, wb);
+    let f = |s| ferroce_dev::fault::FaultConfig::parse(s).unwrap();
+    a.node.h.dev.set_faults(f("drop=10%,reorder=5%,seed=1"));
+    b.node.h.dev.set_faults(f("drop=10%,dup=5%,seed=2"));
+    a.node.create_qp(QPT_RC);
+    b.node.create_qp(QPT_RC);
+    connect_pair(&mut a.node, 0, &mut b.node, 0, |x| x.timeout = 14);
+    let src = a.node.reg_mr(256 << 10, ACCESS_LOCAL_WRITE);
+    let dst = b.node.reg_mr(
+        256 << 10,
+        ACCESS_LOCAL_WRITE | ACCESS_REMOTE_WRITE | ACCESS_REMOTE_READ,
+    );
+    let data: Vec<u8> = (0..200_000u32).map(|i| (i * 31 + 7) as u8).collect();
+    a.node.fill(src.gpa, &data);
+    let w = SendWr {
+        wr_id: 1,
+        opcode: WR_RDMA_WRITE,
+        flags: WQE_SIGNALED,
+        remote_addr: dst.va(0),
+        rkey: dst.key,
+        sges: vec![(src.va(0), 200_000, src.key)],
+        ..SendWr::default()
+    };
+    a.node.post_send(0, &w);
+    let r = SendWr {
+        wr_id: 2,
+        opcode: WR_RDMA_READ,
+        flags: WQE_SIGNALED,
+        remote_addr: dst.va(0),
+        rkey: dst.key,
+        sges: vec![(src.va(210_000), 40_000, src.key)],
+        ..SendWr::default()
+    };
+    a.node.post_send(0, &r);
+    let mut cqes = Vec::new();
+    wait_for("completions", || {
+        cqes.extend(a.node.poll());
+        cqes.len() == 2
+    });
+    let st: Vec<_> = cqes.iter().map(|c| (c.wr_id, c.status)).collect();
+    assert_eq!(
+        st,
+        vec![(1, WC_SUCCESS), (2, WC_SUCCESS)],
+        "a {:?} {:?}\nb {:?} {:?}",
+        a.node.h.dev.counters().data,
+        a.port.stats(),
+        b.node.h.dev.counters().data,
+        b.port.stats()
+    );
+    assert_eq!(b.node.bytes(dst.gpa, 200_000), data);
+    assert_eq!(a.node.bytes(src.gpa + 210_000, 40_000), data[..40_000]);
+    assert!(a.node.h.dev.faults().1.dropped > 0);
+    let c = a.node.h.dev.counters();
+    let port = c.port.expect("port counters on the control socket");
+    assert!(port["wire_tx"].as_u64().unwrap() > 100, "{port}");
+    a.port.stop();
+    b.port.stop();
+}
