@@ -19,9 +19,12 @@ TOP := $(CURDIR)
 DEVICE_DIR := $(TOP)/device
 
 ifeq ($(origin KDIR),undefined)
-# The cached test kernel; built on first use (~6 min).
-KERNEL_BUILD = $$($(TOP)/scripts/make-kernel.sh)/build
-KMAKE = $(TOP)/scripts/in-root -- make -C $(KERNEL_BUILD) M=$(TOP)
+# The cached test kernel; built on first use (~6 min).  Its make-flags
+# (LLVM=1 for the debug flavour) apply to module builds too.
+KERNEL_DIR = $$($(TOP)/scripts/make-kernel.sh)
+KERNEL_BUILD = $(KERNEL_DIR)/build
+KMAKE = k=$(KERNEL_DIR) && $(TOP)/scripts/in-root -- make -C $$k/build \
+	$$(cat $$k/make-flags 2>/dev/null) M=$(TOP)
 KSRC_CMD = readlink -f $(KERNEL_BUILD)/source
 else
 KMAKE = $(MAKE) -C $(KDIR) M=$(TOP)

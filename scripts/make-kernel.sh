@@ -9,6 +9,7 @@
 #   build/               the O= tree; KDIR for out-of-tree modules
 #   bzImage              the kernel image
 #   modroot/lib/modules  the installed in-tree modules (ib_core, rxe, ...)
+#   make-flags           flags every make against it needs (LLVM=1 for debug)
 #
 # FERROCE_KERNEL_FLAVOUR=debug adds scripts/kernel/debug.config (KASAN,
 # kmemleak, lockdep, ...).  FERROCE_KERNEL_VERSION pins the source package
@@ -19,9 +20,17 @@
 
 flavour=${FERROCE_KERNEL_FLAVOUR:-default}
 want=${FERROCE_KERNEL_VERSION:-7.3.4}
+# make_flags: what every make against this kernel needs (written to the
+# entry's make-flags for out-of-tree module builds).
 case $flavour in
-default) fragments=("$FERROCE_TOP/scripts/kernel/ferroce.config") ;;
-debug) fragments=("$FERROCE_TOP/scripts/kernel/ferroce.config" "$FERROCE_TOP/scripts/kernel/debug.config") ;;
+default)
+	fragments=("$FERROCE_TOP/scripts/kernel/ferroce.config")
+	make_flags=
+	;;
+debug)
+	fragments=("$FERROCE_TOP/scripts/kernel/ferroce.config" "$FERROCE_TOP/scripts/kernel/debug.config")
+	make_flags=LLVM=1
+	;;
 *) die "FERROCE_KERNEL_FLAVOUR must be 'default' or 'debug', not '$flavour'" ;;
 esac
 
@@ -71,7 +80,7 @@ debver=$(cat "$src/deb-version")
 
 # --- build ----------------------------------------------------------------
 toolchain=$(in_root "$root" sh -c 'rustc --version; bindgen --version; gcc --version | head -1; clang --version | head -1')
-key=$(hash_inputs "$debver" "$flavour" "$toolchain" "${fragments[@]}" "$FERROCE_TOP/scripts/make-kernel.sh")
+key=$(hash_inputs "$debver" "$flavour" "$toolchain" "$make_flags" "${fragments[@]}" "$FERROCE_TOP/scripts/make-kernel.sh")
 name=kernel/$flavour-$key
 
 if [ "${1:-}" = --print-path ]; then
@@ -85,25 +94,29 @@ build_kernel() {
 	log "building the $flavour kernel from $debver in $out (~6 min on 2 cores, once)"
 	mkdir -p "$out/build"
 	cat "${fragments[@]}" >"$out/fragment.config"
+	echo "$make_flags" >"$out/make-flags"
 	in_root "$root" bash -euc '
-		src=$1 out=$2
+		src=$1 out=$2 flags=$3
 		cd "$src/linux"
-		make -s O="$out/build" tinyconfig
+		# shellcheck disable=SC2086 # flags is a word list
+		k() { make -s $flags O="$out/build" "$@"; }
+		k tinyconfig
 		./scripts/kconfig/merge_config.sh -m -O "$out/build" "$out/build/.config" "$out/fragment.config" >/dev/null
-		make -s O="$out/build" olddefconfig
-		make -s O="$out/build" rustavailable
-		# Every requested option must have survived Kconfig.
+		k olddefconfig
+		k rustavailable
+		# Every requested option (=y/=m/=N and "is not set") must have
+		# survived Kconfig.
 		bad=0
 		while IFS= read -r line; do
-			case $line in CONFIG_*) ;; *) continue ;; esac
+			case $line in CONFIG_* | "# CONFIG_"*" is not set") ;; *) continue ;; esac
 			grep -qx "$line" "$out/build/.config" || { echo "kernel config: $line did not stick" >&2; bad=1; }
 		done <"$out/fragment.config"
 		[ $bad = 0 ]
-		make -s -j"$(nproc)" --jobserver-style=pipe O="$out/build" bzImage modules
-		make -s O="$out/build" INSTALL_MOD_PATH="$out/modroot" modules_install
+		k -j"$(nproc)" --jobserver-style=pipe bzImage modules
+		k INSTALL_MOD_PATH="$out/modroot" modules_install
 		cp "$out/build/arch/x86/boot/bzImage" "$out/bzImage"
-		make -s O="$out/build" kernelrelease >"$out/release"
-	' build "$src" "$out" >&2
+		k kernelrelease >"$out/release"
+	' build "$src" "$out" "$make_flags" >&2
 }
 
 path=$(cache_entry "$name" build_kernel)
