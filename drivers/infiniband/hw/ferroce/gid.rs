@@ -13,6 +13,8 @@
 //! * IPv4 address <-> IPv4-mapped GID `::ffff:a.b.c.d`;
 //! * classification of a GID (link-local, IPv4-mapped, other IPv6).
 
+#![forbid(unsafe_code)]
+
 use kernel::prelude::*;
 
 /// A 128-bit RoCE GID in network byte order.

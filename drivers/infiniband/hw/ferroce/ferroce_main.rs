@@ -1,0 +1,61 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! ferroce: RDMA over Converged Ethernet driver for the ferroce NIC.
+//!
+//! Layout:
+//! * `rdma`: safe abstractions over ib_core (and a few kernel APIs the 7.3
+//!   `kernel` crate lacks); all of the driver's `unsafe` code is there and in
+//!   `bindings` (generated at build time from `ferroce-hw.h` and the rdma
+//!   headers);
+//! * `regs`, `cmdq`, `eq`: the device's register block, admin queue and
+//!   event queues (`Documentation/ferroce/device.rst`);
+//! * `dev`: PCI bring-up and teardown; `ib`: the verbs; `gid`: GID
+//!   conversions with their KUnit suite.
+
+use kernel::{pci, prelude::*};
+
+mod bindings;
+mod cmdq;
+mod dev;
+mod eq;
+mod gid;
+mod ib;
+mod rdma;
+mod regs;
+
+struct FerroceDriver;
+
+// The header's vendor is Red Hat's QEMU range (the kernel crate only builds
+// a `Vendor` from its own list).
+const _: () = assert!(pci::Vendor::REDHAT.as_raw() as u32 == bindings::FERROCE_PCI_VENDOR_ID);
+
+kernel::pci_device_table!(
+    PCI_TABLE,
+    <FerroceDriver as pci::Driver>::IdInfo,
+    [(
+        pci::DeviceId::from_id(pci::Vendor::REDHAT, bindings::FERROCE_PCI_DEVICE_ID),
+        ()
+    )]
+);
+
+impl pci::Driver for FerroceDriver {
+    type IdInfo = ();
+    type Data<'bound> = dev::Ferroce<'bound>;
+
+    const ID_TABLE: pci::IdTable<Self::IdInfo> = &PCI_TABLE;
+
+    fn probe<'bound>(
+        pdev: &'bound pci::Device<kernel::device::Core<'_>>,
+        _info: Option<&'bound Self::IdInfo>,
+    ) -> impl PinInit<Self::Data<'bound>, Error> + 'bound {
+        dev::Ferroce::probe(pdev)
+    }
+}
+
+kernel::module_pci_driver! {
+    type: FerroceDriver,
+    name: "ferroce",
+    authors: ["ferroce developers"],
+    description: "RDMA over Converged Ethernet driver for the ferroce NIC",
+    license: "GPL",
+}

@@ -1,0 +1,199 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The verbs of the ferroce `ib_device` (device and port queries, P_Key,
+//! user contexts, PDs, GID table) on top of the safe `rdma` layer.
+
+#![forbid(unsafe_code)]
+
+use crate::{
+    bindings as hw,
+    dev::{Caps, PortInfo, Shared},
+    gid::{self, Gid, GidKind},
+    rdma::{self, GidAttr, GidType, LinkLayer},
+};
+use core::sync::atomic::Ordering;
+use kernel::{prelude::*, sync::Arc};
+
+/// Driver state of the ferroce `ib_device`.
+pub(crate) struct IbDev {
+    pub(crate) shared: Arc<Shared>,
+    pub(crate) caps: Caps,
+    pub(crate) port: PortInfo,
+    pub(crate) node_guid: [u8; 8],
+}
+
+/// Driver state of a user context (doorbell page: to come with the ABI).
+pub(crate) struct UContext;
+
+/// Driver state of a protection domain.
+pub(crate) struct Pd {
+    pdn: u32,
+}
+
+fn gid_network_type(gid_type: GidType, gid: &Gid) -> Result<(u8, u8)> {
+    match gid_type {
+        GidType::RoceV1 => Ok((
+            hw::FERROCE_GID_TYPE_ROCE_V1 as u8,
+            hw::FERROCE_NET_ROCE_V1 as u8,
+        )),
+        GidType::RoceV2 => Ok((
+            hw::FERROCE_GID_TYPE_ROCE_V2 as u8,
+            match gid.kind() {
+                GidKind::Ipv4Mapped => hw::FERROCE_NET_IPV4 as u8,
+                GidKind::LinkLocal | GidKind::Ipv6 => hw::FERROCE_NET_IPV6 as u8,
+            },
+        )),
+        GidType::Ib => Err(EINVAL),
+    }
+}
+
+#[vtable]
+impl rdma::Driver for IbDev {
+    type UContext = UContext;
+    type Pd = Pd;
+
+    fn query_device(dev: &rdma::Device<Self>, attr: &mut rdma::DeviceAttr) -> Result {
+        let c = &dev.caps;
+        attr.fw_ver = c.fw_version;
+        attr.sys_image_guid = u64::from_ne_bytes(dev.node_guid);
+        attr.max_mr_size = c.max_mr_size;
+        attr.page_size_cap = c.page_size_cap;
+        attr.vendor_id = hw::FERROCE_PCI_VENDOR_ID;
+        attr.vendor_part_id = hw::FERROCE_PCI_DEVICE_ID;
+        attr.hw_ver = hw::FERROCE_PCI_REVISION;
+        attr.max_qp = c.max_qp;
+        attr.max_qp_wr = c.max_qp_wr;
+        attr.max_send_sge = c.max_sge;
+        attr.max_recv_sge = c.max_sge;
+        attr.max_sge_rd = c.max_sge;
+        attr.max_cq = c.max_cq;
+        attr.max_cqe = c.max_cqe;
+        attr.max_mr = c.max_mr;
+        attr.max_pd = c.max_pd;
+        attr.max_ah = c.max_ah;
+        attr.max_qp_rd_atom = c.max_qp_rd_atom;
+        attr.max_qp_init_rd_atom = c.max_qp_init_rd_atom;
+        attr.max_res_rd_atom = c.max_qp_rd_atom.saturating_mul(c.max_qp);
+        attr.max_pkeys = u16::try_from(c.pkey_table_len).unwrap_or(1);
+        attr.local_ca_ack_delay = u8::try_from(c.local_ca_ack_delay).unwrap_or(u8::MAX);
+        attr.atomic_cap = hw::ib_atomic_cap_IB_ATOMIC_NONE;
+        attr.masked_atomic_cap = hw::ib_atomic_cap_IB_ATOMIC_NONE;
+        attr.device_cap_flags = (hw::ib_device_cap_flags_IB_DEVICE_CURR_QP_STATE_MOD
+            | hw::ib_device_cap_flags_IB_DEVICE_PORT_ACTIVE_EVENT)
+            as u64;
+        Ok(())
+    }
+
+    fn query_port(dev: &rdma::Device<Self>, port: u32, attr: &mut rdma::PortAttr) -> Result {
+        if port != 1 {
+            return Err(EINVAL);
+        }
+        let up = dev.shared.link_up.load(Ordering::Relaxed);
+        attr.state = if up {
+            hw::ib_port_state_IB_PORT_ACTIVE
+        } else {
+            hw::ib_port_state_IB_PORT_DOWN
+        };
+        attr.phys_state = if up {
+            hw::ib_port_phys_state_IB_PORT_PHYS_STATE_LINK_UP as u8
+        } else {
+            hw::ib_port_phys_state_IB_PORT_PHYS_STATE_DISABLED as u8
+        };
+        attr.max_mtu = dev.caps.max_path_mtu;
+        attr.active_mtu = dev.port.active_mtu;
+        attr.phys_mtu = dev.port.mtu;
+        attr.gid_tbl_len = i32::try_from(dev.caps.gid_table_len)?;
+        attr.pkey_tbl_len = u16::try_from(dev.caps.pkey_table_len)?;
+        attr.max_msg_sz = dev.caps.max_msg_size;
+        attr.port_cap_flags = hw::ib_uverbs_query_port_cap_flags_IB_UVERBS_PCF_CM_SUP
+            | hw::ib_uverbs_query_port_cap_flags_IB_UVERBS_PCF_IP_BASED_GIDS;
+        attr.max_vl_num = 1;
+        attr.active_width = hw::ib_port_width_IB_WIDTH_1X as u8;
+        attr.active_speed = hw::ib_port_speed_IB_SPEED_SDR as u16;
+        Ok(())
+    }
+
+    fn get_port_immutable(
+        dev: &rdma::Device<Self>,
+        port: u32,
+        imm: &mut rdma::PortImmutable,
+    ) -> Result {
+        if port != 1 {
+            return Err(EINVAL);
+        }
+        imm.pkey_tbl_len = i32::try_from(dev.caps.pkey_table_len)?;
+        imm.gid_tbl_len = i32::try_from(dev.caps.gid_table_len)?;
+        let mut flags = 0;
+        if dev.caps.device_caps & hw::FERROCE_CAP_ROCE_V1 != 0 {
+            flags |= hw::RDMA_CORE_PORT_IBA_ROCE;
+        }
+        if dev.caps.device_caps & hw::FERROCE_CAP_ROCE_V2 != 0 {
+            flags |= hw::RDMA_CORE_PORT_IBA_ROCE_UDP_ENCAP;
+        }
+        imm.core_cap_flags = flags;
+        imm.max_mad_size = hw::IB_MGMT_MAD_SIZE;
+        Ok(())
+    }
+
+    fn get_link_layer(_dev: &rdma::Device<Self>, _port: u32) -> LinkLayer {
+        LinkLayer::Ethernet
+    }
+
+    fn query_pkey(_dev: &rdma::Device<Self>, port: u32, index: u16) -> Result<u16> {
+        if port != 1 || u32::from(index) >= hw::FERROCE_PKEY_TABLE_LEN {
+            return Err(EINVAL);
+        }
+        Ok(hw::FERROCE_DEFAULT_PKEY as u16)
+    }
+
+    fn alloc_ucontext(_dev: &rdma::Device<Self>) -> Result<UContext> {
+        Ok(UContext)
+    }
+
+    fn alloc_pd(dev: &rdma::Device<Self>, _user: bool) -> Result<Pd> {
+        let comp = dev.shared.exec(&hw::ferroce_cmd_alloc_pd::default())?;
+        Ok(Pd { pdn: comp.out[0] })
+    }
+
+    fn dealloc_pd(dev: &rdma::Device<Self>, pd: &Pd) -> Result {
+        let cmd = hw::ferroce_cmd_dealloc_pd {
+            pdn: pd.pdn,
+            ..Default::default()
+        };
+        dev.shared.exec(&cmd).map(|_| ())
+    }
+
+    fn add_gid(dev: &rdma::Device<Self>, attr: &GidAttr<'_>) -> Result {
+        let gid = Gid(attr.gid());
+        let (gid_type, network_type) = gid_network_type(attr.gid_type().ok_or(EINVAL)?, &gid)?;
+        // Frames sent with this entry carry the paired netdev's MAC.
+        let smac = attr
+            .netdev()
+            .and_then(|nd| nd.mac())
+            .unwrap_or(dev.port.mac);
+        let cmd = hw::ferroce_cmd_set_gid {
+            gid: gid.0,
+            smac,
+            index: attr.index(),
+            gid_type,
+            network_type,
+            port: attr.port(),
+            ..Default::default()
+        };
+        dev.shared.exec(&cmd).map(|_| ())
+    }
+
+    fn del_gid(dev: &rdma::Device<Self>, attr: &GidAttr<'_>) -> Result {
+        let cmd = hw::ferroce_cmd_clear_gid {
+            index: attr.index(),
+            port: attr.port(),
+            ..Default::default()
+        };
+        dev.shared.exec(&cmd).map(|_| ())
+    }
+}
+
+/// The node GUID: the EUI-64 of the port MAC.
+pub(crate) fn node_guid(mac: &[u8; 6]) -> [u8; 8] {
+    gid::eui64_interface_id(mac)
+}

@@ -1,0 +1,170 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Attribute structures exchanged with ib_core, and safe views of them.
+
+use crate::bindings as b;
+use core::{marker::PhantomData, ptr::NonNull};
+
+/// Device attributes (`struct ib_device_attr`), zeroed by ib_core before
+/// `query_device` and filled in by the driver.
+pub(crate) type DeviceAttr = b::ib_device_attr;
+
+/// Port attributes (`struct ib_port_attr`), zeroed by ib_core before
+/// `query_port` and filled in by the driver.
+pub(crate) type PortAttr = b::ib_port_attr;
+
+/// Immutable port attributes (`struct ib_port_immutable`).
+pub(crate) type PortImmutable = b::ib_port_immutable;
+
+/// Link layer of a port (`enum rdma_link_layer`).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) enum LinkLayer {
+    /// Ethernet (RoCE, iWARP).
+    Ethernet,
+}
+
+impl LinkLayer {
+    pub(super) fn as_raw(self) -> b::rdma_link_layer {
+        match self {
+            Self::Ethernet => b::rdma_link_layer_IB_LINK_LAYER_ETHERNET,
+        }
+    }
+}
+
+/// Type of a GID table entry (`enum ib_gid_type`).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) enum GidType {
+    /// InfiniBand GID.
+    Ib,
+    /// RoCE v1 (Ethertype 0x8915).
+    RoceV1,
+    /// RoCE v2 (UDP port 4791).
+    RoceV2,
+}
+
+/// A network device, borrowed for `'a` (ib_core or the caller holds a
+/// reference on it).
+///
+/// # Invariants
+///
+/// `ptr` points to a valid `struct net_device` for `'a`.
+#[derive(Clone, Copy)]
+pub(crate) struct NetDev<'a> {
+    ptr: NonNull<kernel::bindings::net_device>,
+    _p: PhantomData<&'a kernel::bindings::net_device>,
+}
+
+impl NetDev<'_> {
+    pub(super) fn as_raw(&self) -> *mut kernel::bindings::net_device {
+        self.ptr.as_ptr()
+    }
+
+    /// The Ethernet address of the netdev, `None` if it is not 6 bytes long.
+    pub(crate) fn mac(&self) -> Option<[u8; 6]> {
+        let mut mac = [0u8; 6];
+        // SAFETY: `ptr` is a valid netdev (type invariant) and `mac` has room
+        // for the 6 bytes the helper copies.
+        let ret = unsafe { b::ferroce_netdev_mac(self.ptr.as_ptr(), mac.as_mut_ptr()) };
+        (ret == 0).then_some(mac)
+    }
+}
+
+/// A reference on a netdev found by its Ethernet address, dropped with
+/// `dev_put`.
+///
+/// # Invariants
+///
+/// `ptr` points to a `struct net_device` on which this object holds a
+/// reference.
+pub(crate) struct NetDevRef {
+    ptr: NonNull<kernel::bindings::net_device>,
+}
+
+// SAFETY: A netdev reference may be dropped from any thread.
+unsafe impl Send for NetDevRef {}
+// SAFETY: `NetDevRef` only gives out `NetDev` views, whose methods may be
+// called from any thread.
+unsafe impl Sync for NetDevRef {}
+
+impl NetDevRef {
+    /// Looks up the netdev of `init_net` whose Ethernet address is `mac`.
+    pub(crate) fn find_by_mac(mac: &[u8; 6]) -> Option<Self> {
+        // SAFETY: `mac` points to 6 readable bytes.
+        let ptr = unsafe { b::ferroce_netdev_get_by_mac(mac.as_ptr()) };
+        // INVARIANT: the helper returns a held netdev or NULL.
+        NonNull::new(ptr).map(|ptr| Self { ptr })
+    }
+
+    /// A view of the netdev for as long as the reference is held.
+    pub(crate) fn get(&self) -> NetDev<'_> {
+        // INVARIANT: the reference keeps the netdev alive for `'_`.
+        NetDev {
+            ptr: self.ptr,
+            _p: PhantomData,
+        }
+    }
+}
+
+impl Drop for NetDevRef {
+    fn drop(&mut self) {
+        // SAFETY: we hold a reference on `ptr` (type invariant).
+        unsafe { b::ferroce_netdev_put(self.ptr.as_ptr()) };
+    }
+}
+
+/// A GID table entry as ib_core hands it to `add_gid`/`del_gid`.
+///
+/// # Invariants
+///
+/// `raw` is a valid `struct ib_gid_attr` for `'a`.
+pub(crate) struct GidAttr<'a> {
+    raw: &'a b::ib_gid_attr,
+}
+
+impl<'a> GidAttr<'a> {
+    /// # Safety
+    ///
+    /// `ptr` must point to a valid `struct ib_gid_attr` for `'a`, whose
+    /// `ndev` (if not NULL) is held for `'a`.
+    pub(super) unsafe fn from_raw(ptr: *const b::ib_gid_attr) -> Self {
+        // SAFETY: per the safety requirements.
+        let raw = unsafe { &*ptr };
+        Self { raw }
+    }
+
+    /// The GID, in network byte order.
+    pub(crate) fn gid(&self) -> [u8; 16] {
+        // SAFETY: every variant of `union ib_gid` is 16 plain bytes.
+        unsafe { *self.raw.gid.raw.as_ref() }
+    }
+
+    /// The index of the entry in the port's GID table.
+    pub(crate) fn index(&self) -> u16 {
+        self.raw.index
+    }
+
+    /// The port number (1-based).
+    pub(crate) fn port(&self) -> u32 {
+        self.raw.port_num
+    }
+
+    /// The type of the entry, `None` for values this layer does not know.
+    pub(crate) fn gid_type(&self) -> Option<GidType> {
+        match self.raw.gid_type {
+            b::ib_gid_type_IB_GID_TYPE_IB => Some(GidType::Ib),
+            b::ib_gid_type_IB_GID_TYPE_ROCE => Some(GidType::RoceV1),
+            b::ib_gid_type_IB_GID_TYPE_ROCE_UDP_ENCAP => Some(GidType::RoceV2),
+            _ => None,
+        }
+    }
+
+    /// The netdev the entry belongs to (RoCE), if any.
+    pub(crate) fn netdev(&self) -> Option<NetDev<'a>> {
+        // INVARIANT: ib_core holds the netdev of a GID entry for the duration
+        // of the callback (the safety requirement of `from_raw`).
+        NonNull::new(self.raw.ndev).map(|ptr| NetDev {
+            ptr,
+            _p: PhantomData,
+        })
+    }
+}

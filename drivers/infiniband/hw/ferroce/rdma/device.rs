@@ -1,0 +1,581 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! `struct ib_device` with Rust driver state, its ops table and registration.
+
+use super::attr::{DeviceAttr, GidAttr, LinkLayer, NetDev, PortAttr, PortImmutable};
+use crate::bindings as b;
+use core::{
+    ffi::{c_int, c_void},
+    marker::PhantomData,
+    mem::{offset_of, size_of, MaybeUninit},
+    ops::Deref,
+    ptr::NonNull,
+};
+use kernel::{
+    device::Bound,
+    error::{from_result, to_result, VTABLE_DEFAULT_ERROR},
+    prelude::*,
+    str::CStr,
+    types::Opaque,
+};
+
+/// The operations of an RDMA device driver; ib_core calls them through the
+/// `extern "C"` trampolines of [`Adapter`].
+///
+/// The implementing type is the driver's per-device state; it lives inside
+/// the `ib_device` allocation ([`Device`]) and is dropped by ib_core's
+/// `dealloc_driver` callback, i.e. when the device is unregistered or
+/// (before registration) deallocated.
+#[vtable]
+pub(crate) trait Driver: Send + Sync + Sized + 'static {
+    /// Driver state of a user context (`struct ib_ucontext`).
+    type UContext: Send + Sync;
+    /// Driver state of a protection domain (`struct ib_pd`).
+    type Pd: Send + Sync;
+
+    /// Fills in the device attributes (zeroed by ib_core).
+    fn query_device(dev: &Device<Self>, attr: &mut DeviceAttr) -> Result;
+
+    /// Fills in the attributes of `port` (zeroed by ib_core).
+    fn query_port(dev: &Device<Self>, port: u32, attr: &mut PortAttr) -> Result;
+
+    /// Fills in the immutable attributes of `port`.
+    fn get_port_immutable(dev: &Device<Self>, port: u32, imm: &mut PortImmutable) -> Result;
+
+    /// Returns the link layer of `port`.
+    fn get_link_layer(dev: &Device<Self>, port: u32) -> LinkLayer;
+
+    /// Returns the P_Key at `index` of `port`'s P_Key table.
+    fn query_pkey(_dev: &Device<Self>, _port: u32, _index: u16) -> Result<u16> {
+        build_error!(VTABLE_DEFAULT_ERROR)
+    }
+
+    /// Creates the driver state of a new user context.
+    fn alloc_ucontext(_dev: &Device<Self>) -> Result<Self::UContext> {
+        build_error!(VTABLE_DEFAULT_ERROR)
+    }
+
+    /// Releases a user context; its state is dropped afterwards.
+    fn dealloc_ucontext(_dev: &Device<Self>, _ctx: &Self::UContext) {}
+
+    /// The device is going away while the context is still open: stop all
+    /// hardware access on its behalf (ib_core has already zapped its
+    /// mmaps). `dealloc_ucontext` follows when the process closes it.
+    fn disassociate_ucontext(_dev: &Device<Self>, _ctx: &Self::UContext) {}
+
+    /// Creates the driver state of a new protection domain.
+    fn alloc_pd(dev: &Device<Self>, user: bool) -> Result<Self::Pd>;
+
+    /// Releases a protection domain; on success its state is dropped
+    /// afterwards, on failure the PD stays as it is.
+    fn dealloc_pd(dev: &Device<Self>, pd: &Self::Pd) -> Result;
+
+    /// A GID table entry was added (RoCE).
+    fn add_gid(_dev: &Device<Self>, _attr: &GidAttr<'_>) -> Result {
+        build_error!(VTABLE_DEFAULT_ERROR)
+    }
+
+    /// A GID table entry was removed (RoCE).
+    fn del_gid(_dev: &Device<Self>, _attr: &GidAttr<'_>) -> Result {
+        build_error!(VTABLE_DEFAULT_ERROR)
+    }
+}
+
+/// An `ib_device` followed by the driver state `T`.
+///
+/// # Invariants
+///
+/// * `ib` sits at offset 0, so `*mut ib_device` and `*mut Device<T>` convert
+///   into each other.
+/// * A `Device<T>` is only ever allocated by [`Builder::new`], with `data`
+///   initialised before the ops (and thus `dealloc_driver`) are set.
+#[repr(C)]
+pub(crate) struct Device<T: Driver> {
+    ib: Opaque<b::ib_device>,
+    data: T,
+}
+
+// SAFETY: ib_core's `struct ib_device` may be used from any thread; `T` is
+// `Send + Sync`.
+unsafe impl<T: Driver> Send for Device<T> {}
+// SAFETY: as above; `&Device<T>` only gives shared access to `T`.
+unsafe impl<T: Driver> Sync for Device<T> {}
+
+impl<T: Driver> Device<T> {
+    const LAYOUT_OK: () = {
+        assert!(offset_of!(Self, ib) == 0);
+        // kzalloc() guarantees at least 8-byte alignment.
+        assert!(core::mem::align_of::<Self>() <= 8);
+    };
+
+    /// # Safety
+    ///
+    /// `ptr` must point to the `ib_device` of a live `Device<T>` for `'a`.
+    unsafe fn from_raw<'a>(ptr: *mut b::ib_device) -> &'a Self {
+        // SAFETY: per the safety requirements and the type invariant (`ib` at
+        // offset 0).
+        unsafe { &*ptr.cast::<Self>() }
+    }
+
+    fn as_raw(&self) -> *mut b::ib_device {
+        self.ib.get()
+    }
+
+    /// The name ib_core gave the device (e.g. `ferroce0`).
+    pub(crate) fn name(&self) -> &CStr {
+        // SAFETY: `name` is a NUL-terminated array inside the live device;
+        // ib_core only rewrites it on a rename (`strscpy`, which keeps the
+        // final NUL), so the string read here is always terminated.
+        unsafe { CStr::from_char_ptr((*self.as_raw()).name.as_ptr()) }
+    }
+}
+
+impl<T: Driver> Deref for Device<T> {
+    type Target = T;
+
+    fn deref(&self) -> &T {
+        &self.data
+    }
+}
+
+/// A core-allocated ib object (`ib_ucontext`, `ib_pd`, ...) followed by the
+/// driver state: ib_core allocates `size_of::<Obj<I, D>>()` bytes (the
+/// `INIT_RDMA_OBJ_SIZE` equivalent) and frees them after the destroy
+/// callback.
+#[repr(C)]
+struct Obj<I, D> {
+    ib: Opaque<I>,
+    data: MaybeUninit<D>,
+}
+
+impl<I, D> Obj<I, D> {
+    const LAYOUT_OK: () = {
+        assert!(offset_of!(Self, ib) == 0);
+        // ib_core allocates the object with kzalloc() (8-byte aligned).
+        assert!(core::mem::align_of::<Self>() <= 8);
+    };
+}
+
+type UContextObj<T> = Obj<b::ib_ucontext, <T as Driver>::UContext>;
+type PdObj<T> = Obj<b::ib_pd, <T as Driver>::Pd>;
+
+/// The `extern "C"` trampolines and the ops table of a [`Driver`].
+///
+/// ib_core calls each trampoline only as the op of a device set up by
+/// [`Builder::new`] for the same `T`, with the arguments its
+/// `struct ib_device_ops` documents; the `// SAFETY` comments rely on that.
+pub(crate) struct Adapter<T: Driver>(PhantomData<T>);
+
+// The module object made by modpost (`ferroce.mod.c`); only its address is
+// used. (`struct module` may contain field-less structs, hence the lint.)
+#[allow(improper_ctypes)]
+extern "C" {
+    static mut __this_module: kernel::bindings::module;
+}
+
+impl<T: Driver> Adapter<T> {
+    const OPS: b::ib_device_ops = {
+        let () = Device::<T>::LAYOUT_OK;
+        let () = UContextObj::<T>::LAYOUT_OK;
+        let () = PdObj::<T>::LAYOUT_OK;
+        // SAFETY: `ib_device_ops` is plain data (pointers, integers and
+        // nullable function pointers), so all zeroes is a valid value.
+        let mut ops: b::ib_device_ops = unsafe { core::mem::zeroed() };
+        ops.driver_id = b::rdma_driver_id_RDMA_DRIVER_UNKNOWN;
+        ops.uverbs_abi_ver = 1;
+        ops.dealloc_driver = Some(Self::dealloc_driver);
+        ops.query_device = Some(Self::query_device);
+        ops.query_port = Some(Self::query_port);
+        ops.get_port_immutable = Some(Self::get_port_immutable);
+        ops.get_link_layer = Some(Self::get_link_layer);
+        if T::HAS_QUERY_PKEY {
+            ops.query_pkey = Some(Self::query_pkey);
+        }
+        if T::HAS_ALLOC_UCONTEXT {
+            ops.alloc_ucontext = Some(Self::alloc_ucontext);
+            ops.dealloc_ucontext = Some(Self::dealloc_ucontext);
+            // With it, unregistration disassociates open contexts instead of
+            // waiting for their processes to close them.
+            ops.disassociate_ucontext = Some(Self::disassociate_ucontext);
+            ops.size_ib_ucontext = size_of::<UContextObj<T>>();
+        }
+        ops.alloc_pd = Some(Self::alloc_pd);
+        ops.dealloc_pd = Some(Self::dealloc_pd);
+        ops.size_ib_pd = size_of::<PdObj<T>>();
+        if T::HAS_ADD_GID {
+            ops.add_gid = Some(Self::add_gid);
+        }
+        if T::HAS_DEL_GID {
+            ops.del_gid = Some(Self::del_gid);
+        }
+        ops
+    };
+
+    extern "C" fn dealloc_driver(ibdev: *mut b::ib_device) {
+        let dev = ibdev.cast::<Device<T>>();
+        // SAFETY: ib_core calls `dealloc_driver` exactly once, when the device
+        // is freed; `data` was initialised before the ops were set (type
+        // invariant of `Device`) and nothing uses it afterwards.
+        unsafe { core::ptr::drop_in_place(&raw mut (*dev).data) };
+    }
+
+    extern "C" fn query_device(
+        ibdev: *mut b::ib_device,
+        attr: *mut b::ib_device_attr,
+        _udata: *mut b::ib_udata,
+    ) -> c_int {
+        // SAFETY: ib_core passes our live device and a valid attribute struct
+        // that nothing else accesses during the call.
+        let (dev, attr) = unsafe { (Device::<T>::from_raw(ibdev), &mut *attr) };
+        from_result(|| T::query_device(dev, attr).map(|()| 0))
+    }
+
+    extern "C" fn query_port(
+        ibdev: *mut b::ib_device,
+        port: u32,
+        attr: *mut b::ib_port_attr,
+    ) -> c_int {
+        // SAFETY: as in `query_device`.
+        let (dev, attr) = unsafe { (Device::<T>::from_raw(ibdev), &mut *attr) };
+        from_result(|| T::query_port(dev, port, attr).map(|()| 0))
+    }
+
+    extern "C" fn get_port_immutable(
+        ibdev: *mut b::ib_device,
+        port: u32,
+        imm: *mut b::ib_port_immutable,
+    ) -> c_int {
+        // SAFETY: as in `query_device`.
+        let (dev, imm) = unsafe { (Device::<T>::from_raw(ibdev), &mut *imm) };
+        from_result(|| T::get_port_immutable(dev, port, imm).map(|()| 0))
+    }
+
+    extern "C" fn get_link_layer(ibdev: *mut b::ib_device, port: u32) -> b::rdma_link_layer {
+        // SAFETY: ib_core passes our live device.
+        let dev = unsafe { Device::<T>::from_raw(ibdev) };
+        T::get_link_layer(dev, port).as_raw()
+    }
+
+    extern "C" fn query_pkey(
+        ibdev: *mut b::ib_device,
+        port: u32,
+        index: u16,
+        pkey: *mut u16,
+    ) -> c_int {
+        // SAFETY: ib_core passes our live device.
+        let dev = unsafe { Device::<T>::from_raw(ibdev) };
+        from_result(|| {
+            let value = T::query_pkey(dev, port, index)?;
+            // SAFETY: `pkey` is valid for writes for the duration of the call.
+            unsafe { pkey.write(value) };
+            Ok(0)
+        })
+    }
+
+    extern "C" fn alloc_ucontext(uctx: *mut b::ib_ucontext, _udata: *mut b::ib_udata) -> c_int {
+        let obj = uctx.cast::<UContextObj<T>>();
+        // SAFETY: ib_core allocated `size_ib_ucontext` = `size_of::<UContextObj<T>>()`
+        // bytes for `uctx` and set its `device` to our live device.
+        let dev = unsafe { Device::<T>::from_raw((*uctx).device) };
+        from_result(|| {
+            let data = T::alloc_ucontext(dev)?;
+            // SAFETY: `obj` is valid for writes (see above); on success the
+            // state is dropped in `dealloc_ucontext` only.
+            unsafe { (*obj).data.write(data) };
+            Ok(0)
+        })
+    }
+
+    extern "C" fn dealloc_ucontext(uctx: *mut b::ib_ucontext) {
+        let obj = uctx.cast::<UContextObj<T>>();
+        // SAFETY: ib_core calls this once for a context whose
+        // `alloc_ucontext` succeeded, so `data` is initialised; ib_core frees
+        // the memory right after.
+        unsafe {
+            let dev = Device::<T>::from_raw((*uctx).device);
+            T::dealloc_ucontext(dev, (*obj).data.assume_init_ref());
+            (*obj).data.assume_init_drop();
+        }
+    }
+
+    extern "C" fn disassociate_ucontext(uctx: *mut b::ib_ucontext) {
+        let obj = uctx.cast::<UContextObj<T>>();
+        // SAFETY: ib_core calls this for a live context whose
+        // `alloc_ucontext` succeeded (so `data` is initialised), before
+        // `dealloc_ucontext`.
+        unsafe {
+            let dev = Device::<T>::from_raw((*uctx).device);
+            T::disassociate_ucontext(dev, (*obj).data.assume_init_ref());
+        }
+    }
+
+    extern "C" fn alloc_pd(pd: *mut b::ib_pd, udata: *mut b::ib_udata) -> c_int {
+        let obj = pd.cast::<PdObj<T>>();
+        // SAFETY: ib_core allocated `size_ib_pd` = `size_of::<PdObj<T>>()` bytes
+        // for `pd` and set its `device` to our live device.
+        let dev = unsafe { Device::<T>::from_raw((*pd).device) };
+        from_result(|| {
+            let data = T::alloc_pd(dev, !udata.is_null())?;
+            // SAFETY: `obj` is valid for writes; on success the state is
+            // dropped in `dealloc_pd` only.
+            unsafe { (*obj).data.write(data) };
+            Ok(0)
+        })
+    }
+
+    extern "C" fn dealloc_pd(pd: *mut b::ib_pd, _udata: *mut b::ib_udata) -> c_int {
+        let obj = pd.cast::<PdObj<T>>();
+        // SAFETY: ib_core calls this for a PD whose `alloc_pd` succeeded, so
+        // `data` is initialised; on success ib_core frees the memory right
+        // after, on failure it keeps the PD (and we keep `data`).
+        unsafe {
+            let dev = Device::<T>::from_raw((*pd).device);
+            match T::dealloc_pd(dev, (*obj).data.assume_init_ref()) {
+                Ok(()) => {
+                    (*obj).data.assume_init_drop();
+                    0
+                }
+                Err(e) => e.to_errno(),
+            }
+        }
+    }
+
+    extern "C" fn add_gid(attr: *const b::ib_gid_attr, _ctx: *mut *mut c_void) -> c_int {
+        // SAFETY: ib_core passes a valid GID attribute whose device is ours
+        // and whose netdev it holds during the call.
+        let (dev, attr) = unsafe {
+            (
+                Device::<T>::from_raw((*attr).device),
+                GidAttr::from_raw(attr),
+            )
+        };
+        from_result(|| T::add_gid(dev, &attr).map(|()| 0))
+    }
+
+    extern "C" fn del_gid(attr: *const b::ib_gid_attr, _ctx: *mut *mut c_void) -> c_int {
+        // SAFETY: as in `add_gid`.
+        let (dev, attr) = unsafe {
+            (
+                Device::<T>::from_raw((*attr).device),
+                GidAttr::from_raw(attr),
+            )
+        };
+        from_result(|| T::del_gid(dev, &attr).map(|()| 0))
+    }
+}
+
+/// An allocated, not yet registered `ib_device` with driver state `T`.
+/// Dropping it deallocates the device (and drops `T`).
+///
+/// # Invariants
+///
+/// `dev` points to a `Device<T>` allocated by `_ib_alloc_device`, with `data`
+/// initialised and the ops of `Adapter<T>` set; we own its reference.
+pub(crate) struct Builder<T: Driver> {
+    dev: NonNull<Device<T>>,
+}
+
+// SAFETY: see `Device<T>`.
+unsafe impl<T: Driver> Send for Builder<T> {}
+
+impl<T: Driver> Builder<T> {
+    /// Allocates an `ib_device` in `init_net` holding `data`.
+    pub(crate) fn new(data: T) -> Result<Self> {
+        // SAFETY: `_ib_alloc_device` may be called with any size of at least
+        // `sizeof(struct ib_device)`; `init_net` outlives every device.
+        let raw = unsafe {
+            b::_ib_alloc_device(size_of::<Device<T>>(), &raw mut kernel::bindings::init_net)
+        };
+        let Some(dev) = NonNull::new(raw.cast::<Device<T>>()) else {
+            drop(data);
+            return Err(ENOMEM);
+        };
+        // SAFETY: `dev` is a fresh, zeroed allocation of `size_of::<Device<T>>()`
+        // bytes suitably aligned (`Device::LAYOUT_OK`); `data` is written before
+        // the ops (and thus `dealloc_driver`) exist.
+        unsafe {
+            (&raw mut (*dev.as_ptr()).data).write(data);
+            (*raw).ops.owner = &raw mut __this_module;
+            b::ib_set_device_ops(raw, &Adapter::<T>::OPS);
+            (*raw).node_type = b::RDMA_NODE_IB_CA as u8;
+            (*raw).phys_port_cnt = 1;
+        }
+        // INVARIANT: allocated, initialised, ops set.
+        Ok(Self { dev })
+    }
+
+    fn raw(&self) -> *mut b::ib_device {
+        self.dev.as_ptr().cast()
+    }
+
+    /// Sets the node GUID (8 bytes in network order, e.g. an EUI-64).
+    pub(crate) fn set_node_guid(&mut self, guid: [u8; 8]) {
+        // SAFETY: the device is not registered yet, nobody else accesses it.
+        unsafe { (*self.raw()).node_guid = u64::from_ne_bytes(guid) };
+    }
+
+    /// Sets the number of completion vectors (`ibv_context.num_comp_vectors`).
+    pub(crate) fn set_num_comp_vectors(&mut self, n: u32) -> Result {
+        let n = i32::try_from(n)?;
+        // SAFETY: the device is not registered yet, nobody else accesses it.
+        unsafe { (*self.raw()).num_comp_vectors = n };
+        Ok(())
+    }
+
+    /// Sets the number of ports (default 1).
+    pub(crate) fn set_phys_port_cnt(&mut self, n: u32) {
+        // SAFETY: the device is not registered yet, nobody else accesses it.
+        unsafe { (*self.raw()).phys_port_cnt = n };
+    }
+
+    /// Associates `netdev` with `port` (`ib_device_set_netdev`); ib_core
+    /// takes its own reference on it.
+    pub(crate) fn set_netdev(&mut self, netdev: NetDev<'_>, port: u32) -> Result {
+        // SAFETY: our device is allocated; `netdev` is valid for the call.
+        to_result(unsafe { b::ib_device_set_netdev(self.raw(), netdev.as_raw(), port) })
+    }
+
+    /// Registers the device under `name` (e.g. `c"ferroce%d"`), for DMA
+    /// through `dma_device`, which also becomes its parent.
+    pub(crate) fn register(
+        self,
+        name: &CStr,
+        dma_device: &kernel::device::Device<Bound>,
+    ) -> Result<Registration<T>> {
+        let dma = core::ptr::from_ref(dma_device)
+            .cast::<kernel::bindings::device>()
+            .cast_mut();
+        // SAFETY: `kernel::device::Device` is a transparent wrapper of
+        // `struct device`, so `dma` is the bound device, which outlives the
+        // registration (it is dropped in the driver's remove path at the
+        // latest). The ib_device is ours and not registered yet.
+        let ret = unsafe {
+            (*self.raw()).__bindgen_anon_1.dev.as_mut().parent = dma;
+            b::ib_register_device(self.raw(), name.as_char_ptr(), dma)
+        };
+        // On failure `self` is dropped: `ib_dealloc_device` frees the device.
+        to_result(ret)?;
+        let dev = self.dev;
+        core::mem::forget(self);
+        // INVARIANT: registered successfully; ownership moves on.
+        Ok(Registration { dev })
+    }
+}
+
+impl<T: Driver> Drop for Builder<T> {
+    fn drop(&mut self) {
+        // SAFETY: we own the unregistered device (type invariant);
+        // `ib_dealloc_device` calls `dealloc_driver`, dropping `data`.
+        unsafe { b::ib_dealloc_device(self.raw()) };
+    }
+}
+
+/// A registered `ib_device`; dropping it unregisters the device, which waits
+/// for its users to go, then deallocates it (dropping the driver state).
+///
+/// # Invariants
+///
+/// `dev` points to a registered `Device<T>` whose unregistration is ours.
+pub(crate) struct Registration<T: Driver> {
+    dev: NonNull<Device<T>>,
+}
+
+// SAFETY: see `Device<T>`.
+unsafe impl<T: Driver> Send for Registration<T> {}
+// SAFETY: see `Device<T>`.
+unsafe impl<T: Driver> Sync for Registration<T> {}
+
+impl<T: Driver> Registration<T> {
+    /// The device and its driver state.
+    pub(crate) fn device(&self) -> &Device<T> {
+        // SAFETY: the device stays allocated until we unregister it.
+        unsafe { self.dev.as_ref() }
+    }
+}
+
+impl<T: Driver> Drop for Registration<T> {
+    fn drop(&mut self) {
+        // SAFETY: the device is registered and unregistering is ours (type
+        // invariant); with `dealloc_driver` set, ib_core deallocates it.
+        unsafe { b::ib_unregister_device(self.dev.as_ptr().cast()) };
+    }
+}
+
+/// An async event ib_core can dispatch to its clients
+/// (`ib_dispatch_event`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum PortEvent {
+    /// The port became active (`IB_EVENT_PORT_ACTIVE`).
+    Active,
+    /// The port went down (`IB_EVENT_PORT_ERR`).
+    Err,
+}
+
+/// A counted reference on a registered `ib_device` for dispatching async
+/// events from any context, IRQ handlers included.
+///
+/// Unregistration waits until every such reference is gone: drop them
+/// before the [`Registration`].
+///
+/// # Invariants
+///
+/// `dev` points to an `ib_device` on which we hold a reference taken with
+/// `ib_device_try_get`.
+pub(crate) struct EventRef {
+    dev: NonNull<b::ib_device>,
+}
+
+// SAFETY: `ib_dispatch_event` and `ib_device_put` may be called from any
+// thread.
+unsafe impl Send for EventRef {}
+// SAFETY: as above; `&EventRef` only dispatches events.
+unsafe impl Sync for EventRef {}
+
+impl<T: Driver> Registration<T> {
+    /// A reference for dispatching events, `None` if the device is being
+    /// unregistered.
+    pub(crate) fn event_ref(&self) -> Option<EventRef> {
+        let dev = self.dev.cast::<b::ib_device>();
+        // SAFETY: the device is registered and allocated (type invariant).
+        // INVARIANT: on success we hold a reference.
+        unsafe { b::ferroce_ib_device_try_get(dev.as_ptr()) }.then_some(EventRef { dev })
+    }
+}
+
+impl EventRef {
+    fn dispatch(&self, event: b::ib_event_type, port: u32) {
+        // SAFETY: `ib_event` is plain data; all zeroes is a valid value.
+        let mut ev: b::ib_event = unsafe { core::mem::zeroed() };
+        ev.device = self.dev.as_ptr();
+        ev.event = event;
+        // SAFETY: `ev` is ours; `port_num` is the union member ib_core reads
+        // for port events. `ib_dispatch_event` copies the event, allocates
+        // with GFP_ATOMIC and defers the clients to a work item, so it may
+        // be called from IRQ context; the device is alive (invariant).
+        unsafe {
+            *ev.element.port_num.as_mut() = port;
+            b::ib_dispatch_event(&ev);
+        }
+    }
+
+    /// Dispatches a port event for `port`.
+    pub(crate) fn port_event(&self, port: u32, event: PortEvent) {
+        let ev = match event {
+            PortEvent::Active => b::ib_event_type_IB_EVENT_PORT_ACTIVE,
+            PortEvent::Err => b::ib_event_type_IB_EVENT_PORT_ERR,
+        };
+        self.dispatch(ev, port);
+    }
+
+    /// Dispatches `IB_EVENT_DEVICE_FATAL`.
+    pub(crate) fn device_fatal(&self) {
+        self.dispatch(b::ib_event_type_IB_EVENT_DEVICE_FATAL, 1);
+    }
+}
+
+impl Drop for EventRef {
+    fn drop(&mut self) {
+        // SAFETY: we hold a reference (type invariant).
+        unsafe { b::ib_device_put(self.dev.as_ptr()) };
+    }
+}

@@ -1,0 +1,30 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Safe abstractions over ib_core for a Rust RDMA driver.
+//!
+//! Shaped so that it could become `rust/kernel/rdma/`:
+//!
+//! * [`device`]: an `ib_device` whose driver state is a Rust type implementing
+//!   the [`Driver`] `#[vtable]` trait; ib_core calls `extern "C"` trampolines
+//!   that call the trait's methods. [`Builder`] allocates it
+//!   (`_ib_alloc_device` with the size of the Rust container, `ib_device`
+//!   first), [`Registration`] registers it and unregisters it on drop;
+//!   ib_core's `dealloc_driver` is the one place the driver state is dropped.
+//! * [`attr`]: safe views of what ib_core hands the driver (GID attributes,
+//!   netdevs) and the attribute structures it fills in.
+//! * [`kext`]: small wrappers for kernel APIs the 7.3 `kernel` crate lacks
+//!   or only offers as `unsafe` (MSI-X vectors with their handlers, DMA read
+//!   barrier, online CPU count). They would belong to other kernel modules
+//!   upstream.
+//!
+//! All `unsafe` code of the driver lives here (and in the generated
+//! bindings); the driver modules above it contain none.
+
+pub(crate) mod attr;
+pub(crate) mod device;
+pub(crate) mod kext;
+
+pub(crate) use attr::{
+    DeviceAttr, GidAttr, GidType, LinkLayer, NetDevRef, PortAttr, PortImmutable,
+};
+pub(crate) use device::{Builder, Device, Driver, EventRef, PortEvent, Registration};
