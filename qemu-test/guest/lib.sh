@@ -139,3 +139,30 @@ pt_client() {
 pt_result() {
 	awk -v col="$2" '/^ *#bytes/ {getline; print $col; exit}' "/mnt/work/$1.client.log"
 }
+
+# host_ctl NAME ARGS...: ask this VM's emulated NIC (its device process on
+# the host) over its control socket, e.g. "host_ctl g1 gids"; prints the
+# answer (JSON).  Needs CTL_SERVER=1 in the scenario.
+host_ctl() {
+	local name=$1 i=0
+	shift
+	echo "$VM_NAME $*" >"$SHARED/req-$name.tmp" && mv "$SHARED/req-$name.tmp" "$SHARED/req-$name"
+	until [ -e "$SHARED/resp-$name.done" ]; do
+		i=$((i + 1))
+		[ "$i" -gt 300 ] && { echo "host_ctl $name: no answer" >&2; return 1; }
+		sleep 0.1
+	done
+	cat "$SHARED/resp-$name"
+	return "$(cat "$SHARED/resp-$name.done")"
+}
+
+# wait_for SECONDS CMD...: poll CMD every 0.1 s until it succeeds.
+wait_for() {
+	local limit=$1 i=0
+	shift
+	until "$@"; do
+		i=$((i + 1))
+		[ "$i" -gt "$((limit * 10))" ] && return 1
+		sleep 0.1
+	done
+}
