@@ -23,8 +23,12 @@ ifeq ($(origin KDIR),undefined)
 # (LLVM=1 for the debug flavour) apply to module builds too.
 KERNEL_DIR = $$($(TOP)/scripts/make-kernel.sh)
 KERNEL_BUILD = $(KERNEL_DIR)/build
+# Modules for a non-default flavour go to .build/FLAVOUR (kbuild's MO=), so
+# the default build in the tree stays valid next to them.
+FLAVOUR := $(or $(FERROCE_KERNEL_FLAVOUR),default)
 KMAKE = k=$(KERNEL_DIR) && $(TOP)/scripts/in-root -- make -C $$k/build \
-	$$(cat $$k/make-flags 2>/dev/null) M=$(TOP)
+	$$(cat $$k/make-flags 2>/dev/null) M=$(TOP) \
+	$(if $(filter-out default,$(FLAVOUR)),MO=$(TOP)/.build/$(FLAVOUR))
 KSRC_CMD = readlink -f $(KERNEL_BUILD)/source
 else
 KMAKE = $(MAKE) -C $(KDIR) M=$(TOP)
@@ -72,5 +76,5 @@ lint: modules
 
 clean:
 	-$(KMAKE) clean
-	rm -rf qemu-test/runs
+	rm -rf qemu-test/runs .build
 	@if [ -f $(DEVICE_DIR)/Cargo.toml ]; then cd $(DEVICE_DIR) && cargo clean; fi

@@ -45,7 +45,7 @@ if make -C "$FERROCE_TOP" -s lint; then pass 1; else fail "make lint"; fi
 scenarios=${FERROCE_SCENARIOS:-$(find "$FERROCE_TOP/qemu-test/scenarios" -name '*.sh' -printf '%f\n' | sed 's/\.sh$//' | sort)}
 for s in $scenarios; do
 	log "check: qemu-test/run $s"
-	if FERROCE_NO_MODULE_BUILD=1 "$FERROCE_TOP/qemu-test/run" "$s"; then pass 1; else fail "scenario $s"; fi
+	if "$FERROCE_TOP/qemu-test/run" "$s"; then pass 1; else fail "scenario $s"; fi
 done
 
 echo
