@@ -4,7 +4,8 @@
 #
 #   make            build the kernel module(s) out of tree against the test
 #                   kernel (built once into $FERROCE_CACHE by scripts/), inside
-#                   the trixie root so the Rust toolchain is the kernel's own;
+#                   the trixie root so the Rust toolchain is the kernel's own,
+#                   into .build/<flavour>/ (FERROCE_KERNEL_FLAVOUR=debug);
 #                   KDIR=/path/to/a/rust-enabled/kernel/build builds against
 #                   any other tree with the host's toolchain instead
 #   make run        the main job: VMs, RDMA, perftest, results shown
@@ -23,12 +24,12 @@ ifeq ($(origin KDIR),undefined)
 # (LLVM=1 for the debug flavour) apply to module builds too.
 KERNEL_DIR = $$($(TOP)/scripts/make-kernel.sh)
 KERNEL_BUILD = $(KERNEL_DIR)/build
-# Modules for a non-default flavour go to .build/FLAVOUR (kbuild's MO=), so
-# the default build in the tree stays valid next to them.
+# The module is built out of the source tree, into .build/FLAVOUR
+# (kbuild's MO=), so builds for the default and the debug kernel coexist:
+# .build/default/drivers/infiniband/hw/ferroce/ferroce.ko.
 FLAVOUR := $(or $(FERROCE_KERNEL_FLAVOUR),default)
 KMAKE = k=$(KERNEL_DIR) && $(TOP)/scripts/in-root -- make -C $$k/build \
-	$$(cat $$k/make-flags 2>/dev/null) M=$(TOP) \
-	$(if $(filter-out default,$(FLAVOUR)),MO=$(TOP)/.build/$(FLAVOUR))
+	$$(cat $$k/make-flags 2>/dev/null) M=$(TOP) MO=$(TOP)/.build/$(FLAVOUR)
 KSRC_CMD = readlink -f $(KERNEL_BUILD)/source
 else
 KMAKE = $(MAKE) -C $(KDIR) M=$(TOP)
