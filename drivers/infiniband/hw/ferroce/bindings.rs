@@ -37,7 +37,8 @@ mod generated {
     #[allow(unused_imports)]
     use pin_init::{MaybeZeroable, Zeroable};
 
-    include!("ferroce_bindings_generated.rsi");
+    // Generated into the object directory (see Kbuild).
+    include!(env!("FERROCE_BINDINGS_RSI"));
 }
 
 /// An admin command payload of `ferroce-hw.h` (`struct ferroce_cmd_<name>`,
@@ -64,6 +65,7 @@ macro_rules! commands {
 commands!(
     ferroce_cmd_query_caps = FERROCE_CMD_QUERY_CAPS,
     ferroce_cmd_query_port = FERROCE_CMD_QUERY_PORT,
+    ferroce_cmd_set_port_mtu = FERROCE_CMD_SET_PORT_MTU,
     ferroce_cmd_create_eq = FERROCE_CMD_CREATE_EQ,
     ferroce_cmd_destroy_eq = FERROCE_CMD_DESTROY_EQ,
     ferroce_cmd_alloc_pd = FERROCE_CMD_ALLOC_PD,

@@ -92,7 +92,8 @@ impl CmdQ {
     }
 
     /// Posts `cmd`, rings the doorbell through `bar` and polls for its
-    /// completion for at most `timeout`.
+    /// completion for at most `timeout`; `seen` is told the status of a
+    /// matching completion.
     ///
     /// Errors: `ENODEV` if the BAR is gone, `ETIMEDOUT` if the device did not
     /// answer, `EIO` for a completion that does not match, and the errno of
@@ -102,6 +103,7 @@ impl CmdQ {
         bar: &DevresBar0,
         cmd: &C,
         timeout: Delta,
+        seen: impl FnOnce(u32),
     ) -> Result<Completion> {
         let mut buf = [0u8; CMD_SIZE];
         let bytes = cmd.as_bytes();
@@ -141,6 +143,7 @@ impl CmdQ {
         if got_id != id {
             return Err(EIO);
         }
+        seen(status);
         status_to_result(status)?;
         let mut out = [0u32; OUT_LEN];
         for (i, o) in out.iter_mut().enumerate() {

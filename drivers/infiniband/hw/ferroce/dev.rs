@@ -2,7 +2,9 @@
 
 //! PCI bring-up and teardown of the ferroce function
 //! (`Documentation/ferroce/device.rst`, "Bring-up: reset and ready
-//! handshake").
+//! handshake"), the pairing of its port with a netdev (a netdevice
+//! notifier, the erdma way: by permanent MAC), the port state, and the
+//! debugfs counters.
 
 #![forbid(unsafe_code)]
 
@@ -11,11 +13,13 @@ use crate::{
     cmdq::{self, CmdQ, Completion},
     eq::{self, Eq, Eqe},
     ib::{self, IbDev},
-    rdma::{self, kext, EventRef, NetDevRef, PortEvent},
+    port::{self, PortState},
+    rdma::{self, kext, EventRef, NetDev, NetdevEvent, NetdevHandler, NetdevNotifier, PortEvent},
     regs::{self, Bar0, DevresBar0},
 };
 use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use kernel::{
+    debugfs,
     device::{Bound, Core},
     dma::Coherent,
     io::{io_read, poll::read_poll_timeout, Io},
@@ -72,6 +76,53 @@ pub(crate) struct Stats {
     pub(crate) unknown_events: AtomicU64,
     /// CMD_COMPLETION events (commands are polled; counted only).
     pub(crate) cmd_events: AtomicU64,
+    /// GIDs of VLAN netdevs refused by `add_gid` (no VLAN support in 1.0).
+    pub(crate) vlan_gids_rejected: AtomicU64,
+    /// Admin command completions by `FERROCE_STATUS_*` (0 = success).
+    pub(crate) cmd_status: [AtomicU64; hw::FERROCE_STATUS_COUNT as usize],
+    /// Admin commands the device did not answer in time.
+    pub(crate) cmd_timeouts: AtomicU64,
+}
+
+impl Stats {
+    /// The debugfs `counters` file: one `name value` line each.
+    fn show(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        let r = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        const STATUS: [&str; 11] = [
+            "ok",
+            "bad_opcode",
+            "bad_param",
+            "bad_reserved",
+            "bad_handle",
+            "bad_state",
+            "bad_attr_mask",
+            "no_resources",
+            "busy",
+            "dma_error",
+            "not_supported",
+        ];
+        for (i, c) in self.cmd_status.iter().enumerate() {
+            match STATUS.get(i) {
+                Some(name) => writeln!(f, "cmd_{} {}", name, r(c))?,
+                None if r(c) != 0 => writeln!(f, "cmd_status_{} {}", i, r(c))?,
+                None => {}
+            }
+        }
+        writeln!(f, "cmd_timeouts {}", r(&self.cmd_timeouts))?;
+        writeln!(f, "cmd_events {}", r(&self.cmd_events))?;
+        writeln!(f, "unknown_cq_events {}", r(&self.unknown_cq_events))?;
+        writeln!(f, "unknown_obj_events {}", r(&self.unknown_obj_events))?;
+        writeln!(f, "unknown_events {}", r(&self.unknown_events))?;
+        writeln!(f, "vlan_gids_rejected {}", r(&self.vlan_gids_rejected))
+    }
+}
+
+/// The port state and where its events go.
+struct PortSlot {
+    state: PortState,
+    /// Set once the `ib_device` is registered; emptied before it is
+    /// unregistered.
+    events: Option<EventRef>,
 }
 
 /// Device state shared by the PCI driver, the IRQ handlers and the
@@ -106,16 +157,15 @@ pub(crate) struct Shared {
     /// Set when the device stopped answering or reported FATAL: every
     /// further command fails with `EIO` at once.
     dead: AtomicBool,
-    pub(crate) link_up: AtomicBool,
     pub(crate) stats: Stats,
-    /// Where async events go once the `ib_device` is registered; emptied
-    /// before it is unregistered.
+    /// Port state (device link bit, paired netdev state) and the event sink;
+    /// updated from the IRQ handlers and the netdev notifier.
     #[pin]
-    events: SpinLockIrq<Option<EventRef>>,
+    port: SpinLockIrq<PortSlot>,
 }
 
 impl Shared {
-    fn dev(&self) -> &kernel::device::Device {
+    pub(crate) fn dev(&self) -> &kernel::device::Device {
         self.pdev.as_ref()
     }
 
@@ -147,13 +197,61 @@ impl Shared {
         if self.dead.load(Ordering::Relaxed) {
             return Err(EIO);
         }
-        match q.exec(&self.bar.0, cmd, self.cmd_timeout) {
+        let seen = |status: u32| {
+            if let Some(c) = self.stats.cmd_status.get(status as usize) {
+                c.fetch_add(1, Ordering::Relaxed);
+            }
+        };
+        match q.exec(&self.bar.0, cmd, self.cmd_timeout, seen) {
             Err(e) if e == ETIMEDOUT => {
+                self.stats.cmd_timeouts.fetch_add(1, Ordering::Relaxed);
                 self.mark_dead("admin command timed out");
                 Err(ETIMEDOUT)
             }
             r => r,
         }
+    }
+
+    /// The device's link bit.
+    pub(crate) fn link_up(&self) -> bool {
+        self.port.lock().state.link
+    }
+
+    /// Changes the port state with `f` and dispatches `PORT_ACTIVE` or
+    /// `PORT_ERR` if the combined state changed.
+    fn update_port(&self, f: impl FnOnce(&mut PortState)) {
+        let mut p = self.port.lock();
+        f(&mut p.state);
+        if let Some(ev) = p.state.update() {
+            let what = match ev {
+                PortEvent::Active => "ACTIVE",
+                PortEvent::Err => "DOWN",
+            };
+            dev_info!(self.dev(), "port 1 {}\n", what);
+            if let Some(ib) = p.events.as_ref() {
+                ib.port_event(1, ev);
+            }
+        }
+    }
+
+    /// Sets the Ethernet MTU of the port (SET_PORT_MTU), clamped to what the
+    /// device accepts.
+    pub(crate) fn set_port_mtu(&self, netdev_mtu: u32) -> Result {
+        let mtu = port::device_mtu(netdev_mtu);
+        if mtu != netdev_mtu {
+            dev_warn!(
+                self.dev(),
+                "netdev MTU {} out of the device's range, using {}\n",
+                netdev_mtu,
+                mtu
+            );
+        }
+        let cmd = hw::ferroce_cmd_set_port_mtu {
+            port: 1,
+            mtu,
+            ..Default::default()
+        };
+        self.exec(&cmd).map(|_| ())
     }
 
     /// Resets the device: stops its DMA and interrupts, destroys its
@@ -182,26 +280,18 @@ impl Shared {
             }
             hw::FERROCE_EQE_PORT_ACTIVE | hw::FERROCE_EQE_PORT_DOWN => {
                 let active = u32::from(eqe.event_type) == hw::FERROCE_EQE_PORT_ACTIVE;
-                self.link_up.store(active, Ordering::Relaxed);
                 dev_info!(
                     self.dev(),
-                    "port {} {}\n",
+                    "port {} link {}\n",
                     eqe.obj,
-                    if active { "active" } else { "down" }
+                    if active { "up" } else { "down" }
                 );
-                let ev = if active {
-                    PortEvent::Active
-                } else {
-                    PortEvent::Err
-                };
-                if let Some(ib) = self.events.lock().as_ref() {
-                    ib.port_event(eqe.obj, ev);
-                }
+                self.update_port(|s| s.link = active);
             }
             hw::FERROCE_EQE_DEVICE_FATAL => {
                 dev_err!(self.dev(), "DEVICE_FATAL event, code {}\n", eqe.data);
                 self.mark_dead("device reported FATAL");
-                if let Some(ib) = self.events.lock().as_ref() {
+                if let Some(ib) = self.port.lock().events.as_ref() {
                     ib.device_fatal();
                 }
             }
@@ -244,9 +334,133 @@ impl irq::Handler for EqHandler {
     }
 }
 
+/// The netdev notifier's handler: pairs the port with the netdev whose
+/// permanent MAC is the port's, follows its state and MTU, and drops it on
+/// unregistration. Runs under RTNL, so calls are serialised.
+pub(crate) struct PortWatch {
+    shared: Arc<Shared>,
+    ib: EventRef,
+    mac: [u8; 6],
+    /// Set before the notifier is unregistered: the replayed
+    /// `NETDEV_DOWN`/`NETDEV_UNREGISTER` events are then ignored (the
+    /// `ib_device` is unregistered right after, dropping the pairing).
+    closing: AtomicBool,
+}
+
+impl PortWatch {
+    fn pair(&self, nd: NetDev<'_>) {
+        if let Err(e) = self.ib.set_netdev(Some(nd), 1) {
+            dev_err!(
+                self.shared.dev(),
+                "cannot pair with {}: error {}\n",
+                nd.name(),
+                e.to_errno()
+            );
+            return;
+        }
+        dev_info!(
+            self.shared.dev(),
+            "paired with {} (MAC {})\n",
+            nd.name(),
+            Mac(&self.mac)
+        );
+        self.sync_mtu(nd);
+        let up = nd.oper_up();
+        self.shared.update_port(|s| s.netdev_up = up);
+        // No GID rescan here (it takes RTNL): for a netdev registering now,
+        // roce_gid_mgmt's own deferred work for the event sees the pairing;
+        // at probe, probe asks for a rescan once the notifier is in place.
+    }
+
+    fn unpair(&self, nd: NetDev<'_>) {
+        dev_info!(self.shared.dev(), "{} unregistering, unpaired\n", nd.name());
+        self.shared.update_port(|s| s.netdev_up = false);
+        if let Err(e) = self.ib.set_netdev(None, 1) {
+            dev_err!(
+                self.shared.dev(),
+                "unpairing failed: error {}\n",
+                e.to_errno()
+            );
+        }
+    }
+
+    fn sync_mtu(&self, nd: NetDev<'_>) {
+        let mtu = nd.mtu();
+        if let Err(e) = self.shared.set_port_mtu(mtu) {
+            dev_warn!(
+                self.shared.dev(),
+                "SET_PORT_MTU {} failed: error {}\n",
+                mtu,
+                e.to_errno()
+            );
+        }
+    }
+}
+
+impl NetdevHandler for PortWatch {
+    fn event(&self, event: NetdevEvent, nd: NetDev<'_>) {
+        if self.closing.load(Ordering::Relaxed) {
+            return;
+        }
+        let paired = self.ib.netdev(1);
+        let is_ours = paired.as_ref().is_some_and(|p| p.get().same_as(&nd));
+        match event {
+            NetdevEvent::Register if paired.is_none() => {
+                if nd.pair_mac() == Some(self.mac) {
+                    self.pair(nd);
+                }
+            }
+            _ if !is_ours => {}
+            NetdevEvent::Unregister => {
+                // Drop our reference before ib_core's goes.
+                drop(paired);
+                self.unpair(nd);
+            }
+            NetdevEvent::Up | NetdevEvent::Down | NetdevEvent::Change => {
+                let up = nd.oper_up();
+                self.shared.update_port(|s| s.netdev_up = up);
+            }
+            NetdevEvent::ChangeMtu => self.sync_mtu(nd),
+            NetdevEvent::ChangeName => {
+                dev_info!(self.shared.dev(), "paired netdev is now {}\n", nd.name());
+            }
+            // roce_gid_mgmt re-adds the default GIDs; add_gid takes the new
+            // MAC from the netdev.
+            NetdevEvent::ChangeAddr | NetdevEvent::Register => {}
+        }
+    }
+}
+
+/// The debugfs directory `ferroce/<ibdev>/` with the `counters` file.
+struct Debugfs {
+    /// Removed first.
+    _scope: Pin<KBox<debugfs::Scope<Arc<Shared>>>>,
+    _root: debugfs::Dir,
+}
+
+impl Debugfs {
+    /// Best effort: `None` if debugfs is unavailable (a second ferroce
+    /// device shares the root, which already exists).
+    fn new(shared: &Arc<Shared>, name: &CStr) -> Option<Self> {
+        let root = debugfs::Dir::new(c"ferroce");
+        let scope = root.scope(shared.clone(), name, |shared, dir| {
+            dir.read_callback_file(c"counters", &shared.stats, &Stats::show);
+        });
+        let scope = KBox::pin_init(scope, GFP_KERNEL).ok()?;
+        Some(Self {
+            _scope: scope,
+            _root: root,
+        })
+    }
+}
+
 /// A bound ferroce function.
 pub(crate) struct Ferroce<'bound> {
-    /// The `ib_device`; unregistered first.
+    /// debugfs files (they read `shared`); removed first.
+    debugfs: Option<Debugfs>,
+    /// The netdev notifier; unregistered next.
+    notifier: Option<NetdevNotifier<PortWatch>>,
+    /// The `ib_device`; unregistered next.
     ib: Option<rdma::Registration<IbDev>>,
     irqs: kext::MsixIrqs<'bound, EqHandler>,
     shared: Arc<Shared>,
@@ -257,7 +471,12 @@ impl Drop for Ferroce<'_> {
         // Reverse of probe: unregister the ib_device (waits for its users,
         // drops its state), stop the device, then free IRQs, vectors and
         // rings (field drops).
-        let events = self.shared.events.lock().take();
+        drop(self.debugfs.take());
+        if let Some(n) = self.notifier.as_ref() {
+            n.handler().closing.store(true, Ordering::Relaxed);
+        }
+        drop(self.notifier.take());
+        let events = self.shared.port.lock().events.take();
         drop(events);
         drop(self.ib.take());
         self.shared.reset();
@@ -481,9 +700,11 @@ impl<'bound> Ferroce<'bound> {
                 eqs,
                 cmd_timeout,
                 dead: AtomicBool::new(false),
-                link_up: AtomicBool::new(false),
                 stats: Stats::default(),
-                events <- new_spinlock_irq!(None),
+                port <- new_spinlock_irq!(PortSlot {
+                    state: PortState::default(),
+                    events: None,
+                }),
             }? Error),
             GFP_KERNEL,
         );
@@ -493,7 +714,7 @@ impl<'bound> Ferroce<'bound> {
         let irqs = step(
             pdev,
             "allocate MSI-X vectors",
-            kext::MsixIrqs::new(pdev, 2, want, c"ferroce", |index| EqHandler {
+            kext::MsixIrqs::new(pdev, 2, want, 1, c"ferroce", |index| EqHandler {
                 shared: shared.clone(),
                 index,
             }),
@@ -530,7 +751,7 @@ impl<'bound> Ferroce<'bound> {
         // 6. Capabilities, port, completion EQs.
         let caps = step(pdev, "QUERY_CAPS", query_caps(&shared, dev))?;
         let (port, up) = step(pdev, "QUERY_PORT", query_port(&shared))?;
-        shared.link_up.store(up, Ordering::Relaxed);
+        shared.update_port(|s| s.link = up);
         for eq in shared.eqs.iter().take(nvec).skip(1) {
             let cmd = hw::ferroce_cmd_create_eq {
                 base: eq.dma_addr(),
@@ -551,8 +772,8 @@ impl<'bound> Ferroce<'bound> {
         }
         let num_ceqs = (nvec - 1) as u32;
 
-        // 7. The ib_device: node GUID = EUI-64 of the port MAC, paired with
-        // the netdev of the same MAC if it already exists.
+        // 7. The ib_device: node GUID = EUI-64 of the port MAC. It is paired
+        // with its netdev by the notifier registered below.
         let node_guid = ib::node_guid(&port.mac);
         let ibdev = IbDev {
             shared: shared.clone(),
@@ -564,26 +785,44 @@ impl<'bound> Ferroce<'bound> {
         builder.set_node_guid(node_guid);
         builder.set_num_comp_vectors(num_ceqs)?;
         builder.set_phys_port_cnt(hw::FERROCE_NUM_PORTS);
-        // ib_core takes its own reference on the netdev; ours is dropped at
-        // once so that the netdev can always be unregistered.
-        match NetDevRef::find_by_mac(&port.mac) {
-            Some(nd) => step(
-                pdev,
-                "ib_device_set_netdev",
-                builder.set_netdev(nd.get(), 1),
-            )?,
-            None => dev_info!(
-                pdev,
-                "no netdev with MAC {} yet; GID table stays empty\n",
-                Mac(&port.mac)
-            ),
-        }
         let reg = step(
             pdev,
             "ib_register_device",
             builder.register(c"ferroce%d", dev),
         )?;
-        *shared.events.lock() = reg.event_ref();
+        // 8. The netdev notifier: registering it replays NETDEV_REGISTER for
+        // every existing netdev, which pairs the port if its netdev exists.
+        // Port events must reach ib_core by then (its cached port state).
+        let watch_ref = reg.event_ref();
+        shared.port.lock().events = reg.event_ref();
+        let notifier = watch_ref.ok_or(ENODEV).and_then(|ib| {
+            NetdevNotifier::register(PortWatch {
+                shared: shared.clone(),
+                ib,
+                mac: port.mac,
+                closing: AtomicBool::new(false),
+            })
+        });
+        let notifier = match step(pdev, "register netdev notifier", notifier) {
+            Ok(n) => n,
+            Err(e) => {
+                // Unregistering `reg` waits for every event reference.
+                let events = shared.port.lock().events.take();
+                drop(events);
+                return Err(e);
+            }
+        };
+        if reg.device().netdev(1).is_some() {
+            // Paired by the replay, which roce_gid_mgmt does not see: have it
+            // scan the netdevs now (outside RTNL, which the scan takes).
+            notifier.handler().ib.rescan_gids();
+        } else {
+            dev_info!(
+                pdev,
+                "no netdev with MAC {} yet; GID table stays empty until one registers\n",
+                Mac(&port.mac)
+            );
+        }
         dev_info!(
             pdev,
             "{}: programming model {}.{}, MAC {}, {} completion vectors, link {}\n",
@@ -594,7 +833,10 @@ impl<'bound> Ferroce<'bound> {
             num_ceqs,
             if up { "up" } else { "down" }
         );
+        let debugfs = Debugfs::new(&shared, reg.device().name());
         Ok(Self {
+            debugfs,
+            notifier: Some(notifier),
             ib: Some(reg),
             irqs,
             shared,

@@ -18,8 +18,31 @@
 unsigned int ferroce_num_online_cpus(void);
 void ferroce_dma_rmb(void);
 bool ferroce_ib_device_try_get(struct ib_device *dev);
-struct net_device *ferroce_netdev_get_by_mac(const u8 *mac);
 void ferroce_netdev_put(struct net_device *ndev);
 int ferroce_netdev_mac(const struct net_device *ndev, u8 *mac);
+int ferroce_netdev_pair_mac(const struct net_device *ndev, u8 *mac);
+bool ferroce_netdev_is_vlan(const struct net_device *ndev);
+bool ferroce_netdev_oper_up(const struct net_device *ndev);
+unsigned int ferroce_netdev_mtu(const struct net_device *ndev);
+const char *ferroce_netdev_name(const struct net_device *ndev);
+
+/* Netdev notifier events, as ferroce_netdev_event() reports them */
+#define FERROCE_NDEV_OTHER	0
+#define FERROCE_NDEV_REGISTER	1
+#define FERROCE_NDEV_UNREGISTER	2
+#define FERROCE_NDEV_UP		3
+#define FERROCE_NDEV_DOWN	4
+#define FERROCE_NDEV_CHANGE	5
+#define FERROCE_NDEV_CHANGEMTU	6
+#define FERROCE_NDEV_CHANGENAME	7
+#define FERROCE_NDEV_CHANGEADDR	8
+
+int ferroce_register_netdev_notifier(struct notifier_block *nb);
+void ferroce_unregister_netdev_notifier(struct notifier_block *nb);
+unsigned int ferroce_netdev_event(unsigned long event);
+struct net_device *ferroce_netdev_notifier_dev(void *info);
+
+int ferroce_irq_set_spread_hint(unsigned int irq, unsigned int index);
+void ferroce_irq_clear_hint(unsigned int irq);
 
 #endif /* FERROCE_BINDINGS_H */

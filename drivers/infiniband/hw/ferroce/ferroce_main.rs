@@ -4,13 +4,15 @@
 //!
 //! Layout:
 //! * `rdma`: safe abstractions over ib_core (and a few kernel APIs the 7.3
-//!   `kernel` crate lacks); all of the driver's `unsafe` code is there and in
+//!   `kernel` crate lacks: netdevice notifier, IRQ affinity); all of the driver's `unsafe` code is there and in
 //!   `bindings` (generated at build time from `ferroce-hw.h` and the rdma
 //!   headers);
 //! * `regs`, `cmdq`, `eq`: the device's register block, admin queue and
 //!   event queues (`Documentation/ferroce/device.rst`);
-//! * `dev`: PCI bring-up and teardown; `ib`: the verbs; `gid`: GID
-//!   conversions with their KUnit suite.
+//! * `dev`: PCI bring-up and teardown, netdev pairing and port state (a
+//!   netdevice notifier), debugfs counters; `ib`: the verbs;
+//! * `gid`, `port`: GID conversions, port state and MTU rules, with their
+//!   KUnit suites.
 
 use kernel::{pci, prelude::*};
 
@@ -20,6 +22,7 @@ mod dev;
 mod eq;
 mod gid;
 mod ib;
+mod port;
 mod rdma;
 mod regs;
 

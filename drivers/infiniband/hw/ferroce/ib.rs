@@ -9,6 +9,7 @@ use crate::{
     bindings as hw,
     dev::{Caps, PortInfo, Shared},
     gid::{self, Gid, GidKind},
+    port,
     rdma::{self, GidAttr, GidType, LinkLayer},
 };
 use core::sync::atomic::Ordering;
@@ -88,7 +89,17 @@ impl rdma::Driver for IbDev {
         if port != 1 {
             return Err(EINVAL);
         }
-        let up = dev.shared.link_up.load(Ordering::Relaxed);
+        // ACTIVE = the device's link bit and the paired netdev running
+        // with carrier; the active MTU follows the netdev's MTU.
+        let netdev = dev.netdev(port);
+        let up = dev.shared.link_up() && netdev.as_ref().is_some_and(|n| n.get().oper_up());
+        let (eth_mtu, active_mtu) =
+            netdev
+                .as_ref()
+                .map_or((dev.port.mtu, dev.port.active_mtu), |n| {
+                    let mtu = n.get().mtu();
+                    (mtu, port::active_mtu(mtu, dev.caps.max_path_mtu))
+                });
         attr.state = if up {
             hw::ib_port_state_IB_PORT_ACTIVE
         } else {
@@ -100,8 +111,8 @@ impl rdma::Driver for IbDev {
             hw::ib_port_phys_state_IB_PORT_PHYS_STATE_DISABLED as u8
         };
         attr.max_mtu = dev.caps.max_path_mtu;
-        attr.active_mtu = dev.port.active_mtu;
-        attr.phys_mtu = dev.port.mtu;
+        attr.active_mtu = active_mtu;
+        attr.phys_mtu = eth_mtu;
         attr.gid_tbl_len = i32::try_from(dev.caps.gid_table_len)?;
         attr.pkey_tbl_len = u16::try_from(dev.caps.pkey_table_len)?;
         attr.max_msg_sz = dev.caps.max_msg_size;
@@ -164,6 +175,22 @@ impl rdma::Driver for IbDev {
     }
 
     fn add_gid(dev: &rdma::Device<Self>, attr: &GidAttr<'_>) -> Result {
+        // No VLAN support in 1.0 (device.rst, "Not in 1.0"): refusing the
+        // entry keeps it out of ib_core's table as well as the device's.
+        if attr.netdev().is_some_and(|nd| nd.is_vlan()) {
+            let n = dev
+                .shared
+                .stats
+                .vlan_gids_rejected
+                .fetch_add(1, Ordering::Relaxed);
+            if n == 0 {
+                dev_warn!(
+                    dev.shared.dev(),
+                    "GIDs of VLAN netdevs are not supported (device 1.0), refused\n"
+                );
+            }
+            return Err(EINVAL);
+        }
         let gid = Gid(attr.gid());
         let (gid_type, network_type) = gid_network_type(attr.gid_type().ok_or(EINVAL)?, &gid)?;
         // Frames sent with this entry carry the paired netdev's MAC.
@@ -182,6 +209,11 @@ impl rdma::Driver for IbDev {
         };
         dev.shared.exec(&cmd).map(|_| ())
     }
+
+    /// Port state events are the driver's own (`dev::PortWatch` and the
+    /// device's PORT_ACTIVE/PORT_DOWN combined), not ib_core's netdev-only
+    /// ones.
+    fn report_port_event(_dev: &rdma::Device<Self>, _netdev: rdma::NetDev<'_>) {}
 
     fn del_gid(dev: &rdma::Device<Self>, attr: &GidAttr<'_>) -> Result {
         let cmd = hw::ferroce_cmd_clear_gid {

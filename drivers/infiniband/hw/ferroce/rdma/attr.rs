@@ -4,6 +4,7 @@
 
 use crate::bindings as b;
 use core::{marker::PhantomData, ptr::NonNull};
+use kernel::str::{CStr, CStrExt};
 
 /// Device attributes (`struct ib_device_attr`), zeroed by ib_core before
 /// `query_device` and filled in by the driver.
@@ -54,12 +55,29 @@ pub(crate) struct NetDev<'a> {
     _p: PhantomData<&'a kernel::bindings::net_device>,
 }
 
-impl NetDev<'_> {
+impl<'a> NetDev<'a> {
+    /// # Safety
+    ///
+    /// `ptr` must point to a `struct net_device` that stays valid for `'a`.
+    pub(super) unsafe fn from_raw(ptr: NonNull<kernel::bindings::net_device>) -> Self {
+        // INVARIANT: per the safety requirements.
+        Self {
+            ptr,
+            _p: PhantomData,
+        }
+    }
+
     pub(super) fn as_raw(&self) -> *mut kernel::bindings::net_device {
         self.ptr.as_ptr()
     }
 
-    /// The Ethernet address of the netdev, `None` if it is not 6 bytes long.
+    /// Whether `self` and `other` are the same netdev.
+    pub(crate) fn same_as(&self, other: &NetDev<'_>) -> bool {
+        self.ptr == other.ptr
+    }
+
+    /// The current Ethernet address of the netdev (`dev_addr`), `None` if it
+    /// is not 6 bytes long.
     pub(crate) fn mac(&self) -> Option<[u8; 6]> {
         let mut mac = [0u8; 6];
         // SAFETY: `ptr` is a valid netdev (type invariant) and `mac` has room
@@ -67,10 +85,45 @@ impl NetDev<'_> {
         let ret = unsafe { b::ferroce_netdev_mac(self.ptr.as_ptr(), mac.as_mut_ptr()) };
         (ret == 0).then_some(mac)
     }
+
+    /// The MAC a NIC port pairs by: the permanent address, or `dev_addr`
+    /// if there is none. `None` for netdevs that are never a port's own
+    /// (not Ethernet, VLANs, bridge and bond masters).
+    pub(crate) fn pair_mac(&self) -> Option<[u8; 6]> {
+        let mut mac = [0u8; 6];
+        // SAFETY: as in `mac`.
+        let ret = unsafe { b::ferroce_netdev_pair_mac(self.ptr.as_ptr(), mac.as_mut_ptr()) };
+        (ret == 0).then_some(mac)
+    }
+
+    /// Whether this is a VLAN netdev (`is_vlan_dev`).
+    pub(crate) fn is_vlan(&self) -> bool {
+        // SAFETY: `ptr` is a valid netdev (type invariant).
+        unsafe { b::ferroce_netdev_is_vlan(self.ptr.as_ptr()) }
+    }
+
+    /// `netif_running() && netif_carrier_ok()`.
+    pub(crate) fn oper_up(&self) -> bool {
+        // SAFETY: `ptr` is a valid netdev (type invariant).
+        unsafe { b::ferroce_netdev_oper_up(self.ptr.as_ptr()) }
+    }
+
+    /// The netdev's MTU.
+    pub(crate) fn mtu(&self) -> u32 {
+        // SAFETY: `ptr` is a valid netdev (type invariant).
+        unsafe { b::ferroce_netdev_mtu(self.ptr.as_ptr()) }
+    }
+
+    /// The netdev's name. Only stable under RTNL: use it for messages.
+    pub(crate) fn name(&self) -> &CStr {
+        // SAFETY: `ptr` is a valid netdev (type invariant); its name is a
+        // NUL-terminated array inside it, rewritten only under RTNL (with
+        // the terminating NUL kept in place).
+        unsafe { CStr::from_char_ptr(b::ferroce_netdev_name(self.ptr.as_ptr())) }
+    }
 }
 
-/// A reference on a netdev found by its Ethernet address, dropped with
-/// `dev_put`.
+/// A reference on a netdev (taken with `dev_hold`), dropped with `dev_put`.
 ///
 /// # Invariants
 ///
@@ -87,12 +140,13 @@ unsafe impl Send for NetDevRef {}
 unsafe impl Sync for NetDevRef {}
 
 impl NetDevRef {
-    /// Looks up the netdev of `init_net` whose Ethernet address is `mac`.
-    pub(crate) fn find_by_mac(mac: &[u8; 6]) -> Option<Self> {
-        // SAFETY: `mac` points to 6 readable bytes.
-        let ptr = unsafe { b::ferroce_netdev_get_by_mac(mac.as_ptr()) };
-        // INVARIANT: the helper returns a held netdev or NULL.
-        NonNull::new(ptr).map(|ptr| Self { ptr })
+    /// # Safety
+    ///
+    /// `ptr` must point to a netdev on which the caller holds a reference
+    /// (`dev_hold`), which the new object takes over.
+    pub(super) unsafe fn from_held(ptr: NonNull<kernel::bindings::net_device>) -> Self {
+        // INVARIANT: per the safety requirements.
+        Self { ptr }
     }
 
     /// A view of the netdev for as long as the reference is held.

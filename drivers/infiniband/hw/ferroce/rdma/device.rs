@@ -2,7 +2,7 @@
 
 //! `struct ib_device` with Rust driver state, its ops table and registration.
 
-use super::attr::{DeviceAttr, GidAttr, LinkLayer, NetDev, PortAttr, PortImmutable};
+use super::attr::{DeviceAttr, GidAttr, LinkLayer, NetDev, NetDevRef, PortAttr, PortImmutable};
 use crate::bindings as b;
 use core::{
     ffi::{c_int, c_void},
@@ -79,6 +79,15 @@ pub(crate) trait Driver: Send + Sync + Sized + 'static {
     fn del_gid(_dev: &Device<Self>, _attr: &GidAttr<'_>) -> Result {
         build_error!(VTABLE_DEFAULT_ERROR)
     }
+
+    /// ib_core saw `NETDEV_UP`, `NETDEV_DOWN` or `NETDEV_CHANGE` on the
+    /// netdev of a port. Implementing this (even empty) means the driver
+    /// reports port state events itself; without it ib_core dispatches
+    /// `IB_EVENT_PORT_ACTIVE`/`IB_EVENT_PORT_ERR` from the netdev state
+    /// alone.
+    fn report_port_event(_dev: &Device<Self>, _netdev: NetDev<'_>) {
+        build_error!(VTABLE_DEFAULT_ERROR)
+    }
 }
 
 /// An `ib_device` followed by the driver state `T`.
@@ -119,6 +128,11 @@ impl<T: Driver> Device<T> {
 
     fn as_raw(&self) -> *mut b::ib_device {
         self.ib.get()
+    }
+
+    /// The netdev associated with `port`, held.
+    pub(crate) fn netdev(&self, port: u32) -> Option<NetDevRef> {
+        netdev_of(self.as_raw(), port)
     }
 
     /// The name ib_core gave the device (e.g. `ferroce0`).
@@ -207,6 +221,9 @@ impl<T: Driver> Adapter<T> {
         }
         if T::HAS_DEL_GID {
             ops.del_gid = Some(Self::del_gid);
+        }
+        if T::HAS_REPORT_PORT_EVENT {
+            ops.report_port_event = Some(Self::report_port_event);
         }
         ops
     };
@@ -362,6 +379,29 @@ impl<T: Driver> Adapter<T> {
         };
         from_result(|| T::del_gid(dev, &attr).map(|()| 0))
     }
+
+    extern "C" fn report_port_event(
+        ibdev: *mut b::ib_device,
+        ndev: *mut kernel::bindings::net_device,
+        _event: kernel::ffi::c_ulong,
+    ) {
+        let Some(ndev) = NonNull::new(ndev) else {
+            return;
+        };
+        // SAFETY: ib_core passes our live device (it holds a reference) and
+        // a netdev valid for the call (its notifier runs under RTNL).
+        let (dev, ndev) = unsafe { (Device::<T>::from_raw(ibdev), NetDev::from_raw(ndev)) };
+        T::report_port_event(dev, ndev);
+    }
+}
+
+/// The netdev of `port` of `ibdev`, held (`ib_device_get_netdev`).
+fn netdev_of(ibdev: *mut b::ib_device, port: u32) -> Option<NetDevRef> {
+    // SAFETY: callers pass a live device; the function checks `port` and
+    // returns a netdev with `dev_hold` taken, or NULL.
+    let ptr = unsafe { b::ib_device_get_netdev(ibdev, port) };
+    // SAFETY: we own the reference the call took.
+    NonNull::new(ptr).map(|p| unsafe { NetDevRef::from_held(p) })
 }
 
 /// An allocated, not yet registered `ib_device` with driver state `T`.
@@ -426,13 +466,6 @@ impl<T: Driver> Builder<T> {
     pub(crate) fn set_phys_port_cnt(&mut self, n: u32) {
         // SAFETY: the device is not registered yet, nobody else accesses it.
         unsafe { (*self.raw()).phys_port_cnt = n };
-    }
-
-    /// Associates `netdev` with `port` (`ib_device_set_netdev`); ib_core
-    /// takes its own reference on it.
-    pub(crate) fn set_netdev(&mut self, netdev: NetDev<'_>, port: u32) -> Result {
-        // SAFETY: our device is allocated; `netdev` is valid for the call.
-        to_result(unsafe { b::ib_device_set_netdev(self.raw(), netdev.as_raw(), port) })
     }
 
     /// Registers the device under `name` (e.g. `c"ferroce%d"`), for DMA
@@ -565,6 +598,32 @@ impl EventRef {
             PortEvent::Err => b::ib_event_type_IB_EVENT_PORT_ERR,
         };
         self.dispatch(ev, port);
+    }
+
+    /// The netdev associated with `port`, held.
+    pub(crate) fn netdev(&self, port: u32) -> Option<NetDevRef> {
+        netdev_of(self.dev.as_ptr(), port)
+    }
+
+    /// Associates `netdev` (or none) with `port` (`ib_device_set_netdev`;
+    /// ib_core holds its own tracked reference).
+    ///
+    /// Call it from a netdev notifier (RTNL held), with `None` at the latest
+    /// when the associated netdev sends `NETDEV_UNREGISTER`.
+    pub(crate) fn set_netdev(&self, netdev: Option<NetDev<'_>>, port: u32) -> Result {
+        let nd = netdev.map_or(core::ptr::null_mut(), |n| n.as_raw());
+        // SAFETY: the device is alive (type invariant); `nd` is NULL or a
+        // netdev valid for the call, not unregistering (the caller reacts to
+        // its `NETDEV_UNREGISTER` under RTNL, which it holds).
+        to_result(unsafe { b::ib_device_set_netdev(self.dev.as_ptr(), nd, port) })
+    }
+
+    /// Has ib_core scan the netdevs for the GIDs of this device now
+    /// (`rdma_roce_rescan_device`), e.g. after a netdev was associated with
+    /// a port. It takes RTNL: never call it from a netdev notifier.
+    pub(crate) fn rescan_gids(&self) {
+        // SAFETY: the device is alive (type invariant).
+        unsafe { b::rdma_roce_rescan_device(self.dev.as_ptr()) };
     }
 
     /// Dispatches `IB_EVENT_DEVICE_FATAL`.

@@ -36,8 +36,11 @@ pub(crate) fn dma_rmb() {
 /// * `vectors` points to the allocation owned by this object (from
 ///   `KBox::into_raw`), freed in `drop` after every registration.
 /// * `regs` hold registrations of vectors of `vectors`.
+/// * `hinted` holds the IRQ numbers of registrations in `regs` that have an
+///   affinity hint set.
 pub(crate) struct MsixIrqs<'a, H: Handler + 'static> {
     regs: KVec<Pin<KBox<irq::Registration<'a, H>>>>,
+    hinted: KVec<u32>,
     vectors: *mut pci::IrqVectorRegistration<'a>,
 }
 
@@ -49,11 +52,15 @@ unsafe impl<H: Handler + 'static> Sync for MsixIrqs<'_, H> {}
 
 impl<'a, H: Handler + 'static> MsixIrqs<'a, H> {
     /// Allocates between `min` and `max` MSI-X vectors and requests each
-    /// vector `i` with the handler `handler(i)`.
+    /// vector `i` with the handler `handler(i)`. Vectors from `spread_from`
+    /// on get one CPU each as affinity and hint (the `i - spread_from`-th
+    /// CPU of `cpumask_local_spread`), e.g. completion vectors after an
+    /// async one; best effort, a failure is only logged.
     pub(crate) fn new(
         pdev: &'a pci::Device<Bound>,
         min: u32,
         max: u32,
+        spread_from: usize,
         name: &'static CStr,
         mut handler: impl FnMut(usize) -> H,
     ) -> Result<Self> {
@@ -63,6 +70,7 @@ impl<'a, H: Handler + 'static> MsixIrqs<'a, H> {
         // INVARIANT: `vectors` comes from `KBox::into_raw`; no registration yet.
         let mut this = Self {
             regs: KVec::with_capacity(n, GFP_KERNEL)?,
+            hinted: KVec::with_capacity(n, GFP_KERNEL)?,
             vectors: KBox::into_raw(vectors),
         };
         for i in 0..n {
@@ -70,12 +78,13 @@ impl<'a, H: Handler + 'static> MsixIrqs<'a, H> {
             // every registration, so borrowing it for `'a` is sound as long
             // as only the registrations in `this.regs` hold the borrow.
             let vectors: &'a pci::IrqVectorRegistration<'a> = unsafe { &*this.vectors };
-            let request = vectors.index(i)?;
+            let request = irq::IrqRequest::from(vectors.index(i)?);
+            let irq_num = request.irq();
             // SAFETY: the registration is kept in a pinned box that is only
             // dropped (never forgotten) by `MsixIrqs::drop`.
             let init = unsafe {
                 irq::Registration::new(
-                    request.into(),
+                    request,
                     irq::Flags::TRIGGER_NONE,
                     name,
                     Ok::<_, Error>(handler(i)),
@@ -83,6 +92,24 @@ impl<'a, H: Handler + 'static> MsixIrqs<'a, H> {
             };
             let reg = KBox::pin_init(init, GFP_KERNEL)?;
             this.regs.push(reg, GFP_KERNEL)?;
+            if let Some(cpu_index) = i.checked_sub(spread_from) {
+                let cpu_index = u32::try_from(cpu_index)?;
+                // SAFETY: `irq_num` is the IRQ of a vector we requested just
+                // above; the hint is cleared before the IRQ is freed (`drop`).
+                let ret = unsafe { b::ferroce_irq_set_spread_hint(irq_num, cpu_index) };
+                if ret == 0 {
+                    // INVARIANT: the registration is in `regs`.
+                    this.hinted.push(irq_num, GFP_KERNEL)?;
+                } else {
+                    dev_warn!(
+                        pdev.as_ref(),
+                        "no affinity for vector {} (IRQ {}): error {}\n",
+                        i,
+                        irq_num,
+                        ret
+                    );
+                }
+            }
         }
         Ok(this)
     }
@@ -102,7 +129,13 @@ impl<'a, H: Handler + 'static> MsixIrqs<'a, H> {
 
 impl<H: Handler + 'static> Drop for MsixIrqs<'_, H> {
     fn drop(&mut self) {
-        // Free the IRQs (this waits for running handlers), then the vectors.
+        // Clear the affinity hints (free_irq() warns about a set one), free
+        // the IRQs (this waits for running handlers), then the vectors.
+        for &irq_num in self.hinted.iter() {
+            // SAFETY: the IRQ is still requested (type invariant).
+            unsafe { b::ferroce_irq_clear_hint(irq_num) };
+        }
+        self.hinted.clear();
         self.regs.clear();
         // SAFETY: `vectors` came from `KBox::into_raw` and no registration
         // borrows it any more (type invariant).

@@ -12,6 +12,7 @@
 //!   ib_core's `dealloc_driver` is the one place the driver state is dropped.
 //! * [`attr`]: safe views of what ib_core hands the driver (GID attributes,
 //!   netdevs) and the attribute structures it fills in.
+//! * [`notifier`]: a netdevice notifier calling a Rust handler.
 //! * [`kext`]: small wrappers for kernel APIs the 7.3 `kernel` crate lacks
 //!   or only offers as `unsafe` (MSI-X vectors with their handlers, DMA read
 //!   barrier, online CPU count). They would belong to other kernel modules
@@ -23,8 +24,8 @@
 pub(crate) mod attr;
 pub(crate) mod device;
 pub(crate) mod kext;
+pub(crate) mod notifier;
 
-pub(crate) use attr::{
-    DeviceAttr, GidAttr, GidType, LinkLayer, NetDevRef, PortAttr, PortImmutable,
-};
+pub(crate) use attr::{DeviceAttr, GidAttr, GidType, LinkLayer, NetDev, PortAttr, PortImmutable};
 pub(crate) use device::{Builder, Device, Driver, EventRef, PortEvent, Registration};
+pub(crate) use notifier::{NetdevEvent, NetdevHandler, NetdevNotifier};
