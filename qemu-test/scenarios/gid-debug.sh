@@ -8,4 +8,4 @@
 DESC="the gid scenario on the debug kernel: no KASAN/lockdep/kmemleak report after 100 insmod/rmmod cycles"
 KERNEL_FLAVOUR=debug
 GUEST=gid
-TIMEOUT=1800
+TIMEOUT=3000
