@@ -32,17 +32,24 @@ finish() {
 	exit "$_failures"
 }
 
+# wait_for SECONDS CMD...: poll CMD every 0.1 s until it succeeds.
+wait_for() {
+	local limit=$1 i=0
+	shift
+	until "$@"; do
+		i=$((i + 1))
+		[ "$i" -gt "$((limit * 10))" ] && return 1
+		sleep 0.1
+	done
+}
+
 # Cross-VM rendezvous through the run's shared 9p directory (cache=none, so
 # files written by one guest are seen by the other on the next lookup).
 set_marker() { echo "${2:-1}" >"$SHARED/$1.tmp" && mv "$SHARED/$1.tmp" "$SHARED/$1"; }
 wait_marker() {
-	local name=$1 timeout=${2:-120} i=0
-	while [ ! -e "$SHARED/$name" ]; do
-		i=$((i + 1))
-		[ "$i" -gt "$((timeout * 10))" ] && { echo "timed out waiting for marker $name" >&2; return 1; }
-		sleep 0.1
-	done
-	cat "$SHARED/$name"
+	wait_for "${2:-120}" test -e "$SHARED/$1" ||
+		{ echo "timed out waiting for marker $1" >&2; return 1; }
+	cat "$SHARED/$1"
 }
 
 load_rdma_core() {
@@ -61,12 +68,7 @@ rxe_up() {
 
 # wait_port_active DEV [TIMEOUT]
 wait_port_active() {
-	local dev=$1 timeout=${2:-30} i=0
-	until grep -q ACTIVE "/sys/class/infiniband/$dev/ports/1/state" 2>/dev/null; do
-		i=$((i + 1))
-		[ "$i" -gt "$((timeout * 10))" ] && return 1
-		sleep 0.1
-	done
+	wait_for "${2:-30}" grep -qs ACTIVE "/sys/class/infiniband/$1/ports/1/state"
 }
 
 # gid_index DEV TYPE PREFIX: first GID index (of the first 16; reading all
@@ -144,25 +146,11 @@ pt_result() {
 # the host) over its control socket, e.g. "host_ctl g1 gids"; prints the
 # answer (JSON).  Needs CTL_SERVER=1 in the scenario.
 host_ctl() {
-	local name=$1 i=0
+	local name=$1
 	shift
-	echo "$VM_NAME $*" >"$SHARED/req-$name.tmp" && mv "$SHARED/req-$name.tmp" "$SHARED/req-$name"
-	until [ -e "$SHARED/resp-$name.done" ]; do
-		i=$((i + 1))
-		[ "$i" -gt 300 ] && { echo "host_ctl $name: no answer" >&2; return 1; }
-		sleep 0.1
-	done
+	set_marker "req-$name" "$VM_NAME $*"
+	wait_for 30 test -e "$SHARED/resp-$name.done" ||
+		{ echo "host_ctl $name: no answer" >&2; return 1; }
 	cat "$SHARED/resp-$name"
 	return "$(cat "$SHARED/resp-$name.done")"
-}
-
-# wait_for SECONDS CMD...: poll CMD every 0.1 s until it succeeds.
-wait_for() {
-	local limit=$1 i=0
-	shift
-	until "$@"; do
-		i=$((i + 1))
-		[ "$i" -gt "$((limit * 10))" ] && return 1
-		sleep 0.1
-	done
 }
