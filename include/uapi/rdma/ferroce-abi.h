@@ -1,0 +1,95 @@
+/* SPDX-License-Identifier: ((GPL-2.0 WITH Linux-syscall-note) OR BSD-2-Clause) */
+/*
+ * ferroce-abi.h - the user/kernel ABI of ferroce.ko and libferroce.
+ *
+ * The driver data that travels inside the uverbs commands (ib_udata) between
+ * the rdma-core provider (libferroce) and the kernel driver (ferroce.ko).
+ * Queue layouts, doorbell values and CQE formats are not repeated here: they
+ * are the device's, defined once in include/ferroce/ferroce-hw.h and
+ * described in Documentation/ferroce/device.rst; this file only says how
+ * userspace hands its queues to the driver.
+ *
+ * Rules: only <linux/types.h> types, every field naturally aligned, explicit
+ * reserved fields (must be zero), sizes multiple of 8. A request shorter than
+ * its struct is refused with EINVAL; a longer one is accepted only if the
+ * extra bytes are zero (EOPNOTSUPP otherwise), so the structs can grow at
+ * the end. Responses are truncated to the length userspace offers.
+ *
+ * Driver id: the module registers with RDMA_DRIVER_UNKNOWN until a value in
+ * enum rdma_driver_id is allocated upstream; the provider therefore matches
+ * the device by PCI ID (FERROCE_PCI_VENDOR_ID / FERROCE_PCI_DEVICE_ID).
+ */
+#ifndef FERROCE_ABI_USER_H
+#define FERROCE_ABI_USER_H
+
+#include <linux/types.h>
+
+/* ib_device_ops.uverbs_abi_ver; the provider accepts exactly this value. */
+#define FERROCE_UVERBS_ABI_VERSION	1
+
+/*
+ * alloc_ucontext: no request. The response names the doorbell page of the
+ * context: one 4 KiB page of BAR2 that the provider maps with
+ * mmap(NULL, 4096, PROT_WRITE, MAP_SHARED, cmd_fd, db_mmap_offset).
+ * Every CQ and QP of the context is rung through that page only.
+ */
+struct ferroce_uresp_alloc_ctx {
+	__aligned_u64 db_mmap_offset;	/* mmap() offset of the doorbell page */
+	__u32 db_page;			/* its BAR2 page index (informational) */
+	__u32 device_caps;		/* FERROCE_CAP_* */
+	__u32 max_qp_wr;		/* SQ/RQ depth limit */
+	__u32 max_sge;
+	__u32 max_inline;		/* device limit on inline data */
+	__u32 max_cqe;			/* CQ depth limit */
+};
+
+/*
+ * create_cq: the CQ ring lives in process memory, allocated and zeroed by
+ * the provider: depth * FERROCE_CQE_SIZE bytes starting on a page boundary.
+ * The driver pins it and hands the device its page list. The doorbell
+ * record (struct ferroce_cq_dbrec) is 8-byte aligned anywhere in process
+ * memory; the driver pins its page.
+ */
+struct ferroce_ureq_create_cq {
+	__aligned_u64 buf_va;
+	__aligned_u64 dbrec_va;
+	__u32 depth;			/* power of two, > requested cqe, <= max_cqe */
+	__u32 reserved;
+};
+
+struct ferroce_uresp_create_cq {
+	__u32 cqn;
+	__u32 reserved;
+};
+
+/*
+ * create_qp (RC and UD): SQ and RQ rings in process memory, page aligned,
+ * depth << wqe_shift bytes each, zeroed by the provider. Without a receive
+ * queue (SRQ is not supported) rq_depth, rq_wqe_shift, rq_buf_va and
+ * rq_dbrec_va are all 0. Strides and depths follow device.rst ("Work
+ * queues"); the driver checks them against the device's limits.
+ */
+struct ferroce_ureq_create_qp {
+	__aligned_u64 sq_buf_va;
+	__aligned_u64 rq_buf_va;
+	__aligned_u64 sq_dbrec_va;	/* struct ferroce_qp_dbrec */
+	__aligned_u64 rq_dbrec_va;	/* struct ferroce_qp_dbrec */
+	__u32 sq_depth;			/* power of two */
+	__u32 rq_depth;			/* 0 or a power of two */
+	__u8 sq_wqe_shift;		/* FERROCE_SQ_WQE_SHIFT_MIN..MAX */
+	__u8 rq_wqe_shift;		/* FERROCE_RQ_WQE_SHIFT_MIN..MAX, or 0 */
+	__u8 reserved[6];
+};
+
+struct ferroce_uresp_create_qp {
+	__u32 qpn;
+	__u32 max_inline;		/* inline bytes accepted per SQ WQE */
+};
+
+/* create_ah: the device's handle, put in UD send WQEs (ahn). */
+struct ferroce_uresp_create_ah {
+	__u32 ahn;
+	__u32 reserved;
+};
+
+#endif /* FERROCE_ABI_USER_H */
