@@ -72,4 +72,37 @@ commands!(
     ferroce_cmd_dealloc_pd = FERROCE_CMD_DEALLOC_PD,
     ferroce_cmd_set_gid = FERROCE_CMD_SET_GID,
     ferroce_cmd_clear_gid = FERROCE_CMD_CLEAR_GID,
+    ferroce_cmd_create_cq = FERROCE_CMD_CREATE_CQ,
+    ferroce_cmd_destroy_cq = FERROCE_CMD_DESTROY_CQ,
+    ferroce_cmd_reg_mr = FERROCE_CMD_REG_MR,
+    ferroce_cmd_dereg_mr = FERROCE_CMD_DEREG_MR,
+    ferroce_cmd_create_qp = FERROCE_CMD_CREATE_QP,
+    ferroce_cmd_destroy_qp = FERROCE_CMD_DESTROY_QP,
+    ferroce_cmd_modify_qp = FERROCE_CMD_MODIFY_QP,
+    ferroce_cmd_create_ah = FERROCE_CMD_CREATE_AH,
+    ferroce_cmd_destroy_ah = FERROCE_CMD_DESTROY_AH,
+);
+
+// SAFETY (all impls below): the structs of include/uapi/rdma/ferroce-abi.h
+// consist of integers only, naturally aligned with explicit reserved fields
+// (its rules), so any byte pattern is a valid value and every byte of a
+// value is initialised.
+macro_rules! abi_requests {
+    ($($t:ident),* $(,)?) => {$(
+        // SAFETY: see above.
+        unsafe impl kernel::transmute::FromBytes for $t {}
+    )*};
+}
+macro_rules! abi_responses {
+    ($($t:ident),* $(,)?) => {$(
+        // SAFETY: see above.
+        unsafe impl kernel::transmute::AsBytes for $t {}
+    )*};
+}
+abi_requests!(ferroce_ureq_create_cq, ferroce_ureq_create_qp);
+abi_responses!(
+    ferroce_uresp_alloc_ctx,
+    ferroce_uresp_create_cq,
+    ferroce_uresp_create_qp,
+    ferroce_uresp_create_ah,
 );

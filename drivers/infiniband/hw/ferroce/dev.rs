@@ -13,11 +13,16 @@ use crate::{
     cmdq::{self, CmdQ, Completion},
     eq::{self, Eq, Eqe},
     ib::{self, IbDev},
+    pbl::{PblBuilder, PblScratch},
     port::{self, PortState},
-    rdma::{self, kext, EventRef, NetDev, NetdevEvent, NetdevHandler, NetdevNotifier, PortEvent},
+    rdma::{
+        self, kext, CqEvent, CqTable, EventRef, NetDev, NetdevEvent, NetdevHandler, NetdevNotifier,
+        PortEvent,
+    },
     regs::{self, Bar0, DevresBar0},
+    verbs::DbPages,
 };
-use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use kernel::{
     debugfs,
     device::{Bound, Core},
@@ -38,6 +43,7 @@ pub(crate) struct Caps {
     pub(crate) max_qp: u32,
     pub(crate) max_qp_wr: u32,
     pub(crate) max_sge: u32,
+    pub(crate) max_inline: u32,
     pub(crate) max_cq: u32,
     pub(crate) max_cqe: u32,
     pub(crate) max_mr: u32,
@@ -48,6 +54,7 @@ pub(crate) struct Caps {
     pub(crate) gid_table_len: u32,
     pub(crate) pkey_table_len: u32,
     pub(crate) max_msg_size: u32,
+    pub(crate) db_pages: u32,
     pub(crate) local_ca_ack_delay: u32,
     pub(crate) max_path_mtu: u32,
     pub(crate) max_mr_size: u64,
@@ -82,6 +89,10 @@ pub(crate) struct Stats {
     pub(crate) cmd_status: [AtomicU64; hw::FERROCE_STATUS_COUNT as usize],
     /// Admin commands the device did not answer in time.
     pub(crate) cmd_timeouts: AtomicU64,
+    /// COMPLETION events delivered to a CQ's handler.
+    pub(crate) cq_events: AtomicU64,
+    /// QP async events (not passed on yet: counted only).
+    pub(crate) qp_events: AtomicU64,
 }
 
 impl Stats {
@@ -110,6 +121,8 @@ impl Stats {
         }
         writeln!(f, "cmd_timeouts {}", r(&self.cmd_timeouts))?;
         writeln!(f, "cmd_events {}", r(&self.cmd_events))?;
+        writeln!(f, "cq_events {}", r(&self.cq_events))?;
+        writeln!(f, "qp_events {}", r(&self.qp_events))?;
         writeln!(f, "unknown_cq_events {}", r(&self.unknown_cq_events))?;
         writeln!(f, "unknown_obj_events {}", r(&self.unknown_obj_events))?;
         writeln!(f, "unknown_events {}", r(&self.unknown_events))?;
@@ -152,6 +165,12 @@ pub(crate) struct Shared {
     pdev: ARef<pci::Device>,
     #[pin]
     cmdq: Mutex<CmdQ>,
+    /// Where page lists are built (taken before `cmdq`).
+    #[pin]
+    pbl: Mutex<PblScratch>,
+    /// CQs by number, for completion and CQ events.
+    #[pin]
+    pub(crate) cqs: CqTable,
     eqs: KVec<Eq>,
     cmd_timeout: Delta,
     /// Set when the device stopped answering or reported FATAL: every
@@ -212,6 +231,17 @@ impl Shared {
         }
     }
 
+    /// Builds a command that names page lists (`build` places them with
+    /// the builder it gets) and executes it while the lists exist.
+    pub(crate) fn exec_with_lists<C: Command>(
+        &self,
+        build: impl FnOnce(&mut PblBuilder<'_>) -> Result<C>,
+    ) -> Result<Completion> {
+        let mut scratch = self.pbl.lock();
+        let cmd = build(&mut scratch.builder())?;
+        self.exec(&cmd)
+    }
+
     /// The device's link bit.
     pub(crate) fn link_up(&self) -> bool {
         self.port.lock().state.link
@@ -264,8 +294,18 @@ impl Shared {
         let s = &self.stats;
         match u32::from(eqe.event_type) {
             hw::FERROCE_EQE_COMPLETION => {
-                // No CQ exists yet: every CQ number is unknown.
-                s.unknown_cq_events.fetch_add(1, Ordering::Relaxed);
+                let c = if self.cqs.notify(eqe.obj) {
+                    &s.cq_events
+                } else {
+                    &s.unknown_cq_events
+                };
+                c.fetch_add(1, Ordering::Relaxed);
+            }
+            hw::FERROCE_EQE_CQ_ERROR => {
+                dev_warn!(self.dev(), "CQ {} error, syndrome {}\n", eqe.obj, eqe.data);
+                if !self.cqs.event(eqe.obj, CqEvent::Err) {
+                    s.unknown_obj_events.fetch_add(1, Ordering::Relaxed);
+                }
             }
             hw::FERROCE_EQE_CMD_COMPLETION => {
                 // Commands are polled; the event is only counted.
@@ -295,8 +335,15 @@ impl Shared {
                     ib.device_fatal();
                 }
             }
-            hw::FERROCE_EQE_QP_FATAL..=hw::FERROCE_EQE_QP_ACCESS_ERR | hw::FERROCE_EQE_CQ_ERROR => {
-                s.unknown_obj_events.fetch_add(1, Ordering::Relaxed);
+            hw::FERROCE_EQE_QP_FATAL..=hw::FERROCE_EQE_QP_ACCESS_ERR => {
+                dev_dbg!(
+                    self.dev(),
+                    "QP {} event {:#x}, syndrome {}\n",
+                    eqe.obj,
+                    eqe.event_type,
+                    eqe.data
+                );
+                s.qp_events.fetch_add(1, Ordering::Relaxed);
             }
             _ => {
                 s.unknown_events.fetch_add(1, Ordering::Relaxed);
@@ -542,6 +589,7 @@ fn query_caps(shared: &Shared, dev: &kernel::device::Device<Bound>) -> Result<Ca
         max_qp: w!(max_qp),
         max_qp_wr: w!(max_qp_wr),
         max_sge: w!(max_sge),
+        max_inline: w!(max_inline),
         max_cq: w!(max_cq),
         max_cqe: w!(max_cqe),
         max_mr: w!(max_mr),
@@ -552,6 +600,7 @@ fn query_caps(shared: &Shared, dev: &kernel::device::Device<Bound>) -> Result<Ca
         gid_table_len: w!(gid_table_len),
         pkey_table_len: w!(pkey_table_len),
         max_msg_size: w!(max_msg_size),
+        db_pages: w!(db_pages),
         local_ca_ack_delay: w!(local_ca_ack_delay),
         max_path_mtu: w!(max_path_mtu),
         max_mr_size: q!(max_mr_size),
@@ -668,6 +717,7 @@ impl<'bound> Ferroce<'bound> {
         // 3. Rings: admin SQ/CQ, one EQ per wanted vector.
         let dev: &kernel::device::Device<Bound> = pdev.as_ref();
         let cmdq = step(pdev, "allocate admin queue", CmdQ::new(dev))?;
+        let pbl = step(pdev, "allocate page-list area", PblScratch::new(dev))?;
         let mut eqs = step(
             pdev,
             "allocate EQs",
@@ -697,6 +747,8 @@ impl<'bound> Ferroce<'bound> {
                 bar: Regs(bar),
                 pdev: pdev.into(),
                 cmdq <- new_mutex!(cmdq),
+                pbl <- new_mutex!(pbl),
+                cqs <- CqTable::new(),
                 eqs,
                 cmd_timeout,
                 dead: AtomicBool::new(false),
@@ -775,11 +827,29 @@ impl<'bound> Ferroce<'bound> {
         // 7. The ib_device: node GUID = EUI-64 of the port MAC. It is paired
         // with its netdev by the notifier registered below.
         let node_guid = ib::node_guid(&port.mac);
+        let bar2 = step(
+            pdev,
+            "doorbell BAR",
+            pdev.resource_start(hw::FERROCE_BAR_DB).and_then(|start| {
+                let len = pdev.resource_len(hw::FERROCE_BAR_DB)?;
+                if start == 0 || len < u64::from(hw::FERROCE_BAR2_SIZE) {
+                    return Err(ENODEV);
+                }
+                Ok(start)
+            }),
+        )?;
         let ibdev = IbDev {
             shared: shared.clone(),
             caps,
             port,
             node_guid,
+            num_ceqs: (nvec - 1) as u32,
+            bar2,
+            db_pages: DbPages::new(
+                caps.db_pages.min(hw::FERROCE_DB_PAGES),
+                hw::FERROCE_DB_KERNEL_PAGES,
+            ),
+            key_variant: AtomicU32::new(0),
         };
         let mut builder = step(pdev, "allocate ib_device", rdma::Builder::new(ibdev))?;
         builder.set_node_guid(node_guid);

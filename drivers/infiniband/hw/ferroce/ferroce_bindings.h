@@ -13,6 +13,7 @@
 #include <rdma/ib_addr.h>
 #include <rdma/ib_mad.h>
 #include <ferroce/ferroce-hw.h>
+#include <uapi/rdma/ferroce-abi.h>
 
 /* ferroce_helpers.c: static inlines and macros wrapped for Rust */
 unsigned int ferroce_num_online_cpus(void);
@@ -41,6 +42,22 @@ int ferroce_register_netdev_notifier(struct notifier_block *nb);
 void ferroce_unregister_netdev_notifier(struct notifier_block *nb);
 unsigned int ferroce_netdev_event(unsigned long event);
 struct net_device *ferroce_netdev_notifier_dev(void *info);
+
+int ferroce_udata_in(struct ib_udata *udata, void *dst, size_t len);
+int ferroce_udata_out(struct ib_udata *udata, void *src, size_t len);
+struct ib_udata *ferroce_bundle_udata(struct uverbs_attr_bundle *attrs);
+struct ib_ucontext *ferroce_udata_ucontext(struct ib_udata *udata);
+struct ib_umem *ferroce_umem_get(struct ib_device *dev, u64 addr, size_t size,
+				 int access);
+size_t ferroce_umem_num_blocks(struct ib_umem *umem, unsigned long pgsz);
+size_t ferroce_umem_blocks(struct ib_umem *umem, unsigned long pgsz, u64 *out,
+			   size_t max);
+u64 ferroce_mmap_offset(const struct rdma_user_mmap_entry *entry);
+int ferroce_mmap_io_nc(struct ib_ucontext *uctx, struct vm_area_struct *vma,
+		       unsigned long pfn, struct rdma_user_mmap_entry *entry);
+void ferroce_cq_comp(struct ib_cq *cq);
+void ferroce_qp_event(struct ib_qp *qp, enum ib_event_type type);
+void ferroce_cq_event(struct ib_cq *cq, enum ib_event_type type);
 
 int ferroce_irq_set_spread_hint(unsigned int irq, unsigned int index);
 void ferroce_irq_clear_hint(unsigned int irq);

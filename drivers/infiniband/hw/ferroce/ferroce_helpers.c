@@ -6,6 +6,8 @@
 #include <linux/if_vlan.h>
 #include <linux/interrupt.h>
 #include <linux/cpumask.h>
+#include <linux/mm.h>
+#include <rdma/iter.h>
 #include "ferroce_bindings.h"
 
 unsigned int ferroce_num_online_cpus(void)
@@ -129,4 +131,112 @@ int ferroce_irq_set_spread_hint(unsigned int irq, unsigned int index)
 void ferroce_irq_clear_hint(unsigned int irq)
 {
 	irq_update_affinity_hint(irq, NULL);
+}
+
+/*
+ * Copies the driver request of a uverbs command: -EINVAL if userspace sent
+ * less than @len bytes, -EOPNOTSUPP if it sent more and the extra bytes are
+ * not zero (a newer provider asking for something this driver lacks).
+ */
+int ferroce_udata_in(struct ib_udata *udata, void *dst, size_t len)
+{
+	if (udata->inlen < len)
+		return -EINVAL;
+	if (udata->inlen > len &&
+	    !ib_is_udata_cleared(udata, len, udata->inlen - len))
+		return -EOPNOTSUPP;
+	return ib_copy_from_udata(dst, udata, len);
+}
+
+/* Copies a driver response, truncated to what userspace has room for. */
+int ferroce_udata_out(struct ib_udata *udata, void *src, size_t len)
+{
+	return ib_copy_to_udata(udata, src, min(len, udata->outlen));
+}
+
+/* The driver udata of a uverbs command's bundle. */
+struct ib_udata *ferroce_bundle_udata(struct uverbs_attr_bundle *attrs)
+{
+	return &attrs->driver_udata;
+}
+
+/* The user context a uverbs command runs in. */
+struct ib_ucontext *ferroce_udata_ucontext(struct ib_udata *udata)
+{
+	return container_of(udata, struct uverbs_attr_bundle, driver_udata)->context;
+}
+
+struct ib_umem *ferroce_umem_get(struct ib_device *dev, u64 addr, size_t size,
+				 int access)
+{
+	return ib_umem_get_va(dev, addr, size, access);
+}
+
+size_t ferroce_umem_num_blocks(struct ib_umem *umem, unsigned long pgsz)
+{
+	return ib_umem_num_dma_blocks(umem, pgsz);
+}
+
+/*
+ * Writes the DMA addresses of the @pgsz blocks of @umem to @out (room for
+ * @max); returns how many there are.
+ */
+size_t ferroce_umem_blocks(struct ib_umem *umem, unsigned long pgsz, u64 *out,
+			   size_t max)
+{
+	struct ib_block_iter biter;
+	size_t n = 0;
+
+	rdma_umem_for_each_dma_block(umem, &biter, pgsz) {
+		if (n < max)
+			out[n] = rdma_block_iter_dma_address(&biter);
+		n++;
+	}
+	return n;
+}
+
+u64 ferroce_mmap_offset(const struct rdma_user_mmap_entry *entry)
+{
+	return rdma_user_mmap_get_offset(entry);
+}
+
+/* Maps the MMIO pages of @entry, uncached (doorbell pages). */
+int ferroce_mmap_io_nc(struct ib_ucontext *uctx, struct vm_area_struct *vma,
+		       unsigned long pfn, struct rdma_user_mmap_entry *entry)
+{
+	return rdma_user_mmap_io(uctx, vma, pfn, entry->npages << PAGE_SHIFT,
+				 pgprot_noncached(vma->vm_page_prot), entry);
+}
+
+/* Calls the completion handler of @cq (ib_uverbs' for user CQs). */
+void ferroce_cq_comp(struct ib_cq *cq)
+{
+	if (cq->comp_handler)
+		cq->comp_handler(cq, cq->cq_context);
+}
+
+/* Dispatches an async event of @qp to its consumer. */
+void ferroce_qp_event(struct ib_qp *qp, enum ib_event_type type)
+{
+	struct ib_event ev = {
+		.device = qp->device,
+		.element.qp = qp,
+		.event = type,
+	};
+
+	if (qp->event_handler)
+		qp->event_handler(&ev, qp->qp_context);
+}
+
+/* Dispatches an async event of @cq to its consumer. */
+void ferroce_cq_event(struct ib_cq *cq, enum ib_event_type type)
+{
+	struct ib_event ev = {
+		.device = cq->device,
+		.element.cq = cq,
+		.event = type,
+	};
+
+	if (cq->event_handler)
+		cq->event_handler(&ev, cq->cq_context);
 }

@@ -10,7 +10,9 @@
 //! * `regs`, `cmdq`, `eq`: the device's register block, admin queue and
 //!   event queues (`Documentation/ferroce/device.rst`);
 //! * `dev`: PCI bring-up and teardown, netdev pairing and port state (a
-//!   netdevice notifier), debugfs counters; `ib`: the verbs;
+//!   netdevice notifier), debugfs counters; `ib`: the device verbs;
+//!   `verbs`: the user objects (CQ, QP, MR, AH) and doorbell pages, with
+//!   `pbl` describing their memory to the device;
 //! * `gid`, `port`: GID conversions, port state and MTU rules, with their
 //!   KUnit suites.
 
@@ -22,9 +24,11 @@ mod dev;
 mod eq;
 mod gid;
 mod ib;
+mod pbl;
 mod port;
 mod rdma;
 mod regs;
+mod verbs;
 
 struct FerroceDriver;
 

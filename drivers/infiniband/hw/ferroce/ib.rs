@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0
 
 //! The verbs of the ferroce `ib_device` (device and port queries, P_Key,
-//! user contexts, PDs, GID table) on top of the safe `rdma` layer.
+//! user contexts, PDs, GID table; the user objects are in `verbs`) on top
+//! of the safe `rdma` layer.
 
 #![forbid(unsafe_code)]
 
@@ -10,9 +11,10 @@ use crate::{
     dev::{Caps, PortInfo, Shared},
     gid::{self, Gid, GidKind},
     port,
-    rdma::{self, GidAttr, GidType, LinkLayer},
+    rdma::{self, AhAttr, GidAttr, GidType, LinkLayer, QpAttr, QpInit, UData},
+    verbs::{self, Ah, Cq, DbPages, Mr, Qp, UContext},
 };
-use core::sync::atomic::Ordering;
+use core::sync::atomic::{AtomicU32, Ordering};
 use kernel::{prelude::*, sync::Arc};
 
 /// Driver state of the ferroce `ib_device`.
@@ -21,17 +23,31 @@ pub(crate) struct IbDev {
     pub(crate) caps: Caps,
     pub(crate) port: PortInfo,
     pub(crate) node_guid: [u8; 8],
+    /// Number of completion vectors (CEQs 1..=num_ceqs).
+    pub(crate) num_ceqs: u32,
+    /// Bus address of BAR2 (doorbell pages).
+    pub(crate) bar2: u64,
+    /// Doorbell pages of user contexts.
+    pub(crate) db_pages: DbPages,
+    /// Last MR key variant handed out.
+    pub(crate) key_variant: AtomicU32,
 }
 
-/// Driver state of a user context (doorbell page: to come with the ABI).
-pub(crate) struct UContext;
+impl IbDev {
+    /// The key variant of the next MR (bits 7:0 of its key), so that keys of
+    /// a freed MR index do not match its next user.
+    pub(crate) fn next_key_variant(&self) -> u8 {
+        (self.key_variant.fetch_add(1, Ordering::Relaxed) & hw::FERROCE_KEY_VARIANT_MASK) as u8
+    }
+}
 
 /// Driver state of a protection domain.
 pub(crate) struct Pd {
-    pdn: u32,
+    pub(crate) pdn: u32,
 }
 
-fn gid_network_type(gid_type: GidType, gid: &Gid) -> Result<(u8, u8)> {
+/// The device's GID type and network type of an entry.
+pub(crate) fn gid_network_type(gid_type: GidType, gid: &Gid) -> Result<(u8, u8)> {
     match gid_type {
         GidType::RoceV1 => Ok((
             hw::FERROCE_GID_TYPE_ROCE_V1 as u8,
@@ -52,6 +68,10 @@ fn gid_network_type(gid_type: GidType, gid: &Gid) -> Result<(u8, u8)> {
 impl rdma::Driver for IbDev {
     type UContext = UContext;
     type Pd = Pd;
+    type Cq = Cq;
+    type Qp = Qp;
+    type Mr = Mr;
+    type Ah = Ah;
 
     fn query_device(dev: &rdma::Device<Self>, attr: &mut rdma::DeviceAttr) -> Result {
         let c = &dev.caps;
@@ -157,8 +177,80 @@ impl rdma::Driver for IbDev {
         Ok(hw::FERROCE_DEFAULT_PKEY as u16)
     }
 
-    fn alloc_ucontext(_dev: &rdma::Device<Self>) -> Result<UContext> {
-        Ok(UContext)
+    fn alloc_ucontext(
+        dev: &rdma::Device<Self>,
+        init: &mut rdma::UContextInit<'_>,
+        udata: &mut UData<'_>,
+    ) -> Result<UContext> {
+        verbs::alloc_ucontext(dev, init, udata)
+    }
+
+    fn dealloc_ucontext(dev: &rdma::Device<Self>, ctx: &UContext) {
+        verbs::dealloc_ucontext(dev, ctx)
+    }
+
+    fn cq_table(dev: &rdma::Device<Self>) -> &rdma::CqTable {
+        &dev.shared.cqs
+    }
+
+    fn create_cq(
+        dev: &rdma::Device<Self>,
+        ctx: &UContext,
+        cqe: u32,
+        comp_vector: u32,
+        udata: &mut UData<'_>,
+    ) -> Result<(Cq, u32, u32)> {
+        verbs::create_cq(dev, ctx, cqe, comp_vector, udata)
+    }
+
+    fn destroy_cq(dev: &rdma::Device<Self>, cq: &Cq) -> Result {
+        verbs::destroy_cq(dev, cq)
+    }
+
+    fn create_qp(
+        dev: &rdma::Device<Self>,
+        ctx: &UContext,
+        init: &mut QpInit<'_, Cq, Pd>,
+        udata: &mut UData<'_>,
+    ) -> Result<(Qp, u32)> {
+        verbs::create_qp(dev, ctx, init, udata)
+    }
+
+    fn modify_qp(dev: &rdma::Device<Self>, qp: &Qp, attr: &QpAttr<'_>, mask: u32) -> Result {
+        verbs::modify_qp(dev, qp, attr, mask)
+    }
+
+    fn destroy_qp(dev: &rdma::Device<Self>, qp: &Qp) -> Result {
+        verbs::destroy_qp(dev, qp)
+    }
+
+    fn reg_user_mr(
+        dev: &rdma::Device<Self>,
+        pd: &Pd,
+        start: u64,
+        length: u64,
+        iova: u64,
+        access: u32,
+        _udata: &mut UData<'_>,
+    ) -> Result<(Mr, u32)> {
+        verbs::reg_user_mr(dev, pd, start, length, iova, access)
+    }
+
+    fn dereg_mr(dev: &rdma::Device<Self>, mr: &Mr) -> Result {
+        verbs::dereg_mr(dev, mr)
+    }
+
+    fn create_ah(
+        dev: &rdma::Device<Self>,
+        pd: &Pd,
+        attr: &AhAttr<'_>,
+        udata: Option<&mut UData<'_>>,
+    ) -> Result<Ah> {
+        verbs::create_ah(dev, pd, attr, udata)
+    }
+
+    fn destroy_ah(dev: &rdma::Device<Self>, ah: &Ah) -> Result {
+        verbs::destroy_ah(dev, ah)
     }
 
     fn alloc_pd(dev: &rdma::Device<Self>, _user: bool) -> Result<Pd> {

@@ -2,7 +2,12 @@
 
 //! `struct ib_device` with Rust driver state, its ops table and registration.
 
-use super::attr::{DeviceAttr, GidAttr, LinkLayer, NetDev, NetDevRef, PortAttr, PortImmutable};
+use super::{
+    attr::{DeviceAttr, GidAttr, LinkLayer, NetDev, NetDevRef, PortAttr, PortImmutable},
+    mmap::{self, MmapIo},
+    objects::{AhAttr, CqTable, QpAttr, QpInit, QpType},
+    udata::UData,
+};
 use crate::bindings as b;
 use core::{
     ffi::{c_int, c_void},
@@ -32,6 +37,14 @@ pub(crate) trait Driver: Send + Sync + Sized + 'static {
     type UContext: Send + Sync;
     /// Driver state of a protection domain (`struct ib_pd`).
     type Pd: Send + Sync;
+    /// Driver state of a completion queue (`struct ib_cq`).
+    type Cq: Send + Sync;
+    /// Driver state of a queue pair (`struct ib_qp`).
+    type Qp: Send + Sync;
+    /// Driver state of a memory region (`struct ib_mr`).
+    type Mr: Send + Sync;
+    /// Driver state of an address handle (`struct ib_ah`).
+    type Ah: Send + Sync;
 
     /// Fills in the device attributes (zeroed by ib_core).
     fn query_device(dev: &Device<Self>, attr: &mut DeviceAttr) -> Result;
@@ -50,8 +63,14 @@ pub(crate) trait Driver: Send + Sync + Sized + 'static {
         build_error!(VTABLE_DEFAULT_ERROR)
     }
 
-    /// Creates the driver state of a new user context.
-    fn alloc_ucontext(_dev: &Device<Self>) -> Result<Self::UContext> {
+    /// Creates the driver state of a new user context; `uctx` offers MMIO
+    /// pages for `mmap()`, `udata` carries the provider's request and the
+    /// driver's response.
+    fn alloc_ucontext(
+        _dev: &Device<Self>,
+        _uctx: &mut UContextInit<'_>,
+        _udata: &mut UData<'_>,
+    ) -> Result<Self::UContext> {
         build_error!(VTABLE_DEFAULT_ERROR)
     }
 
@@ -69,6 +88,85 @@ pub(crate) trait Driver: Send + Sync + Sized + 'static {
     /// Releases a protection domain; on success its state is dropped
     /// afterwards, on failure the PD stays as it is.
     fn dealloc_pd(dev: &Device<Self>, pd: &Self::Pd) -> Result;
+
+    /// The table through which completion and CQ events reach the CQs.
+    fn cq_table(dev: &Device<Self>) -> &CqTable;
+
+    /// Creates a user CQ of at least `cqe` entries on completion vector
+    /// `comp_vector`; returns its state, its number in the [`CqTable`] and
+    /// its real capacity.
+    fn create_cq(
+        _dev: &Device<Self>,
+        _ctx: &Self::UContext,
+        _cqe: u32,
+        _comp_vector: u32,
+        _udata: &mut UData<'_>,
+    ) -> Result<(Self::Cq, u32, u32)> {
+        build_error!(VTABLE_DEFAULT_ERROR)
+    }
+
+    /// Destroys a CQ on the device. On success its state (and the memory it
+    /// pins) is dropped afterwards; on failure the state is leaked, so
+    /// memory a misbehaving device may still write stays pinned.
+    fn destroy_cq(_dev: &Device<Self>, _cq: &Self::Cq) -> Result {
+        build_error!(VTABLE_DEFAULT_ERROR)
+    }
+
+    /// Creates a user QP; returns its state and QP number.
+    fn create_qp(
+        _dev: &Device<Self>,
+        _ctx: &Self::UContext,
+        _init: &mut QpInit<'_, Self::Cq, Self::Pd>,
+        _udata: &mut UData<'_>,
+    ) -> Result<(Self::Qp, u32)> {
+        build_error!(VTABLE_DEFAULT_ERROR)
+    }
+
+    /// Modifies a QP (`mask`: `IB_QP_*`).
+    fn modify_qp(_dev: &Device<Self>, _qp: &Self::Qp, _attr: &QpAttr<'_>, _mask: u32) -> Result {
+        build_error!(VTABLE_DEFAULT_ERROR)
+    }
+
+    /// Destroys a QP on the device; as [`Driver::destroy_cq`].
+    fn destroy_qp(_dev: &Device<Self>, _qp: &Self::Qp) -> Result {
+        build_error!(VTABLE_DEFAULT_ERROR)
+    }
+
+    /// Registers `length` bytes of user memory at `start`, addressed by the
+    /// device from `iova`, with `IB_ACCESS_*` rights; returns the state and
+    /// the key (lkey = rkey).
+    #[allow(clippy::too_many_arguments)]
+    fn reg_user_mr(
+        _dev: &Device<Self>,
+        _pd: &Self::Pd,
+        _start: u64,
+        _length: u64,
+        _iova: u64,
+        _access: u32,
+        _udata: &mut UData<'_>,
+    ) -> Result<(Self::Mr, u32)> {
+        build_error!(VTABLE_DEFAULT_ERROR)
+    }
+
+    /// Deregisters an MR; as [`Driver::destroy_cq`].
+    fn dereg_mr(_dev: &Device<Self>, _mr: &Self::Mr) -> Result {
+        build_error!(VTABLE_DEFAULT_ERROR)
+    }
+
+    /// Creates a user address handle.
+    fn create_ah(
+        _dev: &Device<Self>,
+        _pd: &Self::Pd,
+        _attr: &AhAttr<'_>,
+        _udata: Option<&mut UData<'_>>,
+    ) -> Result<Self::Ah> {
+        build_error!(VTABLE_DEFAULT_ERROR)
+    }
+
+    /// Destroys an address handle; as [`Driver::destroy_cq`].
+    fn destroy_ah(_dev: &Device<Self>, _ah: &Self::Ah) -> Result {
+        build_error!(VTABLE_DEFAULT_ERROR)
+    }
 
     /// A GID table entry was added (RoCE).
     fn add_gid(_dev: &Device<Self>, _attr: &GidAttr<'_>) -> Result {
@@ -126,7 +224,7 @@ impl<T: Driver> Device<T> {
         unsafe { &*ptr.cast::<Self>() }
     }
 
-    fn as_raw(&self) -> *mut b::ib_device {
+    pub(super) fn as_raw(&self) -> *mut b::ib_device {
         self.ib.get()
     }
 
@@ -170,8 +268,73 @@ impl<I, D> Obj<I, D> {
     };
 }
 
-type UContextObj<T> = Obj<b::ib_ucontext, <T as Driver>::UContext>;
+/// A user context's driver state and the mmap offers made for it (withdrawn
+/// before the context goes).
+struct UCtx<T: Driver> {
+    /// Only dropped (withdrawing the offers).
+    _mmaps: KVec<MmapIo>,
+    data: T::UContext,
+}
+
+type UContextObj<T> = Obj<b::ib_ucontext, UCtx<T>>;
 type PdObj<T> = Obj<b::ib_pd, <T as Driver>::Pd>;
+/// A CQ's state and its number in the [`CqTable`].
+type CqObj<T> = Obj<b::ib_cq, (u32, <T as Driver>::Cq)>;
+type QpObj<T> = Obj<b::ib_qp, <T as Driver>::Qp>;
+type AhObj<T> = Obj<b::ib_ah, <T as Driver>::Ah>;
+
+/// A driver-allocated `ib_mr` followed by the driver state (ib_core lets the
+/// driver allocate MRs).
+#[repr(C)]
+struct MrObj<T: Driver> {
+    ib: Opaque<b::ib_mr>,
+    data: T::Mr,
+}
+
+/// What `alloc_ucontext` may do with the new context besides creating its
+/// state.
+pub(crate) struct UContextInit<'a> {
+    uctx: *mut b::ib_ucontext,
+    mmaps: &'a mut KVec<MmapIo>,
+}
+
+impl UContextInit<'_> {
+    /// Offers `len` bytes of MMIO at physical address `phys` (page aligned)
+    /// for `mmap()`, uncached; returns the offset userspace maps it at. The
+    /// offer lasts as long as the context.
+    pub(crate) fn offer_mmio(&mut self, phys: u64, len: usize) -> Result<u64> {
+        self.mmaps.reserve(1, GFP_KERNEL)?;
+        // SAFETY: `uctx` is the live context being allocated, of a device
+        // with our `mmap`/`mmap_free` ops; the entry is kept in the context's
+        // `UCtx` and dropped in `dealloc_ucontext` (or right away if the
+        // allocation fails), before ib_core frees the context.
+        let io = unsafe { MmapIo::insert(self.uctx, phys, len)? };
+        let off = io.offset();
+        self.mmaps.push(io, GFP_KERNEL)?;
+        Ok(off)
+    }
+}
+
+/// The driver state of the user context a uverbs command runs in.
+///
+/// # Safety
+///
+/// `udata` must be the driver udata of a uverbs command of a device of
+/// driver `T`, whose context was allocated by `alloc_ucontext`; the returned
+/// reference must not outlive the command.
+unsafe fn ctx_of<'a, T: Driver>(udata: &UData<'_>) -> &'a T::UContext {
+    // SAFETY: per the safety requirements the bundle holding `udata` names a
+    // context whose `UCtx` was initialised and lives for the command.
+    unsafe {
+        let uctx = b::ferroce_udata_ucontext(udata.as_raw());
+        &(*uctx.cast::<UContextObj<T>>()).data.assume_init_ref().data
+    }
+}
+
+/// Converts a trait method's result into ib_core's `ERR_PTR` convention.
+fn ptr_result<P>(r: Result<*mut P>) -> *mut P {
+    r.unwrap_or_else(|e| e.to_ptr())
+}
 
 /// The `extern "C"` trampolines and the ops table of a [`Driver`].
 ///
@@ -192,6 +355,9 @@ impl<T: Driver> Adapter<T> {
         let () = Device::<T>::LAYOUT_OK;
         let () = UContextObj::<T>::LAYOUT_OK;
         let () = PdObj::<T>::LAYOUT_OK;
+        let () = CqObj::<T>::LAYOUT_OK;
+        let () = QpObj::<T>::LAYOUT_OK;
+        let () = AhObj::<T>::LAYOUT_OK;
         // SAFETY: `ib_device_ops` is plain data (pointers, integers and
         // nullable function pointers), so all zeroes is a valid value.
         let mut ops: b::ib_device_ops = unsafe { core::mem::zeroed() };
@@ -212,6 +378,29 @@ impl<T: Driver> Adapter<T> {
             // waiting for their processes to close them.
             ops.disassociate_ucontext = Some(Self::disassociate_ucontext);
             ops.size_ib_ucontext = size_of::<UContextObj<T>>();
+        }
+        ops.mmap = Some(Self::mmap);
+        ops.mmap_free = Some(Self::mmap_free);
+        if T::HAS_CREATE_CQ {
+            // User CQs only (kernel verbs are not implemented).
+            ops.create_user_cq = Some(Self::create_user_cq);
+            ops.destroy_cq = Some(Self::destroy_cq);
+            ops.size_ib_cq = size_of::<CqObj<T>>();
+        }
+        if T::HAS_CREATE_QP {
+            ops.create_qp = Some(Self::create_qp);
+            ops.modify_qp = Some(Self::modify_qp);
+            ops.destroy_qp = Some(Self::destroy_qp);
+            ops.size_ib_qp = size_of::<QpObj<T>>();
+        }
+        if T::HAS_REG_USER_MR {
+            ops.reg_user_mr = Some(Self::reg_user_mr);
+            ops.dereg_mr = Some(Self::dereg_mr);
+        }
+        if T::HAS_CREATE_AH {
+            ops.create_user_ah = Some(Self::create_user_ah);
+            ops.destroy_ah = Some(Self::destroy_ah);
+            ops.size_ib_ah = size_of::<AhObj<T>>();
         }
         ops.alloc_pd = Some(Self::alloc_pd);
         ops.dealloc_pd = Some(Self::dealloc_pd);
@@ -289,16 +478,35 @@ impl<T: Driver> Adapter<T> {
         })
     }
 
-    extern "C" fn alloc_ucontext(uctx: *mut b::ib_ucontext, _udata: *mut b::ib_udata) -> c_int {
+    extern "C" fn alloc_ucontext(uctx: *mut b::ib_ucontext, udata: *mut b::ib_udata) -> c_int {
         let obj = uctx.cast::<UContextObj<T>>();
         // SAFETY: ib_core allocated `size_ib_ucontext` = `size_of::<UContextObj<T>>()`
-        // bytes for `uctx` and set its `device` to our live device.
-        let dev = unsafe { Device::<T>::from_raw((*uctx).device) };
+        // bytes for `uctx` and set its `device` to our live device; `udata`
+        // is the command's driver data.
+        let (dev, udata) = unsafe {
+            (
+                Device::<T>::from_raw((*uctx).device),
+                UData::from_raw(udata),
+            )
+        };
         from_result(|| {
-            let data = T::alloc_ucontext(dev)?;
-            // SAFETY: `obj` is valid for writes (see above); on success the
-            // state is dropped in `dealloc_ucontext` only.
-            unsafe { (*obj).data.write(data) };
+            let mut udata = udata.ok_or(EINVAL)?;
+            let mut mmaps = KVec::new();
+            let mut init = UContextInit {
+                uctx,
+                mmaps: &mut mmaps,
+            };
+            // On failure `mmaps` is dropped here, withdrawing the offers
+            // while the context is still alive.
+            let data = T::alloc_ucontext(dev, &mut init, &mut udata)?;
+            // SAFETY: `obj` is valid for writes; on success the state is
+            // dropped in `dealloc_ucontext` only.
+            unsafe {
+                (*obj).data.write(UCtx {
+                    _mmaps: mmaps,
+                    data,
+                })
+            };
             Ok(0)
         })
     }
@@ -307,10 +515,10 @@ impl<T: Driver> Adapter<T> {
         let obj = uctx.cast::<UContextObj<T>>();
         // SAFETY: ib_core calls this once for a context whose
         // `alloc_ucontext` succeeded, so `data` is initialised; ib_core frees
-        // the memory right after.
+        // the memory right after (the mmap offers go first, with `data`).
         unsafe {
             let dev = Device::<T>::from_raw((*uctx).device);
-            T::dealloc_ucontext(dev, (*obj).data.assume_init_ref());
+            T::dealloc_ucontext(dev, &(*obj).data.assume_init_ref().data);
             (*obj).data.assume_init_drop();
         }
     }
@@ -322,8 +530,22 @@ impl<T: Driver> Adapter<T> {
         // `dealloc_ucontext`.
         unsafe {
             let dev = Device::<T>::from_raw((*uctx).device);
-            T::disassociate_ucontext(dev, (*obj).data.assume_init_ref());
+            T::disassociate_ucontext(dev, &(*obj).data.assume_init_ref().data);
         }
+    }
+
+    extern "C" fn mmap(
+        uctx: *mut b::ib_ucontext,
+        vma: *mut kernel::bindings::vm_area_struct,
+    ) -> c_int {
+        // SAFETY: ib_core passes a live context of our device and the VMA
+        // being mapped; all our mmap entries are `MmapIo`s.
+        unsafe { mmap::mmap(uctx, vma) }
+    }
+
+    extern "C" fn mmap_free(entry: *mut b::rdma_user_mmap_entry) {
+        // SAFETY: ib_core passes an entry of ours whose last reference went.
+        unsafe { mmap::free_entry(entry) };
     }
 
     extern "C" fn alloc_pd(pd: *mut b::ib_pd, udata: *mut b::ib_udata) -> c_int {
@@ -636,5 +858,259 @@ impl Drop for EventRef {
     fn drop(&mut self) {
         // SAFETY: we hold a reference (type invariant).
         unsafe { b::ib_device_put(self.dev.as_ptr()) };
+    }
+}
+
+/// Trampolines of the object verbs (CQ, QP, MR, AH); user objects only.
+impl<T: Driver> Adapter<T> {
+    extern "C" fn create_user_cq(
+        ibcq: *mut b::ib_cq,
+        attr: *const b::ib_cq_init_attr,
+        attrs: *mut b::uverbs_attr_bundle,
+    ) -> c_int {
+        let obj = ibcq.cast::<CqObj<T>>();
+        // SAFETY: ib_core allocated `size_ib_cq` = `size_of::<CqObj<T>>()`
+        // bytes for `ibcq` and set its `device`; `attr` is valid for the call;
+        // `attrs` is the command's bundle (or NULL), whose driver udata is
+        // ours for the call.
+        let (dev, attr, udata) = unsafe {
+            let udata = if attrs.is_null() {
+                None
+            } else {
+                UData::from_raw(b::ferroce_bundle_udata(attrs))
+            };
+            (Device::<T>::from_raw((*ibcq).device), &*attr, udata)
+        };
+        from_result(|| {
+            let mut udata = udata.ok_or(EOPNOTSUPP)?;
+            if attr.flags != 0 {
+                return Err(EOPNOTSUPP);
+            }
+            // SAFETY: a uverbs command of our device, in a context of ours.
+            let ctx = unsafe { ctx_of::<T>(&udata) };
+            let (data, id, cqe) = T::create_cq(dev, ctx, attr.cqe, attr.comp_vector, &mut udata)?;
+            if let Err(e) = T::cq_table(dev).insert(id, ibcq) {
+                if T::destroy_cq(dev, &data).is_ok() {
+                    drop(data);
+                } else {
+                    core::mem::forget(data);
+                }
+                return Err(e);
+            }
+            // SAFETY: `obj` is valid for writes; `cqe` is ib_core's to read.
+            unsafe {
+                (*obj).data.write((id, data));
+                (*ibcq).cqe = i32::try_from(cqe).unwrap_or(i32::MAX);
+            }
+            Ok(0)
+        })
+    }
+
+    extern "C" fn destroy_cq(ibcq: *mut b::ib_cq, _udata: *mut b::ib_udata) -> c_int {
+        let obj = ibcq.cast::<CqObj<T>>();
+        // SAFETY: ib_core calls this once for a CQ whose creation succeeded
+        // (`data` initialised) and frees it afterwards. Removal from the
+        // table comes first, so no completion handler call uses it after.
+        unsafe {
+            let dev = Device::<T>::from_raw((*ibcq).device);
+            let (id, data) = (*obj).data.assume_init_ref();
+            T::cq_table(dev).remove(*id);
+            if T::destroy_cq(dev, data).is_ok() {
+                (*obj).data.assume_init_drop();
+            }
+        }
+        // A CQ ib_core cannot destroy would leak its uobject forever;
+        // the driver state is leaked instead (see `Driver::destroy_cq`).
+        0
+    }
+
+    extern "C" fn create_qp(
+        ibqp: *mut b::ib_qp,
+        init: *mut b::ib_qp_init_attr,
+        udata: *mut b::ib_udata,
+    ) -> c_int {
+        let obj = ibqp.cast::<QpObj<T>>();
+        // SAFETY: ib_core allocated `size_ib_qp` bytes for `ibqp` and set its
+        // `device` and `pd`; `init` is valid and ours for the call; `udata`
+        // is the command's driver data or NULL.
+        let (dev, init, udata) = unsafe {
+            (
+                Device::<T>::from_raw((*ibqp).device),
+                &mut *init,
+                UData::from_raw(udata),
+            )
+        };
+        from_result(|| {
+            let mut udata = udata.ok_or(EOPNOTSUPP)?;
+            let qp_type = match init.qp_type {
+                b::ib_qp_type_IB_QPT_RC => QpType::Rc,
+                b::ib_qp_type_IB_QPT_UD => QpType::Ud,
+                _ => return Err(EOPNOTSUPP),
+            };
+            if !init.srq.is_null() || !init.xrcd.is_null() || init.create_flags != 0 {
+                return Err(EOPNOTSUPP);
+            }
+            if init.send_cq.is_null() || init.recv_cq.is_null() {
+                return Err(EINVAL);
+            }
+            // SAFETY: the CQs and the PD of a user QP are live objects of our
+            // device, created through our ops (so their driver state is
+            // initialised), held by ib_core for the call.
+            let (send_cq, recv_cq, pd, ctx) = unsafe {
+                (
+                    &(*init.send_cq.cast::<CqObj<T>>()).data.assume_init_ref().1,
+                    &(*init.recv_cq.cast::<CqObj<T>>()).data.assume_init_ref().1,
+                    (*(*ibqp).pd.cast::<PdObj<T>>()).data.assume_init_ref(),
+                    ctx_of::<T>(&udata),
+                )
+            };
+            let mut qi = QpInit {
+                qp_type,
+                sq_sig_all: init.sq_sig_type == b::ib_sig_type_IB_SIGNAL_ALL_WR,
+                cap: &mut init.cap,
+                send_cq,
+                recv_cq,
+                pd,
+            };
+            let (data, qpn) = T::create_qp(dev, ctx, &mut qi, &mut udata)?;
+            // SAFETY: `obj` is valid for writes; `qp_num` is ib_core's to read.
+            unsafe {
+                (*obj).data.write(data);
+                (*ibqp).qp_num = qpn;
+            }
+            Ok(0)
+        })
+    }
+
+    extern "C" fn modify_qp(
+        ibqp: *mut b::ib_qp,
+        attr: *mut b::ib_qp_attr,
+        mask: c_int,
+        _udata: *mut b::ib_udata,
+    ) -> c_int {
+        // SAFETY: a QP created by us (`data` initialised), alive for the
+        // call; `attr` comes from ib_core's modify path, which holds the
+        // source GID attribute of an `IB_QP_AV` change for the call.
+        let (dev, data, attr) = unsafe {
+            (
+                Device::<T>::from_raw((*ibqp).device),
+                (*ibqp.cast::<QpObj<T>>()).data.assume_init_ref(),
+                QpAttr::new(&*attr),
+            )
+        };
+        from_result(|| T::modify_qp(dev, data, &attr, mask as u32).map(|()| 0))
+    }
+
+    extern "C" fn destroy_qp(ibqp: *mut b::ib_qp, _udata: *mut b::ib_udata) -> c_int {
+        let obj = ibqp.cast::<QpObj<T>>();
+        // SAFETY: called once for a QP whose creation succeeded; ib_core
+        // frees it afterwards.
+        unsafe {
+            let dev = Device::<T>::from_raw((*ibqp).device);
+            if T::destroy_qp(dev, (*obj).data.assume_init_ref()).is_ok() {
+                (*obj).data.assume_init_drop();
+            }
+        }
+        0
+    }
+
+    extern "C" fn reg_user_mr(
+        pd: *mut b::ib_pd,
+        start: u64,
+        length: u64,
+        iova: u64,
+        access: c_int,
+        dmah: *mut b::ib_dmah,
+        udata: *mut b::ib_udata,
+    ) -> *mut b::ib_mr {
+        // SAFETY: `pd` is a live PD of our device created through our ops;
+        // `udata` is the command's driver data or NULL.
+        let (dev, pd_data, udata) = unsafe {
+            (
+                Device::<T>::from_raw((*pd).device),
+                (*pd.cast::<PdObj<T>>()).data.assume_init_ref(),
+                UData::from_raw(udata),
+            )
+        };
+        ptr_result((|| {
+            let mut udata = udata.ok_or(EOPNOTSUPP)?;
+            if !dmah.is_null() {
+                return Err(EOPNOTSUPP);
+            }
+            let access = u32::try_from(access).map_err(|_| EINVAL)?;
+            // Allocated first: once the device has the MR, nothing may fail
+            // before its state is stored.
+            let slot = KBox::<MrObj<T>>::new_uninit(GFP_KERNEL)?;
+            let (data, key) =
+                T::reg_user_mr(dev, pd_data, start, length, iova, access, &mut udata)?;
+            let obj = KBox::write(
+                slot,
+                MrObj::<T> {
+                    ib: Opaque::zeroed(),
+                    data,
+                },
+            );
+            let raw = KBox::into_raw(obj);
+            // SAFETY: `raw` is ours; ib_core fills in the remaining fields
+            // (device, pd, uobject) after we return.
+            unsafe {
+                let ib = (*raw).ib.get();
+                (*ib).lkey = key;
+                (*ib).rkey = key;
+                Ok(ib)
+            }
+        })())
+    }
+
+    extern "C" fn dereg_mr(ibmr: *mut b::ib_mr, _udata: *mut b::ib_udata) -> c_int {
+        let obj = ibmr.cast::<MrObj<T>>();
+        // SAFETY: ib_core calls this once for an MR `reg_user_mr` returned
+        // (a leaked `KBox<MrObj<T>>`, `ib` at offset 0), never using it
+        // afterwards.
+        unsafe {
+            let dev = Device::<T>::from_raw((*ibmr).device);
+            if T::dereg_mr(dev, &(*obj).data).is_ok() {
+                drop(KBox::from_raw(obj));
+            }
+        }
+        0
+    }
+
+    extern "C" fn create_user_ah(
+        ibah: *mut b::ib_ah,
+        init: *mut b::rdma_ah_init_attr,
+        udata: *mut b::ib_udata,
+    ) -> c_int {
+        let obj = ibah.cast::<AhObj<T>>();
+        // SAFETY: ib_core allocated `size_ib_ah` bytes and set `device` and
+        // `pd`; `init->ah_attr` is valid, with its source GID attribute held
+        // for the call; `udata` is the command's driver data or NULL.
+        let (dev, pd, attr, mut udata) = unsafe {
+            (
+                Device::<T>::from_raw((*ibah).device),
+                (*(*ibah).pd.cast::<PdObj<T>>()).data.assume_init_ref(),
+                AhAttr::new(&*(*init).ah_attr),
+                UData::from_raw(udata),
+            )
+        };
+        from_result(|| {
+            let data = T::create_ah(dev, pd, &attr, udata.as_mut())?;
+            // SAFETY: `obj` is valid for writes.
+            unsafe { (*obj).data.write(data) };
+            Ok(0)
+        })
+    }
+
+    extern "C" fn destroy_ah(ibah: *mut b::ib_ah, _flags: u32) -> c_int {
+        let obj = ibah.cast::<AhObj<T>>();
+        // SAFETY: called once for an AH whose creation succeeded; ib_core
+        // frees it afterwards.
+        unsafe {
+            let dev = Device::<T>::from_raw((*ibah).device);
+            if T::destroy_ah(dev, (*obj).data.assume_init_ref()).is_ok() {
+                (*obj).data.assume_init_drop();
+            }
+        }
+        0
     }
 }

@@ -24,8 +24,15 @@
 pub(crate) mod attr;
 pub(crate) mod device;
 pub(crate) mod kext;
+pub(crate) mod mmap;
 pub(crate) mod notifier;
+pub(crate) mod objects;
+pub(crate) mod udata;
+pub(crate) mod umem;
 
 pub(crate) use attr::{DeviceAttr, GidAttr, GidType, LinkLayer, NetDev, PortAttr, PortImmutable};
-pub(crate) use device::{Builder, Device, Driver, EventRef, PortEvent, Registration};
+pub(crate) use device::{Builder, Device, Driver, EventRef, PortEvent, Registration, UContextInit};
 pub(crate) use notifier::{NetdevEvent, NetdevHandler, NetdevNotifier};
+pub(crate) use objects::{AhAttr, CqEvent, CqTable, QpAttr, QpInit, QpType};
+pub(crate) use udata::UData;
+pub(crate) use umem::Umem;

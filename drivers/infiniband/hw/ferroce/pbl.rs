@@ -1,0 +1,118 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Page lists (`struct ferroce_pbl`, `Documentation/ferroce/device.rst`,
+//! "Page lists"): how CQ, SQ, RQ and MR memory is described to the device.
+//!
+//! The device reads a list only while the command naming it executes, so
+//! one coherent scratch area, allocated at probe and used under a mutex
+//! around build + command, holds every list; nothing is allocated per
+//! command.
+
+#![forbid(unsafe_code)]
+
+use crate::bindings as hw;
+use kernel::{
+    device::{Bound, Device},
+    dma::Coherent,
+    io::io_write,
+    prelude::*,
+};
+
+/// Entries of one 4 KiB list page.
+const L1: usize = hw::FERROCE_PBL_L1_ENTRIES as usize;
+
+/// Scratch pages for lists: 256 pages = 1 MiB, enough for one level-2 list
+/// of 255 level-1 pages (130560 pages: 510 MiB of 4 KiB pages, more with
+/// larger pages) or several smaller lists.
+pub(crate) const SCRATCH_PAGES: usize = 256;
+
+/// The coherent scratch area lists are built in.
+pub(crate) struct PblScratch {
+    mem: Coherent<[u64]>,
+}
+
+impl PblScratch {
+    /// Allocates the scratch area.
+    pub(crate) fn new(dev: &Device<Bound>) -> Result<Self> {
+        Ok(Self {
+            mem: Coherent::zeroed_slice(dev, SCRATCH_PAGES * L1, GFP_KERNEL)?,
+        })
+    }
+
+    /// A builder placing lists one after the other in the scratch area.
+    pub(crate) fn builder(&mut self) -> PblBuilder<'_> {
+        PblBuilder {
+            scratch: self,
+            next_page: 0,
+        }
+    }
+}
+
+/// Places page lists in the scratch area (see [`PblScratch::builder`]).
+pub(crate) struct PblBuilder<'a> {
+    scratch: &'a mut PblScratch,
+    /// First free scratch page.
+    next_page: usize,
+}
+
+impl PblBuilder<'_> {
+    fn put(&mut self, index: usize, value: u64) -> Result {
+        io_write!(&self.scratch.mem, [try: index], value.to_le());
+        Ok(())
+    }
+
+    fn page_addr(&self, page: usize) -> u64 {
+        self.scratch.mem.dma_address() + (page * L1 * 8) as u64
+    }
+
+    /// Describes a buffer of `pages` (DMA addresses of `1 << page_shift`
+    /// byte pages, each aligned to that size) with the lowest level that
+    /// fits. `E2BIG` if the list does not fit in what is left.
+    pub(crate) fn add(&mut self, pages: &[u64], page_shift: u32) -> Result<hw::ferroce_pbl> {
+        let n = pages.len();
+        if n == 0 || n > hw::FERROCE_PBL_MAX_PAGES as usize {
+            return Err(EINVAL);
+        }
+        if !(hw::FERROCE_PAGE_SHIFT_MIN..=hw::FERROCE_PAGE_SHIFT_MAX).contains(&page_shift) {
+            return Err(EINVAL);
+        }
+        let mut pbl = hw::ferroce_pbl {
+            page_count: n as u32,
+            page_shift: page_shift as u8,
+            ..Default::default()
+        };
+        if n == 1 {
+            pbl.level = hw::FERROCE_PBL_LEVEL_0 as u8;
+            pbl.addr = pages[0];
+            return Ok(pbl);
+        }
+        let l1_pages = n.div_ceil(L1);
+        let (first, level) = if l1_pages == 1 {
+            (self.next_page, hw::FERROCE_PBL_LEVEL_1)
+        } else {
+            (self.next_page, hw::FERROCE_PBL_LEVEL_2)
+        };
+        let used = if l1_pages == 1 { 1 } else { 1 + l1_pages };
+        if first + used > SCRATCH_PAGES {
+            return Err(E2BIG);
+        }
+        if l1_pages == 1 {
+            for (i, &p) in pages.iter().enumerate() {
+                self.put(first * L1 + i, p)?;
+            }
+        } else {
+            // Page `first`: the level-2 array; pages `first + 1 ..`: level 1.
+            for k in 0..l1_pages {
+                let addr = self.page_addr(first + 1 + k);
+                self.put(first * L1 + k, addr)?;
+            }
+            for (i, &p) in pages.iter().enumerate() {
+                self.put((first + 1) * L1 + i, p)?;
+            }
+        }
+        self.next_page = first + used;
+        pbl.level = level as u8;
+        pbl.addr = self.page_addr(first);
+        Ok(pbl)
+    }
+}

@@ -1,0 +1,124 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! `mmap()` of device memory into a user context (`rdma_user_mmap_entry`).
+
+use crate::bindings as b;
+use core::ptr::NonNull;
+use kernel::{error::to_result, prelude::*, types::Opaque};
+
+/// An mmap entry of ib_core followed by what it maps.
+///
+/// Allocated by [`MmapIo::insert`]; from then on ib_core owns it (it is
+/// reference counted) and frees it through the `mmap_free` op
+/// ([`free_entry`]).
+#[repr(C)]
+struct IoEntry {
+    entry: Opaque<b::rdma_user_mmap_entry>,
+    /// Page frame number of the first MMIO page.
+    pfn: usize,
+}
+
+/// MMIO pages offered to a user context for `mmap()` (uncached), e.g. a
+/// doorbell page. Dropping it withdraws the offer; existing mappings stay
+/// until their VMAs go (or ib_core zaps them on disassociation).
+///
+/// # Invariants
+///
+/// `entry` is an inserted `IoEntry` on which we hold ib_core's initial
+/// reference.
+pub(crate) struct MmapIo {
+    entry: NonNull<IoEntry>,
+}
+
+// SAFETY: the entry is only read after insertion, and removing it may happen
+// from any thread (process context).
+unsafe impl Send for MmapIo {}
+// SAFETY: as above.
+unsafe impl Sync for MmapIo {}
+
+impl MmapIo {
+    /// Offers `len` bytes (a multiple of the page size) of MMIO at physical
+    /// address `phys` (page aligned) to the user context `uctx`.
+    ///
+    /// # Safety
+    ///
+    /// `uctx` must be a live user context of a device with the `mmap` and
+    /// `mmap_free` ops of this module, and the returned object must be
+    /// dropped before the context is deallocated.
+    pub(super) unsafe fn insert(uctx: *mut b::ib_ucontext, phys: u64, len: usize) -> Result<Self> {
+        if phys % kernel::page::PAGE_SIZE as u64 != 0 || len % kernel::page::PAGE_SIZE != 0 {
+            return Err(EINVAL);
+        }
+        let pfn = usize::try_from(phys >> kernel::page::PAGE_SHIFT)?;
+        let boxed = KBox::new(
+            IoEntry {
+                entry: Opaque::zeroed(),
+                pfn,
+            },
+            GFP_KERNEL,
+        )?;
+        let raw = KBox::into_raw(boxed);
+        // SAFETY: `uctx` is live (safety requirements); `raw` is a valid,
+        // zeroed entry that ib_core takes over on success.
+        let ret = unsafe { b::rdma_user_mmap_entry_insert(uctx, (*raw).entry.get(), len) };
+        if let Err(e) = to_result(ret) {
+            // SAFETY: insertion failed, the box is still ours.
+            drop(unsafe { KBox::from_raw(raw) });
+            return Err(e);
+        }
+        // INVARIANT: inserted; we hold the initial reference.
+        Ok(Self {
+            // SAFETY: `KBox::into_raw` never returns NULL.
+            entry: unsafe { NonNull::new_unchecked(raw) },
+        })
+    }
+
+    /// The `mmap()` offset userspace passes to map the pages.
+    pub(crate) fn offset(&self) -> u64 {
+        // SAFETY: the entry is inserted and alive (type invariant).
+        unsafe { b::ferroce_mmap_offset((*self.entry.as_ptr()).entry.get()) }
+    }
+}
+
+impl Drop for MmapIo {
+    fn drop(&mut self) {
+        // SAFETY: the entry is inserted; this drops our reference, ib_core
+        // frees it through `mmap_free` once no mapping uses it.
+        unsafe { b::rdma_user_mmap_entry_remove((*self.entry.as_ptr()).entry.get()) };
+    }
+}
+
+/// The `mmap` op: maps the entry named by the VMA's offset, uncached.
+///
+/// # Safety
+///
+/// `uctx` and `vma` must be what ib_core passes to the `mmap` op of a device
+/// whose mmap entries are all [`MmapIo`]s.
+pub(super) unsafe fn mmap(
+    uctx: *mut b::ib_ucontext,
+    vma: *mut kernel::bindings::vm_area_struct,
+) -> i32 {
+    // SAFETY: per the safety requirements; the lookup takes a reference.
+    let entry = unsafe { b::rdma_user_mmap_entry_get(uctx, vma.cast()) };
+    if entry.is_null() {
+        return EINVAL.to_errno();
+    }
+    let io = entry.cast::<IoEntry>();
+    // SAFETY: every entry of this device is an `IoEntry` (entry at offset
+    // 0), alive while we hold the lookup's reference.
+    let ret = unsafe { b::ferroce_mmap_io_nc(uctx, vma.cast(), (*io).pfn, entry) };
+    // SAFETY: drops the lookup's reference.
+    unsafe { b::rdma_user_mmap_entry_put(entry) };
+    ret
+}
+
+/// The `mmap_free` op: frees an entry whose last reference is gone.
+///
+/// # Safety
+///
+/// `entry` must be an [`IoEntry`] inserted by [`MmapIo::insert`], passed by
+/// ib_core once its reference count dropped to zero.
+pub(super) unsafe fn free_entry(entry: *mut b::rdma_user_mmap_entry) {
+    // SAFETY: per the safety requirements the box is ours again.
+    drop(unsafe { KBox::from_raw(entry.cast::<IoEntry>()) });
+}

@@ -1,0 +1,230 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Views of what ib_core hands the verbs that create and modify objects,
+//! and the completion-event table of CQs.
+
+use super::attr::GidAttr;
+use crate::bindings as b;
+use core::ptr::NonNull;
+use kernel::{new_spinlock_irq, prelude::*, sync::SpinLockIrq};
+
+/// QP transport types the layer passes on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum QpType {
+    /// Reliable connected.
+    Rc,
+    /// Unreliable datagram.
+    Ud,
+}
+
+/// The creation attributes of a user QP (`struct ib_qp_init_attr`) and its
+/// CQs' and PD's driver state.
+pub(crate) struct QpInit<'a, Cq, Pd> {
+    pub(crate) qp_type: QpType,
+    /// Every send WR generates a completion (`IB_SIGNAL_ALL_WR`).
+    pub(crate) sq_sig_all: bool,
+    /// Requested capacities; the driver writes back what it granted.
+    pub(crate) cap: &'a mut b::ib_qp_cap,
+    pub(crate) send_cq: &'a Cq,
+    pub(crate) recv_cq: &'a Cq,
+    pub(crate) pd: &'a Pd,
+}
+
+/// Attributes of a QP modification (`struct ib_qp_attr`): the plain fields
+/// through [`QpAttr::raw`], the address vector through [`QpAttr::av`].
+///
+/// # Invariants
+///
+/// `raw` comes from ib_core's `modify_qp` call: when the mask has
+/// `IB_QP_AV`, `ah_attr.grh.sgid_attr` is NULL or a GID attribute held for
+/// the call.
+pub(crate) struct QpAttr<'a> {
+    raw: &'a b::ib_qp_attr,
+}
+
+impl<'a> QpAttr<'a> {
+    /// # Safety
+    ///
+    /// `raw` must satisfy the type invariant.
+    pub(super) unsafe fn new(raw: &'a b::ib_qp_attr) -> Self {
+        // INVARIANT: per the safety requirements.
+        Self { raw }
+    }
+
+    /// The plain attribute fields.
+    pub(crate) fn raw(&self) -> &b::ib_qp_attr {
+        self.raw
+    }
+
+    /// The primary path (meaningful with `IB_QP_AV`).
+    pub(crate) fn av(&self) -> AhAttr<'a> {
+        // INVARIANT: from the type invariant.
+        AhAttr {
+            raw: &self.raw.ah_attr,
+        }
+    }
+}
+
+/// An address vector (`struct rdma_ah_attr`) of a RoCE port.
+///
+/// # Invariants
+///
+/// `raw.grh.sgid_attr` is NULL or a GID attribute held for `'a`, and `raw`
+/// is of type `RDMA_AH_ATTR_TYPE_ROCE` or the `roce` member is plain bytes
+/// anyway (it is: all members of the union are plain data).
+pub(crate) struct AhAttr<'a> {
+    raw: &'a b::rdma_ah_attr,
+}
+
+impl<'a> AhAttr<'a> {
+    /// # Safety
+    ///
+    /// `raw` must satisfy the type invariant.
+    pub(super) unsafe fn new(raw: &'a b::rdma_ah_attr) -> Self {
+        // INVARIANT: per the safety requirements.
+        Self { raw }
+    }
+
+    /// The destination GID, network order.
+    pub(crate) fn dgid(&self) -> [u8; 16] {
+        // SAFETY: every variant of `union ib_gid` is 16 plain bytes.
+        unsafe { *self.raw.grh.dgid.raw.as_ref() }
+    }
+
+    /// The destination MAC ib_core resolved (RoCE).
+    pub(crate) fn dmac(&self) -> [u8; 6] {
+        // SAFETY: the union holds plain data only; for a RoCE port ib_core
+        // fills the `roce` member.
+        unsafe { self.raw.__bindgen_anon_1.roce.as_ref().dmac }
+    }
+
+    pub(crate) fn sgid_index(&self) -> u8 {
+        self.raw.grh.sgid_index
+    }
+
+    pub(crate) fn hop_limit(&self) -> u8 {
+        self.raw.grh.hop_limit
+    }
+
+    pub(crate) fn traffic_class(&self) -> u8 {
+        self.raw.grh.traffic_class
+    }
+
+    pub(crate) fn flow_label(&self) -> u32 {
+        self.raw.grh.flow_label
+    }
+
+    /// Whether the address carries a GRH (always on RoCE).
+    pub(crate) fn has_grh(&self) -> bool {
+        u32::from(self.raw.ah_flags) & b::ib_ah_flags_IB_AH_GRH != 0
+    }
+
+    /// The source GID entry ib_core resolved for `sgid_index`.
+    pub(crate) fn sgid_attr(&self) -> Option<GidAttr<'a>> {
+        let p = self.raw.grh.sgid_attr;
+        // SAFETY: NULL or held for `'a` (type invariant); its netdev is held
+        // by the entry.
+        (!p.is_null()).then(|| unsafe { GidAttr::from_raw(p) })
+    }
+}
+
+/// A CQ's `struct ib_cq`, kept in a [`CqTable`].
+#[derive(Clone, Copy)]
+struct CqPtr(NonNull<b::ib_cq>);
+
+// SAFETY: the pointer is only dereferenced under the table's lock, while the
+// CQ is guaranteed alive (see `CqTable`).
+unsafe impl Send for CqPtr {}
+
+/// Async events of a CQ.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum CqEvent {
+    /// `IB_EVENT_CQ_ERR` (overflow, DMA error).
+    Err,
+}
+
+/// The CQs that can receive completion events, by the device's CQ number.
+///
+/// The trampolines insert a CQ after `create_*cq` succeeded and remove it
+/// before `destroy_cq` runs; [`CqTable::notify`] calls the CQ's completion
+/// handler under the table's lock, so a CQ being destroyed is never
+/// notified after its removal. Usable from hard IRQ context.
+#[pin_data]
+pub(crate) struct CqTable {
+    #[pin]
+    slots: SpinLockIrq<KVVec<Option<CqPtr>>>,
+}
+
+impl CqTable {
+    /// An empty table.
+    pub(crate) fn new() -> impl PinInit<Self> {
+        pin_init!(Self {
+            slots <- new_spinlock_irq!(KVVec::new()),
+        })
+    }
+
+    pub(super) fn insert(&self, id: u32, cq: *mut b::ib_cq) -> Result {
+        let cq = CqPtr(NonNull::new(cq).ok_or(EINVAL)?);
+        let id = usize::try_from(id)?;
+        loop {
+            let len = self.slots.lock().len();
+            if id < len {
+                break;
+            }
+            // Grow outside the lock (allocation may sleep), then swap.
+            let want = (id + 1).max(len * 2).max(64);
+            let mut bigger = KVVec::with_capacity(want, GFP_KERNEL)?;
+            bigger.resize(want, None, GFP_KERNEL)?;
+            let mut slots = self.slots.lock();
+            if slots.len() < want {
+                bigger[..slots.len()].copy_from_slice(&slots);
+                core::mem::swap(&mut *slots, &mut bigger);
+            }
+            drop(slots);
+            // `bigger` (the old table) is freed here, outside the lock.
+        }
+        let mut slots = self.slots.lock();
+        match slots.get_mut(id) {
+            Some(slot @ None) => {
+                *slot = Some(cq);
+                Ok(())
+            }
+            _ => Err(EBUSY),
+        }
+    }
+
+    pub(super) fn remove(&self, id: u32) {
+        let Ok(i) = usize::try_from(id) else {
+            return;
+        };
+        if let Some(slot) = self.slots.lock().get_mut(i) {
+            *slot = None;
+        }
+    }
+
+    /// Calls the completion handler of CQ `id`; `false` if there is none.
+    pub(crate) fn notify(&self, id: u32) -> bool {
+        let slots = self.slots.lock();
+        let Some(Some(cq)) = usize::try_from(id).ok().and_then(|i| slots.get(i)) else {
+            return false;
+        };
+        // SAFETY: the CQ is alive while it is in the table, and we hold the
+        // lock its removal takes. `comp_handler` may run in IRQ context.
+        unsafe { b::ferroce_cq_comp(cq.0.as_ptr()) };
+        true
+    }
+
+    /// Dispatches an async event of CQ `id`; `false` if there is none.
+    pub(crate) fn event(&self, id: u32, ev: CqEvent) -> bool {
+        let slots = self.slots.lock();
+        let Some(Some(cq)) = usize::try_from(id).ok().and_then(|i| slots.get(i)) else {
+            return false;
+        };
+        let ty = match ev {
+            CqEvent::Err => b::ib_event_type_IB_EVENT_CQ_ERR,
+        };
+        // SAFETY: as in `notify`; the event handler may run in IRQ context.
+        unsafe { b::ferroce_cq_event(cq.0.as_ptr(), ty) };
+        true
+    }
+}

@@ -1,0 +1,71 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Driver data of uverbs commands (`struct ib_udata`).
+
+use crate::bindings as b;
+use core::{ffi::c_void, marker::PhantomData, mem::size_of, ptr::NonNull};
+use kernel::{
+    error::to_result,
+    prelude::*,
+    transmute::{AsBytes, FromBytes},
+};
+
+/// The driver part of a uverbs command: the provider's request and room for
+/// the driver's response (`include/uapi/rdma/ferroce-abi.h`).
+///
+/// # Invariants
+///
+/// `raw` points to a valid `struct ib_udata` of a uverbs command, exclusively
+/// ours for `'a`, embedded in that command's `struct uverbs_attr_bundle`.
+pub(crate) struct UData<'a> {
+    raw: NonNull<b::ib_udata>,
+    _p: PhantomData<&'a mut b::ib_udata>,
+}
+
+impl<'a> UData<'a> {
+    /// # Safety
+    ///
+    /// `ptr` must be NULL or satisfy the type invariant for `'a`.
+    pub(super) unsafe fn from_raw(ptr: *mut b::ib_udata) -> Option<Self> {
+        // INVARIANT: per the safety requirements.
+        NonNull::new(ptr).map(|raw| Self {
+            raw,
+            _p: PhantomData,
+        })
+    }
+
+    pub(super) fn as_raw(&self) -> *mut b::ib_udata {
+        self.raw.as_ptr()
+    }
+
+    /// Reads the request: `EINVAL` if it is shorter than `R`, `EOPNOTSUPP`
+    /// if it is longer and the extra bytes are not zero, `EFAULT` if it
+    /// cannot be read.
+    pub(crate) fn read<R: FromBytes + Default>(&self) -> Result<R> {
+        let mut req = R::default();
+        // SAFETY: `raw` is a valid udata (type invariant); `req` has room for
+        // `size_of::<R>()` bytes and any byte pattern is a valid `R`
+        // (`FromBytes`).
+        to_result(unsafe {
+            b::ferroce_udata_in(
+                self.raw.as_ptr(),
+                (&raw mut req).cast::<c_void>(),
+                size_of::<R>(),
+            )
+        })?;
+        Ok(req)
+    }
+
+    /// Writes the response, truncated to the room userspace gave.
+    pub(crate) fn respond<R: AsBytes>(&mut self, resp: &R) -> Result {
+        // SAFETY: `raw` is a valid udata (type invariant); `resp` is
+        // `size_of::<R>()` initialised bytes (`AsBytes`), only read.
+        to_result(unsafe {
+            b::ferroce_udata_out(
+                self.raw.as_ptr(),
+                core::ptr::from_ref(resp).cast_mut().cast::<c_void>(),
+                size_of::<R>(),
+            )
+        })
+    }
+}

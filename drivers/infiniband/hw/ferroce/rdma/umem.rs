@@ -1,0 +1,89 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Pinned user memory (`struct ib_umem`).
+
+use super::device::{Device, Driver};
+use crate::bindings as b;
+use core::ptr::NonNull;
+use kernel::{error::from_err_ptr, prelude::*};
+
+/// User memory pinned and DMA-mapped for the device; unpinned on drop.
+///
+/// Drop it only once the device can no longer access it (after the object
+/// using it was destroyed on the device).
+///
+/// # Invariants
+///
+/// `ptr` is a umem returned by `ib_umem_get_va` that we own.
+pub(crate) struct Umem {
+    ptr: NonNull<b::ib_umem>,
+}
+
+// SAFETY: a umem may be used and released from any thread (process context).
+unsafe impl Send for Umem {}
+// SAFETY: `&Umem` only reads the umem's immutable description.
+unsafe impl Sync for Umem {}
+
+/// Access flags of [`Umem::get`] (`IB_ACCESS_*`).
+pub(crate) mod access {
+    /// The device writes to the memory.
+    pub(crate) const LOCAL_WRITE: u32 = crate::bindings::ib_access_flags_IB_ACCESS_LOCAL_WRITE;
+}
+
+impl Umem {
+    /// Pins `len` bytes at user address `addr` of the current process for
+    /// DMA by `dev` (`access`: `IB_ACCESS_*`).
+    pub(crate) fn get<T: Driver>(
+        dev: &Device<T>,
+        addr: u64,
+        len: usize,
+        access: u32,
+    ) -> Result<Self> {
+        let access = i32::try_from(access)?;
+        // SAFETY: `dev` is a live, registered device; the call validates the
+        // range and pins it for the current process.
+        let ptr = from_err_ptr(unsafe { b::ferroce_umem_get(dev.as_raw(), addr, len, access) })?;
+        let ptr = NonNull::new(ptr).ok_or(EFAULT)?;
+        // INVARIANT: a umem we own.
+        Ok(Self { ptr })
+    }
+
+    /// The largest page size of `pgsz_bitmap` (bit n = 2^n bytes) that maps
+    /// the umem with `virt` as the device address of its first byte, or
+    /// `EINVAL` if none does.
+    pub(crate) fn best_page_size(&self, pgsz_bitmap: u64, virt: u64) -> Result<u64> {
+        let bitmap = usize::try_from(pgsz_bitmap).map_err(|_| EINVAL)?;
+        // SAFETY: `ptr` is a valid umem (type invariant).
+        let sz = unsafe { b::ib_umem_find_best_pgsz(self.ptr.as_ptr(), bitmap, virt) };
+        if sz == 0 {
+            return Err(EINVAL);
+        }
+        Ok(sz as u64)
+    }
+
+    /// The DMA addresses of the umem's `pgsz`-byte blocks (the first one
+    /// aligned down to `pgsz`).
+    pub(crate) fn dma_blocks(&self, pgsz: u64) -> Result<KVVec<u64>> {
+        let pgsz = usize::try_from(pgsz)?;
+        if !pgsz.is_power_of_two() {
+            return Err(EINVAL);
+        }
+        // SAFETY: `ptr` is a valid umem (type invariant).
+        let n = unsafe { b::ferroce_umem_num_blocks(self.ptr.as_ptr(), pgsz) };
+        let mut v = KVVec::new();
+        v.resize(n, 0u64, GFP_KERNEL)?;
+        // SAFETY: `ptr` is a valid umem; `v` has room for `n` entries.
+        let got = unsafe { b::ferroce_umem_blocks(self.ptr.as_ptr(), pgsz, v.as_mut_ptr(), n) };
+        if got != n {
+            return Err(EIO);
+        }
+        Ok(v)
+    }
+}
+
+impl Drop for Umem {
+    fn drop(&mut self) {
+        // SAFETY: we own the umem (type invariant).
+        unsafe { b::ib_umem_release(self.ptr.as_ptr()) };
+    }
+}
