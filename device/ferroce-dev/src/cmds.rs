@@ -11,7 +11,7 @@
 
 use crate::device::{is_pow2_in, State};
 use crate::gid::{expected_network_type, GidEntry};
-use crate::hw::{self, *};
+use crate::hw::*;
 use crate::objects::{Ah, Arm, Cq, Eq, Mr, Pd, Qp};
 use crate::qp_state::{check_modify, ModifyError};
 
@@ -131,7 +131,7 @@ impl State {
 
     fn dma_check(&mut self, addr: u64, len: u64) -> Result<(), u8> {
         if self.mem.check_range(addr, len).is_err() {
-            self.counters.bad_dma += 1;
+            self.counters.hw.bad_dma += 1;
             return Err(STATUS_DMA_ERROR);
         }
         Ok(())
@@ -139,7 +139,7 @@ impl State {
 
     fn dma_read(&mut self, addr: u64, buf: &mut [u8]) -> Result<(), u8> {
         if self.mem.read(addr, buf).is_err() {
-            self.counters.bad_dma += 1;
+            self.counters.hw.bad_dma += 1;
             return Err(STATUS_DMA_ERROR);
         }
         Ok(())
@@ -233,24 +233,7 @@ impl State {
 
     fn cmd_query_counters(&mut self, c: CmdQueryCounters) -> CmdResult {
         rsvd(c.reserved)?;
-        let k = &self.counters;
-        let hc = hw::Counters {
-            cmds_ok: k.cmds_ok,
-            cmds_failed: k.cmds_failed,
-            cmd_status: k.cmd_status,
-            malformed_doorbells: k.malformed_doorbells,
-            bad_dma: k.bad_dma,
-            bad_reg_access: k.bad_reg_access,
-            sq_doorbells: k.sq_doorbells,
-            rq_doorbells: k.rq_doorbells,
-            cq_doorbells: k.cq_doorbells,
-            eq_doorbells: k.eq_doorbells,
-            eqes_posted: k.eqes_posted,
-            eq_overflows: k.eq_overflows,
-            interrupts: k.interrupts,
-            async_events: k.async_events,
-            resets: k.resets,
-        };
+        let hc = self.counters.hw;
         self.write_resp(c.resp_addr, c.resp_len, &hc)?;
         OK
     }
@@ -324,6 +307,7 @@ impl State {
             ci: 0,
             arm: Arm::None,
             arm_sn: 0,
+            last_solicited: None,
             error: false,
             doorbells: 0,
         };

@@ -88,39 +88,13 @@ impl Default for DeviceConfig {
     }
 }
 
-/// Device counters (also returned by QUERY_COUNTERS).
+/// Device counters: those QUERY_COUNTERS returns, and more.
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct Counters {
-    /// Admin commands completed with SUCCESS.
-    pub cmds_ok: u64,
-    /// Admin commands completed with an error status.
-    pub cmds_failed: u64,
-    /// Admin commands by completion status (`STATUS_*`).
-    pub cmd_status: [u64; STATUS_COUNT],
-    /// Doorbell writes (BAR2, ADMINQ_DB, EQ_DB) that were refused.
-    pub malformed_doorbells: u64,
-    /// DMA accesses that failed or addresses refused as unmapped.
-    pub bad_dma: u64,
-    /// Register accesses of the wrong size/alignment or to RO registers.
-    pub bad_reg_access: u64,
-    /// SQ doorbells accepted.
-    pub sq_doorbells: u64,
-    /// RQ doorbells accepted.
-    pub rq_doorbells: u64,
-    /// CQ doorbells accepted.
-    pub cq_doorbells: u64,
-    /// EQ doorbells accepted.
-    pub eq_doorbells: u64,
-    /// EQEs written.
-    pub eqes_posted: u64,
-    /// EQEs dropped on a full EQ.
-    pub eq_overflows: u64,
-    /// MSI-X interrupts raised.
-    pub interrupts: u64,
-    /// Async events (port, QP, CQ, device) posted.
-    pub async_events: u64,
-    /// Device resets.
-    pub resets: u64,
+    /// The counters QUERY_COUNTERS returns (`struct ferroce_counters`);
+    /// flattened into the control socket's JSON.
+    #[serde(flatten)]
+    pub hw: hw::Counters,
     /// The last few refusals, newest last (diagnostics only).
     pub recent_errors: VecDeque<String>,
     /// Data path counters (not part of QUERY_COUNTERS).
@@ -336,7 +310,7 @@ impl Device {
             BAR_REGS => {
                 let ok_size = data.len() == 4 && offset % 4 == 0 && offset < BAR0_SIZE;
                 if !ok_size {
-                    st.counters.bad_reg_access += 1;
+                    st.counters.hw.bad_reg_access += 1;
                     st.note(format!("bad BAR0 read size {} at {offset:#x}", data.len()));
                     data.fill(0xff);
                     return;
@@ -346,7 +320,7 @@ impl Device {
             }
             BAR_DB => data.fill(0),
             _ => {
-                st.counters.bad_reg_access += 1;
+                st.counters.hw.bad_reg_access += 1;
                 data.fill(0xff);
             }
         }
@@ -360,7 +334,7 @@ impl Device {
                 let ok_size = data.len() == 4 && offset % 4 == 0 && offset < BAR0_SIZE;
                 let mut b = [0u8; 4];
                 if !ok_size || data.len() != 4 {
-                    st.counters.bad_reg_access += 1;
+                    st.counters.hw.bad_reg_access += 1;
                     st.note(format!("bad BAR0 write size {} at {offset:#x}", data.len()));
                     return;
                 }
@@ -371,7 +345,7 @@ impl Device {
                 st.update_clock();
                 st.doorbell_write(offset, data);
             }
-            _ => st.counters.bad_reg_access += 1,
+            _ => st.counters.hw.bad_reg_access += 1,
         }
         st.pump();
         st.wake();
@@ -770,7 +744,7 @@ impl State {
                 | REG_AEQ_DEPTH
         );
         if config_reg && self.enabled {
-            self.counters.bad_reg_access += 1;
+            self.counters.hw.bad_reg_access += 1;
             self.note(format!("write {v:#x} to {off32:#x} while enabled"));
             return;
         }
@@ -793,13 +767,13 @@ impl State {
                 if (PORT_MTU_MIN..=PORT_MTU_MAX).contains(&v) {
                     self.mtu = v;
                 } else {
-                    self.counters.bad_reg_access += 1;
+                    self.counters.hw.bad_reg_access += 1;
                     self.note(format!("PORT_MTU {v} out of range"));
                 }
             }
             _ => {
                 // read-only or reserved
-                self.counters.bad_reg_access += 1;
+                self.counters.hw.bad_reg_access += 1;
                 self.note(format!("write {v:#x} to RO/reserved {off32:#x}"));
             }
         }
@@ -807,7 +781,7 @@ impl State {
 
     fn write_ctrl(&mut self, v: u32) {
         if v & !CTRL_VALID_MASK != 0 {
-            self.counters.bad_reg_access += 1;
+            self.counters.hw.bad_reg_access += 1;
             self.note(format!("DEV_CTRL reserved bits {v:#x}"));
             return;
         }
@@ -870,7 +844,7 @@ impl State {
             .mem
             .check_range(self.admincq_base, u64::from(d) * CMD_COMP_SIZE as u64);
         if sq.is_err() || cq.is_err() {
-            self.counters.bad_dma += 1;
+            self.counters.hw.bad_dma += 1;
             self.note("admin queue not DMA-able".into());
             return Err(FATAL_ADMINQ_DMA);
         }
@@ -879,7 +853,7 @@ impl State {
             .check_range(self.aeq_base, u64::from(a) * EQE_SIZE as u64)
             .is_err()
         {
-            self.counters.bad_dma += 1;
+            self.counters.hw.bad_dma += 1;
             self.note("AEQ not DMA-able".into());
             return Err(FATAL_AEQ_DMA);
         }
@@ -918,7 +892,7 @@ impl State {
         self.tx.clear();
         self.loopback.clear();
         self.ack_list.clear();
-        self.counters.resets += 1;
+        self.counters.hw.resets += 1;
     }
 
     // ---------------------------------------------------------------- EQs
@@ -932,7 +906,7 @@ impl State {
         let used = u32::from(eq.pi.wrapping_sub(eq.ci));
         if used >= depth {
             eq.overflows += 1;
-            self.counters.eq_overflows += 1;
+            self.counters.hw.eq_overflows += 1;
             self.note(format!("EQ {eqn} overflow, event {ty:#x} dropped"));
             return;
         }
@@ -956,7 +930,7 @@ impl State {
                 .write(addr.wrapping_add(EQE_SIZE as u64 - 1), &[owner])
                 .is_ok();
         if !ok {
-            self.counters.bad_dma += 1;
+            self.counters.hw.bad_dma += 1;
             if eqn == 0 {
                 self.status = (self.status & !DEV_STATUS_READY) | DEV_STATUS_FATAL;
                 self.fatal_code = FATAL_AEQ_DMA;
@@ -971,9 +945,9 @@ impl State {
         if fire {
             eq.armed = false;
         }
-        self.counters.eqes_posted += 1;
+        self.counters.hw.eqes_posted += 1;
         if fire {
-            self.counters.interrupts += 1;
+            self.counters.hw.interrupts += 1;
             self.irq.trigger(vector);
         }
     }
@@ -983,7 +957,7 @@ impl State {
         if !self.ready() {
             return;
         }
-        self.counters.async_events += 1;
+        self.counters.hw.async_events += 1;
         self.post_eqe_raw(0, ty, obj, data, data2);
     }
 
@@ -1013,15 +987,15 @@ impl State {
                 eq.armed = true;
             }
         }
-        self.counters.eq_doorbells += 1;
+        self.counters.hw.eq_doorbells += 1;
         if let Some(vec) = fire {
-            self.counters.interrupts += 1;
+            self.counters.hw.interrupts += 1;
             self.irq.trigger(vec);
         }
     }
 
     pub(crate) fn bad_doorbell(&mut self, msg: String) {
-        self.counters.malformed_doorbells += 1;
+        self.counters.hw.malformed_doorbells += 1;
         self.note(msg);
     }
 
@@ -1047,19 +1021,19 @@ impl State {
             let mut raw = [0u8; CMD_SIZE];
             let cmd_addr = aq.sq_base.wrapping_add(u64::from(slot) * CMD_SIZE as u64);
             if self.mem.read(cmd_addr, &mut raw).is_err() {
-                self.counters.bad_dma += 1;
+                self.counters.hw.bad_dma += 1;
                 self.fatal(FATAL_ADMINQ_DMA);
                 return;
             }
             let (cmd_id, status, out) = self.execute(&raw);
             if status == STATUS_SUCCESS {
-                self.counters.cmds_ok += 1;
+                self.counters.hw.cmds_ok += 1;
             } else {
-                self.counters.cmds_failed += 1;
+                self.counters.hw.cmds_failed += 1;
                 let op = raw[0];
                 self.note(format!("command {op:#04x} id {cmd_id} -> status {status}"));
             }
-            if let Some(c) = self.counters.cmd_status.get_mut(usize::from(status)) {
+            if let Some(c) = self.counters.hw.cmd_status.get_mut(usize::from(status)) {
                 *c += 1;
             }
             let next_ci = ci.wrapping_add(1);
@@ -1090,7 +1064,7 @@ impl State {
                     )
                     .is_ok();
             if !ok {
-                self.counters.bad_dma += 1;
+                self.counters.hw.bad_dma += 1;
                 self.fatal(FATAL_ADMINQ_DMA);
                 return;
             }
@@ -1162,14 +1136,14 @@ impl State {
         if sq {
             qp.sq_pi = pi;
             qp.sq_doorbells += 1;
-            self.counters.sq_doorbells += 1;
+            self.counters.hw.sq_doorbells += 1;
             if !self.faults.stalled {
                 self.sq_progress(qpn);
             }
         } else {
             qp.rq_pi = pi;
             qp.rq_doorbells += 1;
-            self.counters.rq_doorbells += 1;
+            self.counters.hw.rq_doorbells += 1;
             self.rq_progress(qpn);
         }
     }
@@ -1203,6 +1177,7 @@ impl State {
             _ => return self.bad_doorbell(format!("CQ doorbell with bad cmd {cmd}")),
         };
         cq.ci = ci;
+        let mut fire = None;
         if let Some(a) = arm {
             // ARM_NEXT wins over ARM_SOLICITED until the event fires.
             cq.arm = match (cq.arm, a) {
@@ -1210,9 +1185,27 @@ impl State {
                 (_, a) => a,
             };
             cq.arm_sn = sn;
+            // CQEs beyond the arm's consumer index fire it at once (mlx4/mlx5
+            // semantics): software that arms with the index of what it has
+            // polled never waits for an event that already happened.
+            let pending = cq.pi.wrapping_sub(ci);
+            let now = match cq.arm {
+                Arm::None => false,
+                Arm::Next => pending != 0,
+                Arm::Solicited => cq
+                    .last_solicited
+                    .is_some_and(|s| s.wrapping_sub(ci) < pending),
+            };
+            if now {
+                cq.arm = Arm::None;
+                fire = Some((cq.eqn, sn));
+            }
         }
         cq.doorbells += 1;
-        self.counters.cq_doorbells += 1;
+        self.counters.hw.cq_doorbells += 1;
+        if let Some((eqn, sn)) = fire {
+            self.post_eqe_raw(eqn as usize, EQE_COMPLETION, cqn, u32::from(sn), 0);
+        }
     }
 
     // ---------------------------------------------------------------- CQEs
@@ -1232,7 +1225,7 @@ impl State {
         let (depth, pi, dbrec, shift) = (cq.depth, cq.pi, cq.dbrec, cq.page_shift);
         let mut rec = [0u8; 4];
         if self.mem.read(dbrec, &mut rec).is_err() {
-            self.counters.bad_dma += 1;
+            self.counters.hw.bad_dma += 1;
             self.cq_error(cqn, CQ_SYNDROME_DMA);
             return Err(PostError::Dma);
         }
@@ -1260,7 +1253,7 @@ impl State {
                 .write(addr.wrapping_add(CQE_SIZE as u64 - 1), &[owner])
                 .is_ok();
         if !ok {
-            self.counters.bad_dma += 1;
+            self.counters.hw.bad_dma += 1;
             self.cq_error(cqn, CQ_SYNDROME_DMA);
             return Err(PostError::Dma);
         }
@@ -1268,6 +1261,9 @@ impl State {
             return Err(PostError::NoCq);
         };
         cq.pi = pi.wrapping_add(1);
+        if cqe.flags & CQE_SOLICITED != 0 || cqe.status != WC_SUCCESS {
+            cq.last_solicited = Some(pi);
+        }
         let fire = match cq.arm {
             Arm::None => false,
             Arm::Next => true,
@@ -1294,7 +1290,7 @@ impl State {
             return Err(STATUS_BAD_PARAM);
         }
         if self.mem.write(addr, bytes).is_err() {
-            self.counters.bad_dma += 1;
+            self.counters.hw.bad_dma += 1;
             return Err(STATUS_DMA_ERROR);
         }
         Ok(())

@@ -818,37 +818,39 @@ hw_structs! {
         /// reserved
         pub reserved: u32,
     }
-    /// `struct ferroce_counters`.
+    /// `struct ferroce_counters` (also the device's own counters, see
+    /// [`crate::Counters`]).
+    #[derive(serde::Serialize)]
     pub struct Counters = "ferroce_counters" {
-        /// cmds ok
+        /// Admin commands completed with SUCCESS.
         pub cmds_ok: u64,
-        /// cmds failed
+        /// Admin commands completed with an error status.
         pub cmds_failed: u64,
-        /// by FERROCE_STATUS_*
+        /// Admin commands by completion status (`STATUS_*`).
         pub cmd_status: [u64; 16],
-        /// malformed doorbells
+        /// Doorbell writes (BAR2, ADMINQ_DB, EQ_DB) that were refused.
         pub malformed_doorbells: u64,
-        /// bad dma
+        /// DMA accesses that failed or addresses refused as unmapped.
         pub bad_dma: u64,
-        /// bad reg access
+        /// Register accesses of the wrong size/alignment or to RO registers.
         pub bad_reg_access: u64,
-        /// sq doorbells
+        /// SQ doorbells accepted.
         pub sq_doorbells: u64,
-        /// rq doorbells
+        /// RQ doorbells accepted.
         pub rq_doorbells: u64,
-        /// cq doorbells
+        /// CQ doorbells accepted.
         pub cq_doorbells: u64,
-        /// eq doorbells
+        /// EQ doorbells accepted.
         pub eq_doorbells: u64,
-        /// eqes posted
+        /// EQEs written.
         pub eqes_posted: u64,
-        /// eq overflows
+        /// EQEs dropped on a full EQ.
         pub eq_overflows: u64,
-        /// interrupts
+        /// MSI-X interrupts raised.
         pub interrupts: u64,
-        /// async events
+        /// Async events (port, QP, CQ, device) posted.
         pub async_events: u64,
-        /// resets
+        /// Device resets.
         pub resets: u64,
     }
     /// `struct ferroce_cmd_create_eq`.

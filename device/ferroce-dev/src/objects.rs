@@ -203,6 +203,9 @@ pub struct Cq {
     pub arm: Arm,
     /// arm_sn of the last arm doorbell.
     pub arm_sn: u8,
+    /// Index of the last CQE that was solicited or an error (fires a
+    /// solicited arm that arrives while it is unconsumed).
+    pub last_solicited: Option<u16>,
     /// Overflowed or hit a DMA error; no more CQEs are written.
     pub error: bool,
     /// Number of CQ doorbells accepted.

@@ -58,7 +58,7 @@ fn bad_register_accesses_are_refused_and_counted() {
     h.reg_w(REG_DEV_CTRL, 0x100); // reserved bit
     assert_eq!(h.reg_r(REG_VERSION), VERSION_MAJOR << 16 | VERSION_MINOR);
     assert_eq!(h.reg_r(REG_PORT_MTU), PORT_MTU_DEFAULT);
-    assert_eq!(h.dev.counters().bad_reg_access, 8);
+    assert_eq!(h.dev.counters().hw.bad_reg_access, 8);
     h.reg_w(REG_PORT_MTU, 9000);
     assert_eq!(h.reg_r(REG_PORT_MTU), 9000);
 }
@@ -77,7 +77,7 @@ fn enable_reset_handshake() {
     assert_eq!(h.reg_r(REG_DEV_STATUS), 0);
     assert_eq!(h.reg_r(REG_DEV_CTRL), 0);
     assert_eq!(h.reg_r(REG_ADMINQ_DEPTH), 0);
-    assert_eq!(h.dev.counters().resets, 1);
+    assert_eq!(h.dev.counters().hw.resets, 1);
     // enabling without programming the queues is fatal
     h.reg_w(REG_DEV_CTRL, CTRL_ENABLE);
     assert_eq!(h.reg_r(REG_DEV_STATUS), DEV_STATUS_FATAL);
@@ -119,7 +119,7 @@ fn enable_with_bad_queues() {
     h.reg_w(REG_AEQ_BASE_LO, UNMAPPED as u32);
     h.reg_w(REG_DEV_CTRL, CTRL_ENABLE);
     assert_eq!(h.reg_r(REG_FATAL_CODE), FATAL_AEQ_DMA);
-    assert!(h.dev.counters().bad_dma >= 1);
+    assert!(h.dev.counters().hw.bad_dma >= 1);
 }
 
 #[test]
@@ -129,14 +129,14 @@ fn admin_doorbell_rules() {
     h.reg_w(REG_ADMINQ_DB, 17);
     // reserved bits
     h.reg_w(REG_ADMINQ_DB, 0x1_0001);
-    assert_eq!(h.dev.counters().malformed_doorbells, 2);
+    assert_eq!(h.dev.counters().hw.malformed_doorbells, 2);
     assert_eq!(h.reg_r(REG_ADMINQ_CI), 0);
     // still works afterwards
     h.alloc_pd();
     // admin doorbell before enable
     let h2 = Harness::unenabled(Limits::default(), 16, 64);
     h2.reg_w(REG_ADMINQ_DB, 1);
-    assert_eq!(h2.dev.counters().malformed_doorbells, 1);
+    assert_eq!(h2.dev.counters().hw.malformed_doorbells, 1);
 }
 
 #[test]
@@ -172,7 +172,7 @@ fn unknown_opcode_and_reserved_header() {
     let mut c = alloc_pd();
     c.reserved = 1;
     h.expect(&c, STATUS_BAD_RESERVED);
-    let k = h.dev.counters();
+    let k = h.dev.counters().hw;
     assert_eq!(k.cmds_failed, 5);
     assert_eq!(k.cmd_status[usize::from(STATUS_BAD_OPCODE)], 2);
     assert_eq!(k.cmd_status[usize::from(STATUS_BAD_RESERVED)], 3);
@@ -203,7 +203,7 @@ fn query_caps() {
     let mut bad = c;
     bad.reserved = 9;
     h.expect(&bad, STATUS_BAD_RESERVED);
-    assert_eq!(h.dev.counters().bad_dma, 1);
+    assert_eq!(h.dev.counters().hw.bad_dma, 1);
 }
 
 #[test]
@@ -1111,8 +1111,8 @@ fn admin_queue_and_aeq_wrap_around() {
             h.ok(&d);
         }
     }
-    assert_eq!(h.dev.counters().cmds_ok, 75);
-    assert_eq!(h.dev.counters().eq_overflows, 0);
+    assert_eq!(h.dev.counters().hw.cmds_ok, 75);
+    assert_eq!(h.dev.counters().hw.eq_overflows, 0);
     // AEQ interrupts: one per command, since the harness re-arms each time
     assert_eq!(h.irq.take().len(), 75);
 }
@@ -1124,7 +1124,7 @@ fn aeq_overflow_drops_and_counts() {
     for i in 0..6 {
         h.dev.set_link(i % 2 == 1);
     }
-    let k = h.dev.counters();
+    let k = h.dev.counters().hw;
     assert_eq!(k.eqes_posted, 4);
     assert_eq!(k.eq_overflows, 2);
     // only the first EQE interrupted (the EQ disarms itself)
@@ -1139,7 +1139,7 @@ fn aeq_overflow_drops_and_counts() {
     h.reg_w(REG_EQ_DB, 9);
     h.reg_w(REG_EQ_DB, 4 | 5 << EQ_DB_EQN_SHIFT);
     h.reg_w(REG_EQ_DB, 4 | 1 << 24);
-    assert_eq!(h.dev.counters().malformed_doorbells, 3);
+    assert_eq!(h.dev.counters().hw.malformed_doorbells, 3);
 }
 
 /// Reads CQE `i` of a ring; returns (owner, wr_id).
@@ -1217,6 +1217,56 @@ fn cq_solicited_arming() {
     assert_eq!(h.irq.take(), vec![1]);
 }
 
+/// The completion events written to a 16-entry CEQ since `ci`, consumed.
+fn ceq_events(h: &mut Harness, ceq: u64, ci: &mut u16) -> Vec<(u8, u32, u32)> {
+    let mut out = Vec::new();
+    loop {
+        let e: Eqe = h.read(ceq + u64::from(*ci & 15) * EQE_SIZE as u64);
+        if e.owner & EQE_OWNER != ((*ci >> 4) & 1) as u8 ^ 1 {
+            return out;
+        }
+        out.push((e.event_type, e.obj, e.data));
+        *ci = ci.wrapping_add(1);
+    }
+}
+
+#[test]
+fn arming_with_unconsumed_cqes_fires_at_once() {
+    let mut h = Harness::new();
+    let (_, ceq) = h.create_eq(1, 16);
+    let (cqn, _, dbrec) = h.create_cq(1, 16, 0);
+    let mut ci = 0u16;
+    h.mem.write_u32(dbrec, 0);
+    h.dev.post_cqe(cqn, cqe(1, 0)).unwrap();
+    h.dev.post_cqe(cqn, cqe(2, 0)).unwrap();
+    // software polled one CQE and arms with ci = 1: CQE 1 is still there
+    h.db(0, DB_CQ, cq_db(cqn, 1, CQ_CMD_ARM_NEXT, 3));
+    let fired = vec![(EQE_COMPLETION, cqn, 3)];
+    assert_eq!(ceq_events(&mut h, ceq, &mut ci), fired);
+    // fired and disarmed: the next CQE raises nothing
+    h.dev.post_cqe(cqn, cqe(3, 0)).unwrap();
+    assert_eq!(ceq_events(&mut h, ceq, &mut ci), vec![]);
+    // everything polled (ci = 3): arming waits for the next CQE
+    h.db(0, DB_CQ, cq_db(cqn, 3, CQ_CMD_ARM_NEXT, 0));
+    assert_eq!(ceq_events(&mut h, ceq, &mut ci), vec![]);
+    h.dev.post_cqe(cqn, cqe(4, 0)).unwrap();
+    let fired = vec![(EQE_COMPLETION, cqn, 0)];
+    assert_eq!(ceq_events(&mut h, ceq, &mut ci), fired);
+    // a solicited arm fires at once only for an unconsumed solicited CQE
+    h.dev.post_cqe(cqn, cqe(5, 0)).unwrap();
+    h.db(0, DB_CQ, cq_db(cqn, 4, CQ_CMD_ARM_SOLICITED, 1));
+    assert_eq!(ceq_events(&mut h, ceq, &mut ci), vec![]);
+    h.dev.post_cqe(cqn, cqe(6, CQE_SOLICITED)).unwrap();
+    let fired = vec![(EQE_COMPLETION, cqn, 1)];
+    assert_eq!(ceq_events(&mut h, ceq, &mut ci), fired);
+    // the solicited CQE is index 5: unconsumed with ci = 5, consumed with 6
+    h.db(0, DB_CQ, cq_db(cqn, 5, CQ_CMD_ARM_SOLICITED, 2));
+    let fired = vec![(EQE_COMPLETION, cqn, 2)];
+    assert_eq!(ceq_events(&mut h, ceq, &mut ci), fired);
+    h.db(0, DB_CQ, cq_db(cqn, 6, CQ_CMD_ARM_SOLICITED, 3));
+    assert_eq!(ceq_events(&mut h, ceq, &mut ci), vec![]);
+}
+
 #[test]
 fn cq_overflow_puts_cq_in_error() {
     let mut h = Harness::new();
@@ -1245,7 +1295,7 @@ fn qp_and_cq_doorbells() {
     let (pdn, cqn, _) = h.setup_qp(QPT_RC);
     let c = h.qp_cmd(pdn, cqn, QPT_UD, 7);
     let qpn = h.ok(&c);
-    let bad0 = h.dev.counters().malformed_doorbells;
+    let bad0 = h.dev.counters().hw.malformed_doorbells;
     // RESET QP: refused
     h.db(7, DB_SQ, qp_db(qpn, 1));
     let init = QP_ATTR_PKEY_INDEX | QP_ATTR_PORT | QP_ATTR_QKEY;
@@ -1264,7 +1314,7 @@ fn qp_and_cq_doorbells() {
         .bar_write(BAR_DB as u8, 7 * DB_PAGE_SIZE, &(qpn).to_le_bytes());
     h.db(7, 0x18, 0);
     h.dev.bar_write(BAR_DB as u8, BAR2_SIZE, &[0; 8]);
-    let k = h.dev.counters();
+    let k = h.dev.counters().hw;
     assert_eq!(k.malformed_doorbells - bad0, 8);
     assert_eq!(k.sq_doorbells, 2);
     assert_eq!(k.rq_doorbells, 1);
@@ -1277,13 +1327,13 @@ fn qp_and_cq_doorbells() {
     h.db(0, DB_CQ, cq_db(cqn, 0, 3, 0));
     h.db(0, DB_CQ, cq_db(cqn, 5, 1, 0)); // ci beyond pi
     h.db(0, DB_CQ, cq_db(cqn, 0, 1, 0) | 1 << 28);
-    let k = h.dev.counters();
+    let k = h.dev.counters().hw;
     assert_eq!(k.cq_doorbells, 1);
     assert_eq!(k.malformed_doorbells - bad0, 12);
     // doorbells before the device is ready are refused
     h.dev.reset();
     h.db(0, DB_CQ, cq_db(cqn, 0, 1, 0));
-    assert_eq!(h.dev.counters().malformed_doorbells - bad0, 13);
+    assert_eq!(h.dev.counters().hw.malformed_doorbells - bad0, 13);
     // reads of the doorbell BAR return zero
     let mut b = [1u8; 8];
     h.dev.bar_read(BAR_DB as u8, 0, &mut b);
@@ -1360,7 +1410,7 @@ fn garbage_never_panics() {
         CMD_SET_GID,
         CMD_CLEAR_GID,
     ];
-    let before = h.dev.counters();
+    let before = h.dev.counters().hw;
     for i in 0..3000 {
         let mut raw = [0u8; CMD_SIZE];
         for chunk in raw.chunks_mut(8) {
@@ -1374,7 +1424,7 @@ fn garbage_never_panics() {
         }
         h.submit_raw(&raw);
     }
-    let k = h.dev.counters();
+    let k = h.dev.counters().hw;
     assert_eq!(
         k.cmds_ok + k.cmds_failed - before.cmds_ok - before.cmds_failed,
         3000

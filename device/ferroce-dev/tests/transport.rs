@@ -1015,3 +1015,234 @@ fn rc_over_ipv6_and_roce_v1() {
         assert_eq!(a.bytes(src.gpa + 8192, 5000), pattern(net.into(), 5000));
     }
 }
+
+/// Connects a fresh pair with the requester's `max_rd_atomic` on `a` and
+/// the responder's `max_dest_rd_atomic` on `b`.
+fn read_pair(max_rd_atomic: u8, max_dest_rd_atomic: u8) -> (Node, Node) {
+    let mut a = Node::new(36);
+    let mut b = Node::new(37);
+    a.create_qp(QPT_RC);
+    b.create_qp(QPT_RC);
+    let (aq, bq) = (a.qps[0].qpn, b.qps[0].qpn);
+    let (am, bm) = (a.mac, b.mac);
+    let (ag, bg) = (ipv4_gid(a.ip), ipv4_gid(b.ip));
+    a.connect(0, bq, bm, bg, 3, NET_IPV4, |x| {
+        x.max_rd_atomic = max_rd_atomic
+    });
+    b.connect(0, aq, am, ag, 3, NET_IPV4, |x| {
+        x.max_dest_rd_atomic = max_dest_rd_atomic
+    });
+    (a, b)
+}
+
+fn read_wr(id: u64, dst: &MrInfo, doff: u64, src: &MrInfo, soff: u64, n: u32) -> SendWr {
+    let mut r = wr(id, WR_RDMA_READ);
+    r.remote_addr = src.va(soff);
+    r.rkey = src.key;
+    r.sges = vec![(dst.va(doff), n, dst.key)];
+    r
+}
+
+fn decoded(frames: &[Vec<u8>]) -> Vec<(u8, u32, u8, Vec<u8>)> {
+    frames
+        .iter()
+        .map(|f| {
+            let p = ferroce_dev::wire::decode(f).unwrap();
+            (p.bth.opcode, p.bth.psn, p.aeth.syndrome, p.payload.to_vec())
+        })
+        .collect()
+}
+
+/// 16 READs against max_rd_atomic = max_dest_rd_atomic = 4: the requester
+/// never has more than 4 READ requests unanswered on the wire, the
+/// responder (4 requests in one batch) serves them all, byte-exact.
+#[test]
+fn reads_are_limited_to_max_rd_atomic_and_all_served() {
+    use ferroce_dev::wire::{decode, op, psn_diff};
+    let (mut a, mut b) = read_pair(4, 4);
+    let local = a.reg_mr(256 << 10, ACCESS_LOCAL_WRITE);
+    let remote = b.reg_mr(256 << 10, ALL_ACCESS);
+    let data = pattern(16, 256 << 10);
+    b.fill(remote.gpa, &data);
+    let sizes = [
+        1u32, 1024, 1025, 3000, 4096, 64, 9000, 2048, 0, 5, 16_384, 1023, 7777, 100, 2049, 4,
+    ];
+    let mut off = 0u64;
+    let mut expect = Vec::new();
+    for (i, &n) in sizes.iter().enumerate() {
+        a.post_send(0, &read_wr(i as u64, &local, off, &remote, off, n));
+        expect.push((i as u64, WC_RDMA_READ, WC_SUCCESS));
+        off += u64::from(n) + 11;
+    }
+    // Unanswered READ requests seen on the wire: (first PSN, packets).
+    let mut open: Vec<(u32, u32)> = Vec::new();
+    let mut most = 0usize;
+    for _ in 0..1000 {
+        let fa = a.h.dev.take_tx();
+        let fb_empty = !b.h.dev.has_tx();
+        if fa.is_empty() && fb_empty {
+            break;
+        }
+        for f in &fa {
+            let p = decode(f).unwrap();
+            if p.bth.opcode == op::RC_READ_REQUEST {
+                assert!(!open.iter().any(|r| r.0 == p.bth.psn), "no retransmission");
+                open.push((p.bth.psn, p.reth.len.div_ceil(1024).max(1)));
+            }
+        }
+        most = most.max(open.len());
+        assert!(open.len() <= 4, "{} READs unanswered", open.len());
+        b.h.dev.receive_batch(fa.iter().map(|f| f.as_slice()));
+        let fb = b.h.dev.take_tx();
+        for f in &fb {
+            let p = decode(f).unwrap();
+            if matches!(
+                p.bth.opcode,
+                op::RC_READ_RESPONSE_LAST | op::RC_READ_RESPONSE_ONLY
+            ) {
+                open.retain(|&(psn, n)| {
+                    let d = psn_diff(p.bth.psn, psn);
+                    !(0..n as i32).contains(&d)
+                });
+            }
+        }
+        a.h.dev.receive_batch(fb.iter().map(|f| f.as_slice()));
+    }
+    assert!(open.is_empty());
+    assert_eq!(most, 4, "the requester uses all of max_rd_atomic");
+    assert_eq!(statuses(&a.poll()), expect);
+    let mut off = 0u64;
+    for &n in &sizes {
+        let o = off as usize;
+        assert_eq!(a.bytes(local.at(off), n as usize), data[o..o + n as usize]);
+        off += u64::from(n) + 11;
+    }
+    let db = b.h.dev.counters().data;
+    assert_eq!((db.err_naks_sent, db.dup_requests), (0, 0));
+    assert_eq!(a.h.dev.counters().data.timeouts, 0);
+    assert_eq!(b.h.dev.qp_state(b.qps[0].qpn), Some(QPS_RTS));
+}
+
+/// A requester that exceeds the responder's resources (max_rd_atomic 2
+/// against max_dest_rd_atomic 1, both READs in one batch): the first READ
+/// is answered, the second NAKed invalid request; the requester completes
+/// it with REM_INV_REQ_ERR and both QPs end in ERR.
+#[test]
+fn reads_beyond_max_dest_rd_atomic_are_naked_invalid_request() {
+    use ferroce_dev::wire::{aeth, op};
+    let (mut a, mut b) = read_pair(2, 1);
+    let local = a.reg_mr(8192, ACCESS_LOCAL_WRITE);
+    let remote = b.reg_mr(8192, ALL_ACCESS);
+    b.fill(remote.gpa, &pattern(5, 8192));
+    a.post_send(0, &read_wr(1, &local, 0, &remote, 0, 100));
+    a.post_send(0, &read_wr(2, &local, 4096, &remote, 4096, 100));
+    let f = a.h.dev.take_tx();
+    let req = decoded(&f);
+    assert_eq!(req.len(), 2, "max_rd_atomic 2: both READs go out");
+    assert!(req.iter().all(|r| r.0 == op::RC_READ_REQUEST));
+    b.h.dev.receive_batch(f.iter().map(|f| f.as_slice()));
+    let fb = b.h.dev.take_tx();
+    let resp = decoded(&fb);
+    assert_eq!(resp.len(), 2);
+    assert_eq!(
+        (resp[0].0, resp[0].1),
+        (op::RC_READ_RESPONSE_ONLY, req[0].1)
+    );
+    assert_eq!(
+        (resp[1].0, resp[1].1, resp[1].2),
+        (op::RC_ACK, req[1].1, aeth::NAK_INVALID_REQ)
+    );
+    assert_eq!(b.h.dev.counters().data.err_naks_sent, 1);
+    assert_eq!(b.h.dev.qp_state(b.qps[0].qpn), Some(QPS_ERR));
+    a.h.dev.receive_batch(fb.iter().map(|f| f.as_slice()));
+    assert_eq!(
+        statuses(&a.poll()),
+        vec![
+            (1, WC_RDMA_READ, WC_SUCCESS),
+            (2, WC_RDMA_READ, WC_REM_INV_REQ_ERR)
+        ]
+    );
+    assert_eq!(a.bytes(local.gpa, 100), pattern(5, 8192)[..100]);
+    assert_eq!(a.bytes(local.gpa + 4096, 100), vec![0; 100]);
+    assert_eq!(a.h.dev.qp_state(a.qps[0].qpn), Some(QPS_ERR));
+    assert!(a.h.take_events().contains(&(EQE_QP_FATAL, a.qps[0].qpn, 0)));
+    assert!(b.h.take_events().contains(&(EQE_QP_FATAL, b.qps[0].qpn, 0)));
+}
+
+/// Duplicate READ requests are answered from the responder resources and
+/// take none: twice in one batch it is answered once; a re-requested tail
+/// is answered from its PSN on; once a newer READ reused the only resource
+/// (max_dest_rd_atomic 1), a duplicate of the old READ is dropped.
+#[test]
+fn duplicate_reads_are_served_from_responder_resources() {
+    use ferroce_dev::wire::{aeth::ACK_UNLIMITED as ACK, decode, encode, op};
+    let (mut a, mut b) = read_pair(1, 1);
+    let local = a.reg_mr(16384, ACCESS_LOCAL_WRITE);
+    let remote = b.reg_mr(16384, ALL_ACCESS);
+    let data = pattern(9, 16384);
+    b.fill(remote.gpa, &data);
+    a.post_send(0, &read_wr(1, &local, 0, &remote, 0, 2048));
+    let f1 = a.h.dev.take_tx();
+    assert_eq!(f1.len(), 1);
+    // The request and its duplicate in one batch: one set of responses.
+    b.h.dev
+        .receive_batch(f1.iter().chain(&f1).map(|f| f.as_slice()));
+    let r1 = b.h.dev.take_tx();
+    let psn = decode(&f1[0]).unwrap().bth.psn;
+    let want = vec![
+        (op::RC_READ_RESPONSE_FIRST, psn, ACK, data[..1024].to_vec()),
+        (
+            op::RC_READ_RESPONSE_LAST,
+            psn_next(psn),
+            ACK,
+            data[1024..2048].to_vec(),
+        ),
+    ];
+    assert_eq!(decoded(&r1), want);
+    // Answered: a duplicate is answered again, still without a NAK.
+    b.h.dev.receive_batch(f1.iter().map(|f| f.as_slice()));
+    assert_eq!(decoded(&b.h.dev.take_tx()), want);
+    // The tail re-requested (as after a lost last response).
+    let mut p = decode(&f1[0]).unwrap();
+    p.bth.psn = psn_next(psn);
+    p.reth.va += 1024;
+    p.reth.len -= 1024;
+    let mut tail = Vec::new();
+    assert!(encode(&p, &mut tail));
+    b.h.dev.receive(&tail);
+    assert_eq!(
+        decoded(&b.h.dev.take_tx()),
+        vec![(
+            op::RC_READ_RESPONSE_ONLY,
+            psn_next(psn),
+            ACK,
+            data[1024..2048].to_vec()
+        )]
+    );
+    a.h.dev.receive_batch(r1.iter().map(|f| f.as_slice()));
+    // A new READ reuses the (answered) resource.
+    a.post_send(0, &read_wr(2, &local, 4096, &remote, 8192, 100));
+    let f2 = a.h.dev.take_tx();
+    b.h.dev.receive_batch(f2.iter().map(|f| f.as_slice()));
+    let r2 = b.h.dev.take_tx();
+    assert_eq!(r2.len(), 1);
+    // The old READ has no resource any more: dropped; the new one answered.
+    b.h.dev.receive_batch(f1.iter().map(|f| f.as_slice()));
+    assert!(b.h.dev.take_tx().is_empty());
+    b.h.dev.receive_batch(f2.iter().map(|f| f.as_slice()));
+    assert_eq!(decoded(&b.h.dev.take_tx()), decoded(&r2));
+    a.h.dev.receive_batch(r2.iter().map(|f| f.as_slice()));
+    assert_eq!(
+        statuses(&a.poll()),
+        vec![(1, WC_RDMA_READ, 0), (2, WC_RDMA_READ, 0)]
+    );
+    assert_eq!(a.bytes(local.gpa, 2048), data[..2048]);
+    assert_eq!(a.bytes(local.gpa + 4096, 100), data[8192..8292]);
+    let db = b.h.dev.counters().data;
+    assert_eq!((db.dup_requests, db.err_naks_sent), (5, 0));
+    assert_eq!(b.h.dev.qp_state(b.qps[0].qpn), Some(QPS_RTS));
+}
+
+fn psn_next(psn: u32) -> u32 {
+    ferroce_dev::wire::psn_add(psn, 1)
+}

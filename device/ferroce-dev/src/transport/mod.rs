@@ -26,10 +26,21 @@
 //! and re-requests the missing part of the read.
 //!
 //! Responder: in-order packets are executed; duplicates (PSN behind the
-//! expected PSN) are acknowledged again, duplicate READ requests are
-//! answered again from memory; a PSN ahead of the expected one gets one PSN
-//! sequence error NAK until the expected PSN arrives. ACKs are coalesced:
-//! at most one ACK per QP per batch of received frames, for the newest PSN.
+//! expected PSN) are acknowledged again; a PSN ahead of the expected one
+//! gets one PSN sequence error NAK until the expected PSN arrives. ACKs are
+//! coalesced: at most one ACK per QP per batch of received frames, for the
+//! newest PSN.
+//!
+//! RDMA READ requests take one of the QP's `max_dest_rd_atomic` responder
+//! resources (IBTA 9.5, 9.7.5.1.4): the request is checked when it arrives,
+//! its response packets go out when the batch of received frames has been
+//! processed (before the coalesced ACK and before any later NAK of the QP).
+//! An answered resource stays in the ring to answer duplicates of the READ
+//! (from the resource: same rkey and range, PSNs from the duplicate's on)
+//! until a newer READ reuses it, oldest first; a duplicate that matches no
+//! resource is dropped silently. A new READ that finds every resource still
+//! unanswered (the requester exceeded the responder's resources) gets NAK
+//! invalid request and the QP goes to ERR.
 //! A SEND without a receive WQE gets an RNR NAK (`min_rnr_timer`). Invalid
 //! requests and remote access errors get the matching NAK and move the
 //! responder's QP to the error state.
@@ -204,6 +215,30 @@ struct RecvCtx {
     off: u64,
 }
 
+/// A responder resource: one accepted RDMA READ request.
+#[derive(Debug, Clone, Copy)]
+struct ReadRes {
+    /// PSN of the first response packet.
+    psn: u32,
+    /// Response packets (PSNs) of the READ.
+    npkts: u32,
+    va: u64,
+    rkey: u32,
+    len: u32,
+    /// MSN carried by the responses.
+    msn: u32,
+    /// The responses have not been sent yet (end of the received batch).
+    unanswered: bool,
+}
+
+impl ReadRes {
+    /// Packet index of `psn` within this READ's responses.
+    fn index_of(&self, psn: u32) -> Option<u32> {
+        let d = psn_diff(psn, self.psn);
+        (d >= 0 && (d as u32) < self.npkts).then_some(d as u32)
+    }
+}
+
 /// Responder state of a multi-packet RDMA WRITE.
 #[derive(Debug, Clone, Copy)]
 struct WriteCtx {
@@ -235,6 +270,11 @@ pub(crate) struct Engine {
     write: Option<WriteCtx>,
     nak_sent: bool,
     ack_pending: bool,
+    /// On `State::ack_list`: responder output due at the end of the batch.
+    listed: bool,
+    /// Responder resources (RDMA READs), oldest first; at most
+    /// `max_dest_rd_atomic`.
+    reads: VecDeque<ReadRes>,
     // error/flush
     sq_flushed: u16,
     // events
@@ -383,6 +423,16 @@ impl State {
         self.pages_read(pages, pshift, off, buf)
     }
 
+    /// The `wr_id` of the WQE at `idx` (0 if it cannot be read).
+    fn wqe_wr_id(&self, qpn: u32, sq: bool, idx: u16) -> u64 {
+        let mut b = [0u8; 8];
+        if self.wqe_read(qpn, sq, idx, &mut b) {
+            u64::from_le_bytes(b)
+        } else {
+            0
+        }
+    }
+
     fn mr_for(&self, key: u32, pdn: u32) -> Option<&crate::objects::Mr> {
         self.mrs
             .get(key >> KEY_INDEX_SHIFT)
@@ -423,7 +473,7 @@ impl State {
                 .read(gpa + off, &mut out[start + done..start + done + n])
                 .is_err()
             {
-                self.counters.bad_dma += 1;
+                self.counters.hw.bad_dma += 1;
                 return false;
             }
             done += n;
@@ -445,7 +495,7 @@ impl State {
             }
             let n = ((slen - off) as usize).min(data.len() - done);
             if self.mem.write(gpa + off, &data[done..done + n]).is_err() {
-                self.counters.bad_dma += 1;
+                self.counters.hw.bad_dma += 1;
                 return false;
             }
             done += n;
@@ -520,6 +570,12 @@ impl State {
         self.emit(frame);
     }
 
+    /// Encodes and queues a responder packet (ACK/NAK or READ response).
+    fn send_response(&mut self, path: &Path, bth: Bth, aeth: Aeth, payload: &[u8]) {
+        let (reth, deth) = (Reth::default(), Deth::default());
+        self.send_pkt(path, bth, reth, aeth, deth, [0; 4], payload);
+    }
+
     /// Queues a frame: to the loopback queue if it is for our own MAC.
     pub(crate) fn emit(&mut self, frame: Vec<u8>) {
         if self.faults.cfg.active() || self.faults.held.is_some() {
@@ -575,6 +631,7 @@ impl State {
         if cur != next && next == QPS_RTR {
             e.epsn = c.attr.rq_psn & 0xff_ffff;
             e.msn = 0;
+            e.reads.clear();
         }
         if cur == QPS_RTR && next == QPS_RTS {
             e.next_psn = c.attr.sq_psn & 0xff_ffff;
@@ -636,6 +693,7 @@ impl State {
         self.flush_rq(c, e);
         e.recv = None;
         e.write = None;
+        e.reads.clear();
     }
 
     /// Flushes SQ WQEs posted but not fetched (up to the last doorbell).
@@ -675,7 +733,7 @@ impl State {
             return 0;
         }
         if self.mem.read(c.rq_dbrec, &mut b).is_err() {
-            self.counters.bad_dma += 1;
+            self.counters.hw.bad_dma += 1;
             return self.qps.get(c.qpn).map_or(0, |q| q.rq_pi);
         }
         u32::from_le_bytes(b) as u16
@@ -696,12 +754,7 @@ impl State {
             return;
         }
         while e.rq_ci != pi {
-            let mut hdr = [0u8; 16];
-            let wr_id = if self.wqe_read(c.qpn, false, e.rq_ci, &mut hdr) {
-                u64::from_le_bytes(hdr[0..8].try_into().unwrap_or_default())
-            } else {
-                0
-            };
+            let wr_id = self.wqe_wr_id(c.qpn, false, e.rq_ci);
             self.post_data_cqe(
                 c.recv_cqn,
                 Cqe {
@@ -779,7 +832,7 @@ impl State {
             ud: None,
         };
         if !self.wqe_read(c.qpn, true, idx, &mut raw) {
-            self.counters.bad_dma += 1;
+            self.counters.hw.bad_dma += 1;
             w.error = Some(WC_LOC_QP_OP_ERR);
             return w;
         }
@@ -1574,7 +1627,7 @@ impl State {
         let stride = 1usize << c.rq_shift;
         let mut raw = vec![0u8; stride];
         if !self.wqe_read(c.qpn, false, idx, &mut raw) {
-            self.counters.bad_dma += 1;
+            self.counters.hw.bad_dma += 1;
             return Err(WC_LOC_QP_OP_ERR);
         }
         let le32 = |o: usize| u32::from_le_bytes([raw[o], raw[o + 1], raw[o + 2], raw[o + 3]]);
@@ -1617,41 +1670,49 @@ impl State {
             _ if syndrome == aeth::NAK_PSN_SEQ => self.data.seq_naks_sent += 1,
             _ => self.data.err_naks_sent += 1,
         }
-        self.send_pkt(
-            &path,
-            bth,
-            Reth::default(),
-            aeth,
-            Deth::default(),
-            [0; 4],
-            &[],
-        );
+        self.send_response(&path, bth, aeth, &[]);
     }
 
-    /// Sends the coalesced ACKs of this batch.
+    /// Sends the responder output of this batch: READ responses, then the
+    /// coalesced ACK.
     pub(crate) fn flush_acks(&mut self) {
         let qpns = std::mem::take(&mut self.ack_list);
         for qpn in qpns {
             let Some(c) = self.qp_ctx(qpn) else {
                 continue;
             };
-            let Some(e) = self.engines.get_mut(&qpn) else {
+            let Some(mut e) = self.engines.remove(&qpn) else {
                 continue;
             };
-            if !e.ack_pending {
-                continue;
+            e.listed = false;
+            self.answer_reads(&c, &mut e);
+            if e.ack_pending {
+                e.ack_pending = false;
+                let (psn, msn) = (psn_add(e.epsn, 0xff_ffff), e.msn);
+                self.send_ack(&c, psn, aeth::ACK_UNLIMITED, msn);
             }
-            e.ack_pending = false;
-            let (psn, msn) = (psn_add(e.epsn, 0xff_ffff), e.msn);
-            self.send_ack(&c, psn, aeth::ACK_UNLIMITED, msn);
+            self.engines.insert(qpn, e);
+        }
+    }
+
+    /// Puts the QP on the list of responder output due at the end of the batch.
+    fn schedule_response(&mut self, qpn: u32, e: &mut Engine) {
+        if !e.listed {
+            e.listed = true;
+            self.ack_list.push(qpn);
         }
     }
 
     fn want_ack(&mut self, qpn: u32, e: &mut Engine) {
-        if !e.ack_pending {
-            e.ack_pending = true;
-            self.ack_list.push(qpn);
-        }
+        e.ack_pending = true;
+        self.schedule_response(qpn, e);
+    }
+
+    /// Sends a NAK (or RNR NAK) from the responder, after the responses of
+    /// the READs before it.
+    fn send_nak(&mut self, c: &QpCtx, e: &mut Engine, psn: u32, syndrome: u8) {
+        self.answer_reads(c, e);
+        self.send_ack(c, psn, syndrome, e.msn);
     }
 
     /// The responder: one request packet on RC QP `c`.
@@ -1661,15 +1722,15 @@ impl State {
         if d > 0 {
             if !e.nak_sent {
                 e.nak_sent = true;
-                self.send_ack(c, e.epsn, aeth::NAK_PSN_SEQ, e.msn);
+                let epsn = e.epsn;
+                self.send_nak(c, e, epsn, aeth::NAK_PSN_SEQ);
             }
             return;
         }
         if d < 0 {
             self.data.dup_requests += 1;
             if p.bth.opcode == op::RC_READ_REQUEST {
-                // Answer again from memory (IBTA 9.7.5.1.4); errors are silent.
-                let _ = self.read_respond(c, e, p, false);
+                self.read_duplicate(c, e, psn);
             } else {
                 self.want_ack(c.qpn, e);
             }
@@ -1698,7 +1759,7 @@ impl State {
                 if e.recv.is_some() || e.write.is_some() {
                     Err(RespErr::Fatal(aeth::NAK_INVALID_REQ, None))
                 } else {
-                    self.read_respond(c, e, p, true)
+                    self.read_accept(c, e, p)
                 }
             }
             _ => Err(RespErr::Fatal(aeth::NAK_INVALID_REQ, None)),
@@ -1706,10 +1767,10 @@ impl State {
         match r {
             Ok(()) => {}
             Err(RespErr::Rnr) => {
-                self.send_ack(c, psn, aeth::RNR_NAK | (c.attr.min_rnr_timer & 0x1f), e.msn);
+                self.send_nak(c, e, psn, aeth::RNR_NAK | (c.attr.min_rnr_timer & 0x1f));
             }
             Err(RespErr::Fatal(syn, recv_status)) => {
-                self.send_ack(c, psn, syn, e.msn);
+                self.send_nak(c, e, psn, syn);
                 if syn == aeth::NAK_REM_ACCESS {
                     self.post_async(EQE_QP_ACCESS_ERR, c.qpn, u32::from(syn), 0);
                 }
@@ -1779,18 +1840,12 @@ impl State {
                 }
                 Err(st) => {
                     e.recv = Some(RecvCtx {
-                        wr_id: 0,
+                        wr_id: self.wqe_wr_id(c.qpn, false, idx),
                         idx,
                         segs: Vec::new(),
                         cap: 0,
                         off: 0,
                     });
-                    if let Some(r) = e.recv.as_mut() {
-                        let mut hdr = [0u8; 8];
-                        if self.wqe_read(c.qpn, false, idx, &mut hdr) {
-                            r.wr_id = u64::from_le_bytes(hdr);
-                        }
-                    }
                     return Err(RespErr::Fatal(aeth::NAK_REM_OP, Some(st)));
                 }
             }
@@ -1812,24 +1867,7 @@ impl State {
         if last {
             e.msn = (e.msn + 1) & 0xff_ffff;
             e.rq_ci = r.idx.wrapping_add(1);
-            let mut cqe = Cqe {
-                wr_id: r.wr_id,
-                byte_len: r.off as u32,
-                qpn: c.qpn,
-                src_qp: c.attr.dest_qp_num,
-                opcode: WC_RECV,
-                wqe_idx: r.idx,
-                flags: c.attr.av.network_type << CQE_NET_TYPE_SHIFT,
-                ..Cqe::zeroed()
-            };
-            if matches!(o, op::RC_SEND_LAST_IMM | op::RC_SEND_ONLY_IMM) {
-                cqe.flags |= CQE_WITH_IMM;
-                cqe.imm_data = u32::from_le_bytes(p.imm);
-            }
-            if p.bth.se {
-                cqe.flags |= CQE_SOLICITED;
-            }
-            self.post_data_cqe(c.recv_cqn, cqe);
+            self.rc_recv_cqe(c, p, r.wr_id, r.idx, r.off as u32);
         } else {
             e.recv = Some(r);
         }
@@ -1837,6 +1875,35 @@ impl State {
             self.want_ack(c.qpn, e);
         }
         Ok(())
+    }
+
+    /// Posts the successful receive CQE of `p`, the last packet of an
+    /// incoming SEND or of an RDMA WRITE with immediate.
+    fn rc_recv_cqe(&mut self, c: &QpCtx, p: &Packet<'_>, wr_id: u64, idx: u16, byte_len: u32) {
+        let o = p.bth.opcode;
+        let write = matches!(o, op::RC_WRITE_LAST_IMM | op::RC_WRITE_ONLY_IMM);
+        let mut cqe = Cqe {
+            wr_id,
+            byte_len,
+            qpn: c.qpn,
+            src_qp: c.attr.dest_qp_num,
+            opcode: if write {
+                WC_RECV_RDMA_WITH_IMM
+            } else {
+                WC_RECV
+            },
+            wqe_idx: idx,
+            flags: c.attr.av.network_type << CQE_NET_TYPE_SHIFT,
+            ..Cqe::zeroed()
+        };
+        if write || matches!(o, op::RC_SEND_LAST_IMM | op::RC_SEND_ONLY_IMM) {
+            cqe.flags |= CQE_WITH_IMM;
+            cqe.imm_data = u32::from_le_bytes(p.imm);
+        }
+        if p.bth.se {
+            cqe.flags |= CQE_SOLICITED;
+        }
+        self.post_data_cqe(c.recv_cqn, cqe);
     }
 
     fn rc_write(&mut self, c: &QpCtx, e: &mut Engine, p: &Packet<'_>) -> Result<(), RespErr> {
@@ -1902,28 +1969,9 @@ impl State {
             e.msn = (e.msn + 1) & 0xff_ffff;
             if imm {
                 let idx = e.rq_ci;
-                let mut hdr = [0u8; 16];
-                let wr_id = if self.wqe_read(c.qpn, false, idx, &mut hdr) {
-                    u64::from_le_bytes(hdr[0..8].try_into().unwrap_or_default())
-                } else {
-                    0
-                };
+                let wr_id = self.wqe_wr_id(c.qpn, false, idx);
                 e.rq_ci = idx.wrapping_add(1);
-                let mut cqe = Cqe {
-                    wr_id,
-                    byte_len: w.total as u32,
-                    imm_data: u32::from_le_bytes(p.imm),
-                    qpn: c.qpn,
-                    src_qp: c.attr.dest_qp_num,
-                    opcode: WC_RECV_RDMA_WITH_IMM,
-                    wqe_idx: idx,
-                    flags: CQE_WITH_IMM | (c.attr.av.network_type << CQE_NET_TYPE_SHIFT),
-                    ..Cqe::zeroed()
-                };
-                if p.bth.se {
-                    cqe.flags |= CQE_SOLICITED;
-                }
-                self.post_data_cqe(c.recv_cqn, cqe);
+                self.rc_recv_cqe(c, p, wr_id, idx, w.total as u32);
             }
         } else {
             e.write = Some(w);
@@ -1934,14 +1982,13 @@ impl State {
         Ok(())
     }
 
-    /// Executes an RDMA READ request: sends all its response packets.
-    fn read_respond(
-        &mut self,
-        c: &QpCtx,
-        e: &mut Engine,
-        p: &Packet<'_>,
-        new: bool,
-    ) -> Result<(), RespErr> {
+    /// A new RDMA READ request: checks it and takes a responder resource;
+    /// the responses go out at the end of the batch ([`Self::flush_acks`]).
+    fn read_accept(&mut self, c: &QpCtx, e: &mut Engine, p: &Packet<'_>) -> Result<(), RespErr> {
+        // Resources for max_dest_rd_atomic READs, rounded up to a power of
+        // two as rxe does for both of its limits: an rxe requester set to 3
+        // may have 4 outstanding. More resources than asked for are allowed.
+        let limit = usize::from(c.attr.max_dest_rd_atomic).next_power_of_two();
         if c.attr.qp_access_flags & ACCESS_REMOTE_READ == 0 || c.attr.max_dest_rd_atomic == 0 {
             return Err(RespErr::Fatal(aeth::NAK_INVALID_REQ, None));
         }
@@ -1949,28 +1996,93 @@ impl State {
         if len > MAX_MSG {
             return Err(RespErr::Fatal(aeth::NAK_INVALID_REQ, None));
         }
-        let Some(segs) = self.translate(p.reth.rkey, c.pdn, p.reth.va, len, ACCESS_REMOTE_READ)
-        else {
+        if self
+            .translate(p.reth.rkey, c.pdn, p.reth.va, len, ACCESS_REMOTE_READ)
+            .is_none()
+        {
             return Err(RespErr::Fatal(aeth::NAK_REM_ACCESS, None));
+        }
+        // Reuse the oldest answered resources; unanswered ones stay.
+        while e.reads.len() >= limit && e.reads.front().is_some_and(|r| !r.unanswered) {
+            e.reads.pop_front();
+        }
+        if e.reads.len() >= limit {
+            // More READs outstanding than max_dest_rd_atomic.
+            return Err(RespErr::Fatal(aeth::NAK_INVALID_REQ, None));
+        }
+        let n = pkts_for(len, self.mtu_of(&c.attr));
+        e.epsn = psn_add(p.bth.psn, n);
+        e.msn = (e.msn + 1) & 0xff_ffff;
+        e.reads.push_back(ReadRes {
+            psn: p.bth.psn,
+            npkts: n,
+            va: p.reth.va,
+            rkey: p.reth.rkey,
+            len: p.reth.len,
+            msn: e.msn,
+            unanswered: true,
+        });
+        self.schedule_response(c.qpn, e);
+        Ok(())
+    }
+
+    /// A duplicate READ request: answered again from the responder resource
+    /// holding its PSN, from that PSN on (IBTA 9.7.5.1.4); one still
+    /// unanswered is answered once, at the end of the batch. Without a
+    /// resource, or when the memory is no longer readable, it is dropped.
+    fn read_duplicate(&mut self, c: &QpCtx, e: &mut Engine, psn: u32) {
+        let Some((r, k)) = e
+            .reads
+            .iter()
+            .find_map(|r| r.index_of(psn).map(|k| (*r, k)))
+        else {
+            return;
+        };
+        if !r.unanswered {
+            let _ = self.read_responses(c, &r, k);
+        }
+    }
+
+    /// Sends the responses of every unanswered READ; a READ whose memory
+    /// vanished NAKs remote operational error and moves the QP to ERR.
+    fn answer_reads(&mut self, c: &QpCtx, e: &mut Engine) {
+        for i in 0..e.reads.len() {
+            let Some(r) = e.reads.get_mut(i).filter(|r| r.unanswered) else {
+                continue;
+            };
+            r.unanswered = false;
+            let r = *r;
+            if !self.read_responses(c, &r, 0) {
+                e.reads.clear();
+                self.send_ack(c, r.psn, aeth::NAK_REM_OP, r.msn);
+                self.qp_fail(c, e, None);
+                return;
+            }
+        }
+    }
+
+    /// Sends the response packets of READ `r` from packet `from` on; false
+    /// if its memory cannot be read.
+    fn read_responses(&mut self, c: &QpCtx, r: &ReadRes, from: u32) -> bool {
+        let len = u64::from(r.len);
+        let Some(segs) = self.translate(r.rkey, c.pdn, r.va, len, ACCESS_REMOTE_READ) else {
+            return false;
         };
         let Some(path) = self.path_of(&c.attr.av, c.qpn, c.attr.dest_qp_num) else {
-            return Ok(());
+            return true;
         };
         let mtu = self.mtu_of(&c.attr);
-        let n = pkts_for(len, mtu);
-        if new {
-            e.epsn = psn_add(p.bth.psn, n);
-            e.msn = (e.msn + 1) & 0xff_ffff;
-        }
+        let n = r.npkts;
         let mut payload = Vec::with_capacity(mtu as usize);
-        for k in 0..n {
+        for k in from..n {
             let off = u64::from(k) * mtu;
             let m = (len - off.min(len)).min(mtu) as usize;
             payload.clear();
             if !self.gather(&segs, off, m, &mut payload) {
-                return Err(RespErr::Fatal(aeth::NAK_REM_OP, None));
+                return false;
             }
-            let opcode = match (k == 0, k + 1 == n) {
+            // A re-requested tail is answered as a READ of its own.
+            let opcode = match (k == from, k + 1 == n) {
                 (true, true) => op::RC_READ_RESPONSE_ONLY,
                 (true, false) => op::RC_READ_RESPONSE_FIRST,
                 (false, true) => op::RC_READ_RESPONSE_LAST,
@@ -1980,24 +2092,16 @@ impl State {
                 opcode,
                 pkey: wire::DEFAULT_PKEY,
                 dest_qp: c.attr.dest_qp_num,
-                psn: psn_add(p.bth.psn, k),
+                psn: psn_add(r.psn, k),
                 ..Bth::default()
             };
             let aeth = Aeth {
                 syndrome: aeth::ACK_UNLIMITED,
-                msn: e.msn,
+                msn: r.msn,
             };
-            self.send_pkt(
-                &path,
-                bth,
-                Reth::default(),
-                aeth,
-                Deth::default(),
-                [0; 4],
-                &payload,
-            );
+            self.send_response(&path, bth, aeth, &payload);
         }
-        Ok(())
+        true
     }
 }
 
