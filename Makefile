@@ -7,7 +7,11 @@
 #                   the trixie root so the Rust toolchain is the kernel's own,
 #                   into .build/<flavour>/ (FERROCE_KERNEL_FLAVOUR=debug);
 #                   KDIR=/path/to/a/rust-enabled/kernel/build builds against
-#                   any other tree with the host's toolchain instead
+#                   any other tree with the host's toolchain instead;
+#                   also builds the provider
+#   make provider   libferroce, the rdma-core provider (providers/ferroce),
+#                   against a cached rdma-core of the root's libibverbs
+#                   version, inside the trixie root, into .build/provider/
 #   make run        the main job: VMs, RDMA, perftest, results shown
 #   make check      every test (cargo, KUnit, VM scenarios); ends with
 #                   "N passed, N failed"
@@ -37,19 +41,33 @@ KSRC_CMD = readlink -f $(KDIR)/source 2>/dev/null || echo $(KDIR)
 endif
 
 SHELL_SCRIPTS := $(wildcard scripts/*.sh) scripts/in-root qemu-test/run \
-	$(filter-out %.py,$(wildcard qemu-test/guest/*)) $(wildcard qemu-test/scenarios/*) .ci/run
+	$(filter-out %.py,$(wildcard qemu-test/guest/*)) $(wildcard qemu-test/scenarios/*) .ci/run \
+	$(wildcard providers/*/tests/*.sh)
 RUST_SOURCES = $(shell find drivers -name '*.rs')
 C_SOURCES = $(shell find include drivers providers -name '*.[ch]' 2>/dev/null)
 
-.PHONY: all modules run check lint clean help
+PROVIDER_OUT := $(TOP)/.build/provider
 
-all: modules
+.PHONY: all modules provider provider-check run check lint clean help
+
+all: modules provider
 
 modules:
 	$(KMAKE) modules
 
+# rdma-core's private headers and provider flags come from the tree that
+# scripts/make-rdma-core.sh prepares once (~1 min) in $FERROCE_CACHE.
+PROVIDER_MAKE = rc=$$($(TOP)/scripts/make-rdma-core.sh) && $(TOP)/scripts/in-root -- \
+	make -C $(TOP)/providers/ferroce RDMA_CORE=$$rc O=$(PROVIDER_OUT)
+
+provider:
+	$(PROVIDER_MAKE)
+
+provider-check:
+	$(PROVIDER_MAKE) check
+
 help:
-	@sed -n '3,17p' Makefile
+	@sed -n '3,21p' Makefile
 
 run:
 	$(TOP)/scripts/run-main.sh

@@ -37,6 +37,11 @@ fi
 log "check: make modules"
 if make -C "$FERROCE_TOP" -s modules; then pass 1; else fail "make modules"; fi
 
+# 2b. libferroce, the rdma-core provider: builds, its unit test, symbol
+#     check and load test (libibverbs matches it to a fake ferroce device).
+log "check: make provider-check"
+if make -C "$FERROCE_TOP" -s provider-check; then pass 1; else fail "make provider-check"; fi
+
 # 3. Style: rustfmt, clippy, checkpatch, shellcheck (make lint).
 log "check: make lint"
 if make -C "$FERROCE_TOP" -s lint; then pass 1; else fail "make lint"; fi

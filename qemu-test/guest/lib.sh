@@ -61,6 +61,32 @@ load_rdma_core() {
 	[ -d /sys/class/infiniband_verbs ] || { echo "ib_uverbs did not load" >&2; return 1; }
 }
 
+# load_ferroce_provider: make libibverbs load libferroce, the rdma-core
+# provider "make provider" builds into the checkout's .build/provider/.
+# libibverbs takes its provider list from /etc/libibverbs.d (fixed at build
+# time) or RDMAV_DRIVERS; the root is read-only, so a tmpfs holding the
+# root's *.driver files plus ferroce.driver is mounted over the directory
+# (every process sees it, whatever its environment).  A "driver" line with
+# an absolute path makes libibverbs dlopen PATH-rdmav<ABI>.so.
+FERROCE_PROVIDER=/src/.build/provider/libferroce
+load_ferroce_provider() {
+	local dir=/etc/libibverbs.d so tmp rc
+	for so in "$FERROCE_PROVIDER"-rdmav*.so; do
+		[ -f "$so" ] && break
+		echo "libferroce not built (make provider): no $so" >&2
+		return 1
+	done
+	[ -f "$dir/ferroce.driver" ] && return 0
+	tmp=$(mktemp -d) || return 1
+	cp "$dir"/*.driver "$tmp"/ &&
+		mount -t tmpfs -o mode=0755 libibverbs.d "$dir" &&
+		cp "$tmp"/*.driver "$dir"/ &&
+		echo "driver $FERROCE_PROVIDER" >"$dir/ferroce.driver"
+	rc=$?
+	rm -rf "$tmp"
+	return "$rc"
+}
+
 # rxe_up DEV NETDEV: soft-RoCE on a netdev.
 rxe_up() {
 	load_rdma_core && modprobe rdma_rxe && rdma link add "$1" type rxe netdev "$2"

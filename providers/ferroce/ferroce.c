@@ -1,0 +1,127 @@
+// SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+/*
+ * libferroce: device matching and the user context (doorbell page).
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "ferroce.h"
+
+static void ferroce_free_context(struct ibv_context *ibctx)
+{
+	struct ferroce_context *ctx = to_fctx(ibctx);
+
+	munmap(ctx->db, FERROCE_DB_PAGE_SIZE);
+	pthread_mutex_destroy(&ctx->qp_table_mutex);
+	pthread_mutex_destroy(&ctx->dbrec_mutex);
+	verbs_uninit_context(&ctx->ibv_ctx);
+	free(ctx);
+}
+
+static const struct verbs_context_ops ferroce_context_ops = {
+	.alloc_pd = ferroce_alloc_pd,
+	.create_ah = ferroce_create_ah,
+	.create_cq = ferroce_create_cq,
+	.create_qp = ferroce_create_qp,
+	.cq_event = ferroce_cq_event,
+	.dealloc_pd = ferroce_dealloc_pd,
+	.dereg_mr = ferroce_dereg_mr,
+	.destroy_ah = ferroce_destroy_ah,
+	.destroy_cq = ferroce_destroy_cq,
+	.destroy_qp = ferroce_destroy_qp,
+	.free_context = ferroce_free_context,
+	.modify_qp = ferroce_modify_qp,
+	.poll_cq = ferroce_poll_cq,
+	.post_recv = ferroce_post_recv,
+	.post_send = ferroce_post_send,
+	.query_device_ex = ferroce_query_device,
+	.query_port = ferroce_query_port,
+	.query_qp = ferroce_query_qp,
+	.reg_mr = ferroce_reg_mr,
+	.req_notify_cq = ferroce_req_notify_cq,
+};
+
+static struct verbs_context *ferroce_alloc_context(struct ibv_device *ibdev,
+						   int cmd_fd,
+						   void *private_data)
+{
+	struct ferroce_alloc_context_resp resp = {};
+	struct ibv_get_context cmd = {};
+	struct ferroce_context *ctx;
+
+	ctx = verbs_init_and_alloc_context(ibdev, cmd_fd, ctx, ibv_ctx,
+					   RDMA_DRIVER_UNKNOWN);
+	if (!ctx)
+		return NULL;
+
+	pthread_mutex_init(&ctx->qp_table_mutex, NULL);
+	pthread_mutex_init(&ctx->dbrec_mutex, NULL);
+	list_head_init(&ctx->dbrec_pages);
+
+	if (ibv_cmd_get_context(&ctx->ibv_ctx, &cmd, sizeof(cmd),
+				&resp.ibv_resp, sizeof(resp)))
+		goto err_free;
+
+	ctx->device_caps = resp.device_caps;
+	ctx->max_qp_wr = resp.max_qp_wr;
+	ctx->max_sge = resp.max_sge;
+	ctx->max_inline = resp.max_inline;
+	ctx->max_cqe = resp.max_cqe;
+
+	ctx->db = mmap(NULL, FERROCE_DB_PAGE_SIZE, PROT_WRITE, MAP_SHARED,
+		       cmd_fd, resp.db_mmap_offset);
+	if (ctx->db == MAP_FAILED) {
+		verbs_err(&ctx->ibv_ctx, "ferroce: cannot map doorbell page: %m\n");
+		goto err_free;
+	}
+
+	verbs_set_ops(&ctx->ibv_ctx, &ferroce_context_ops);
+
+	return &ctx->ibv_ctx;
+
+err_free:
+	pthread_mutex_destroy(&ctx->qp_table_mutex);
+	pthread_mutex_destroy(&ctx->dbrec_mutex);
+	verbs_uninit_context(&ctx->ibv_ctx);
+	free(ctx);
+	return NULL;
+}
+
+static struct verbs_device *ferroce_device_alloc(struct verbs_sysfs_dev *sdev)
+{
+	struct ferroce_device *dev;
+
+	dev = calloc(1, sizeof(*dev));
+	if (!dev)
+		return NULL;
+
+	return &dev->ibv_dev;
+}
+
+static void ferroce_device_free(struct verbs_device *vdev)
+{
+	free(container_of(vdev, struct ferroce_device, ibv_dev));
+}
+
+/*
+ * ferroce.ko registers with RDMA_DRIVER_UNKNOWN (no driver id allocated
+ * upstream yet), so the device is matched by its PCI ID.
+ */
+static const struct verbs_match_ent ferroce_match_table[] = {
+	VERBS_PCI_MATCH(FERROCE_PCI_VENDOR_ID, FERROCE_PCI_DEVICE_ID, NULL),
+	{},
+};
+
+static const struct verbs_device_ops ferroce_dev_ops = {
+	.name = "ferroce",
+	.match_min_abi_version = FERROCE_UVERBS_ABI_VERSION,
+	.match_max_abi_version = FERROCE_UVERBS_ABI_VERSION,
+	.match_table = ferroce_match_table,
+	.alloc_device = ferroce_device_alloc,
+	.uninit_device = ferroce_device_free,
+	.alloc_context = ferroce_alloc_context,
+};
+
+PROVIDER_DRIVER(ferroce, ferroce_dev_ops);

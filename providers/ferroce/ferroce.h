@@ -1,0 +1,185 @@
+/* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
+/*
+ * libferroce: the rdma-core provider of the ferroce RoCE v2 device.
+ *
+ * The device programming model (doorbells, WQE/CQE layouts, posting rules)
+ * is include/ferroce/ferroce-hw.h and Documentation/ferroce/device.rst; the
+ * udata exchanged with ferroce.ko is include/uapi/rdma/ferroce-abi.h.
+ */
+#ifndef FERROCE_PROVIDER_H
+#define FERROCE_PROVIDER_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <ccan/array_size.h>
+#include <ccan/list.h>
+#include <ccan/minmax.h>
+#include <infiniband/driver.h>
+#include <infiniband/kern-abi.h>
+#include <util/util.h>
+
+#include <ferroce/ferroce-hw.h>
+#include <rdma/ferroce-abi.h>
+#include <kernel-abi/ferroce-abi.h>
+
+DECLARE_DRV_CMD(ferroce_alloc_context, IB_USER_VERBS_CMD_GET_CONTEXT,
+		empty, ferroce_uresp_alloc_ctx);
+DECLARE_DRV_CMD(ferroce_create_cq, IB_USER_VERBS_CMD_CREATE_CQ,
+		ferroce_ureq_create_cq, ferroce_uresp_create_cq);
+DECLARE_DRV_CMD(ferroce_create_qp, IB_USER_VERBS_CMD_CREATE_QP,
+		ferroce_ureq_create_qp, ferroce_uresp_create_qp);
+DECLARE_DRV_CMD(ferroce_create_ah, IB_USER_VERBS_CMD_CREATE_AH,
+		empty, ferroce_uresp_create_ah);
+
+#define FERROCE_PAGE_SIZE		4096
+#define FERROCE_WQ_IDX_MASK		0xffff	/* 16-bit free-running PI/CI */
+
+/* qpn -> QP, two levels of 4096 entries (QPNs are 24 bits) */
+#define FERROCE_QP_TABLE_SHIFT		12
+#define FERROCE_QP_TABLE_SIZE		(1 << FERROCE_QP_TABLE_SHIFT)
+#define FERROCE_QP_TABLE_MASK		(FERROCE_QP_TABLE_SIZE - 1)
+
+/* doorbell records: one 4 KiB page holds 512 of them */
+#define FERROCE_DBRECS_PER_PAGE		(FERROCE_PAGE_SIZE / FERROCE_DBREC_ALIGN)
+
+struct ferroce_device {
+	struct verbs_device ibv_dev;
+};
+
+struct ferroce_qp;
+
+struct ferroce_qp_table_ent {
+	struct ferroce_qp **table;
+	unsigned int refcnt;
+};
+
+struct ferroce_context {
+	struct verbs_context ibv_ctx;
+	void *db;			/* the context's doorbell page */
+	uint32_t device_caps;
+	uint32_t max_qp_wr;
+	uint32_t max_sge;
+	uint32_t max_inline;
+	uint32_t max_cqe;
+
+	pthread_mutex_t qp_table_mutex;
+	struct ferroce_qp_table_ent qp_table[FERROCE_QP_TABLE_SIZE];
+
+	pthread_mutex_t dbrec_mutex;
+	struct list_head dbrec_pages;
+};
+
+struct ferroce_cq {
+	struct ibv_cq ibv_cq;
+	pthread_spinlock_t lock;
+	struct ferroce_cqe *buf;
+	size_t buf_size;
+	struct ferroce_cq_dbrec *dbrec;
+	void *db;			/* CQ doorbell in the context's page */
+	uint32_t cqn;
+	uint32_t depth;
+	uint32_t log_depth;
+	uint32_t ci;			/* free-running consumer index */
+	uint32_t arm_sn;		/* 2 bits used, +1 per consumed event */
+};
+
+/*
+ * A send or receive queue. pi and ci are free-running 16-bit indices: pi is
+ * advanced by post_send/post_recv under the queue's lock, ci only by the
+ * poller of the queue's CQ (wqe_idx + 1 of each CQE), so the poster may
+ * read a stale ci, which only makes the queue look fuller than it is.
+ */
+struct ferroce_wq {
+	pthread_spinlock_t lock;
+	void *buf;
+	size_t buf_size;
+	struct ferroce_qp_dbrec *dbrec;
+	void *db;			/* SQ or RQ doorbell in the context's page */
+	uint32_t depth;
+	uint32_t shift;			/* log2 of the WQE stride */
+	uint32_t max_sge;
+	uint16_t pi;
+	uint16_t ci;
+};
+
+struct ferroce_qp {
+	struct ibv_qp ibv_qp;
+	struct ferroce_wq sq;
+	struct ferroce_wq rq;		/* depth 0: no receive queue */
+	uint32_t qpn;
+	uint32_t max_inline;
+	bool sq_sig_all;
+};
+
+struct ferroce_ah {
+	struct ibv_ah ibv_ah;
+	uint32_t ahn;
+};
+
+static inline struct ferroce_context *to_fctx(struct ibv_context *ibctx)
+{
+	return container_of(ibctx, struct ferroce_context, ibv_ctx.context);
+}
+
+static inline struct ferroce_cq *to_fcq(struct ibv_cq *ibcq)
+{
+	return container_of(ibcq, struct ferroce_cq, ibv_cq);
+}
+
+static inline struct ferroce_qp *to_fqp(struct ibv_qp *ibqp)
+{
+	return container_of(ibqp, struct ferroce_qp, ibv_qp);
+}
+
+static inline struct ferroce_ah *to_fah(struct ibv_ah *ibah)
+{
+	return container_of(ibah, struct ferroce_ah, ibv_ah);
+}
+
+/* Queue sizing (verbs.c), exported for the unit test. */
+uint32_t ferroce_cq_depth(uint32_t cqe);
+int ferroce_sq_shift(uint32_t max_send_sge, uint32_t max_inline);
+int ferroce_rq_shift(uint32_t max_recv_sge);
+
+/* QP table (verbs.c); ferroce_find_qp is called by the poller */
+struct ferroce_qp *ferroce_find_qp(struct ferroce_context *ctx, uint32_t qpn);
+
+/* verbs.c: control path */
+int ferroce_query_device(struct ibv_context *ibctx,
+			 const struct ibv_query_device_ex_input *input,
+			 struct ibv_device_attr_ex *attr, size_t attr_size);
+int ferroce_query_port(struct ibv_context *ibctx, uint8_t port,
+		       struct ibv_port_attr *attr);
+struct ibv_pd *ferroce_alloc_pd(struct ibv_context *ibctx);
+int ferroce_dealloc_pd(struct ibv_pd *pd);
+struct ibv_mr *ferroce_reg_mr(struct ibv_pd *pd, void *addr, size_t len,
+			      uint64_t hca_va, int access);
+int ferroce_dereg_mr(struct verbs_mr *vmr);
+struct ibv_cq *ferroce_create_cq(struct ibv_context *ibctx, int cqe,
+				 struct ibv_comp_channel *channel,
+				 int comp_vector);
+int ferroce_destroy_cq(struct ibv_cq *ibcq);
+struct ibv_qp *ferroce_create_qp(struct ibv_pd *pd,
+				 struct ibv_qp_init_attr *attr);
+int ferroce_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr,
+		      int attr_mask);
+int ferroce_query_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr,
+		     int attr_mask, struct ibv_qp_init_attr *init_attr);
+int ferroce_destroy_qp(struct ibv_qp *ibqp);
+struct ibv_ah *ferroce_create_ah(struct ibv_pd *pd, struct ibv_ah_attr *attr);
+int ferroce_destroy_ah(struct ibv_ah *ah);
+
+/* datapath.c */
+int ferroce_poll_cq(struct ibv_cq *ibcq, int num_entries, struct ibv_wc *wc);
+int ferroce_req_notify_cq(struct ibv_cq *ibcq, int solicited_only);
+void ferroce_cq_event(struct ibv_cq *ibcq);
+void ferroce_cq_clean(struct ferroce_cq *cq, uint32_t qpn);
+int ferroce_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr,
+		      struct ibv_send_wr **bad_wr);
+int ferroce_post_recv(struct ibv_qp *ibqp, struct ibv_recv_wr *wr,
+		      struct ibv_recv_wr **bad_wr);
+
+#endif /* FERROCE_PROVIDER_H */

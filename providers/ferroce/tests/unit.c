@@ -1,0 +1,340 @@
+// SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+/*
+ * libferroce unit test: queue sizing, CQE phase/polling, WQE building and
+ * doorbell values, against fake queues in memory (no device, no kernel).
+ * Built and run by "make provider-check".
+ */
+#include <endian.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../ferroce.h"
+
+static int failures;
+
+#define CHECK(cond)							\
+	do {								\
+		if (!(cond)) {						\
+			fprintf(stderr, "%s:%d: CHECK(%s) failed\n",	\
+				__FILE__, __LINE__, #cond);		\
+			failures++;					\
+		}							\
+	} while (0)
+
+static void test_sizing(void)
+{
+	CHECK(ferroce_cq_depth(1) == 2);
+	CHECK(ferroce_cq_depth(2) == 4);
+	CHECK(ferroce_cq_depth(3) == 4);
+	CHECK(ferroce_cq_depth(4) == 8);
+	CHECK(ferroce_cq_depth(1023) == 1024);
+	CHECK(ferroce_cq_depth(1024) == 2048);
+
+	/* 64 + max(sge * 16, inline) <= stride, stride >= 128 */
+	CHECK(ferroce_sq_shift(0, 0) == 7);
+	CHECK(ferroce_sq_shift(4, 0) == 7);
+	CHECK(ferroce_sq_shift(5, 0) == 8);
+	CHECK(ferroce_sq_shift(1, 64) == 7);
+	CHECK(ferroce_sq_shift(1, 65) == 8);
+	CHECK(ferroce_sq_shift(16, 256) == 9);
+	CHECK(ferroce_sq_shift(60, 0) == 10);
+	CHECK(ferroce_sq_shift(61, 0) == -EINVAL);
+	CHECK(ferroce_sq_shift(1, 961) == -EINVAL);
+
+	/* 16 + sge * 16 rounded to a power of two >= 32 */
+	CHECK(ferroce_rq_shift(0) == 5);
+	CHECK(ferroce_rq_shift(1) == 5);
+	CHECK(ferroce_rq_shift(2) == 6);
+	CHECK(ferroce_rq_shift(3) == 6);
+	CHECK(ferroce_rq_shift(4) == 7);
+	CHECK(ferroce_rq_shift(16) == 9);
+	CHECK(ferroce_rq_shift(63) == 10);
+	CHECK(ferroce_rq_shift(64) == -EINVAL);
+}
+
+struct fake {
+	struct ferroce_context *ctx;
+	struct ferroce_cq cq;
+	struct ferroce_qp qp;
+	struct ferroce_cq_dbrec cq_dbrec;
+	struct ferroce_qp_dbrec sq_dbrec;
+	struct ferroce_qp_dbrec rq_dbrec;
+	uint64_t db_page[FERROCE_DB_PAGE_SIZE / 8];
+};
+
+static void fake_init(struct fake *f, uint32_t cq_depth, uint32_t sq_depth)
+{
+	memset(f, 0, sizeof(*f));
+	f->ctx = calloc(1, sizeof(*f->ctx));
+	f->ctx->db = f->db_page;
+
+	f->cq.ibv_cq.context = &f->ctx->ibv_ctx.context;
+	f->cq.depth = cq_depth;
+	f->cq.log_depth = ffs(cq_depth) - 1;
+	f->cq.buf = calloc(cq_depth, sizeof(struct ferroce_cqe));
+	f->cq.dbrec = &f->cq_dbrec;
+	f->cq.db = (uint8_t *)f->db_page + FERROCE_DB_CQ;
+	f->cq.cqn = 5;
+	pthread_spin_init(&f->cq.lock, PTHREAD_PROCESS_PRIVATE);
+
+	f->qp.ibv_qp.context = &f->ctx->ibv_ctx.context;
+	f->qp.ibv_qp.qp_type = IBV_QPT_RC;
+	f->qp.ibv_qp.state = IBV_QPS_RTS;
+	f->qp.qpn = 0x123;
+	f->qp.max_inline = 64;
+	f->qp.sq.depth = sq_depth;
+	f->qp.sq.shift = 7;
+	f->qp.sq.max_sge = 4;
+	f->qp.sq.buf = calloc(sq_depth, 128);
+	f->qp.sq.dbrec = &f->sq_dbrec;
+	f->qp.sq.db = (uint8_t *)f->db_page + FERROCE_DB_SQ;
+	pthread_spin_init(&f->qp.sq.lock, PTHREAD_PROCESS_PRIVATE);
+	f->qp.rq.depth = 4;
+	f->qp.rq.shift = 5;
+	f->qp.rq.max_sge = 1;
+	f->qp.rq.buf = calloc(4, 32);
+	f->qp.rq.dbrec = &f->rq_dbrec;
+	f->qp.rq.db = (uint8_t *)f->db_page + FERROCE_DB_RQ;
+	pthread_spin_init(&f->qp.rq.lock, PTHREAD_PROCESS_PRIVATE);
+
+	/* The QP table entry create_qp would add */
+	f->ctx->qp_table[0].table = calloc(FERROCE_QP_TABLE_SIZE,
+					   sizeof(struct ferroce_qp *));
+	f->ctx->qp_table[0].table[f->qp.qpn] = &f->qp;
+	f->ctx->qp_table[0].refcnt = 1;
+}
+
+static void fake_fini(struct fake *f)
+{
+	free(f->cq.buf);
+	free(f->qp.sq.buf);
+	free(f->qp.rq.buf);
+	free(f->ctx->qp_table[0].table);
+	free(f->ctx);
+}
+
+/* The device's side: write CQE number pi with the phase rule. */
+static void device_cqe(struct fake *f, uint32_t pi, uint64_t wr_id,
+		       uint8_t opcode, uint16_t wqe_idx)
+{
+	struct ferroce_cqe *cqe = &f->cq.buf[pi & (f->cq.depth - 1)];
+
+	memset(cqe, 0, sizeof(*cqe));
+	cqe->wr_id = htole64(wr_id);
+	cqe->qpn = htole32(f->qp.qpn);
+	cqe->opcode = opcode;
+	cqe->byte_len = htole32(100);
+	cqe->wqe_idx = htole16(wqe_idx);
+	cqe->owner = ((pi >> f->cq.log_depth) & 1) ^ 1;
+}
+
+static void test_poll(void)
+{
+	struct ibv_wc wc[4];
+	struct fake f;
+	uint32_t pi;
+
+	fake_init(&f, 4, 8);
+	CHECK(ferroce_poll_cq(&f.cq.ibv_cq, 4, wc) == 0);
+
+	/* Three passes over a 4-deep ring, phase flips on every pass. */
+	for (pi = 0; pi < 12; pi++) {
+		device_cqe(&f, pi, 1000 + pi, IBV_WC_SEND, pi);
+		CHECK(ferroce_poll_cq(&f.cq.ibv_cq, 4, wc) == 1);
+		CHECK(wc[0].wr_id == 1000 + pi);
+		CHECK(wc[0].opcode == IBV_WC_SEND);
+		CHECK(wc[0].status == IBV_WC_SUCCESS);
+		CHECK(wc[0].qp_num == 0x123);
+		CHECK(wc[0].byte_len == 100);
+		CHECK(ferroce_poll_cq(&f.cq.ibv_cq, 4, wc) == 0);
+		CHECK(le32toh(f.cq_dbrec.ci) == pi + 1);
+	}
+
+	/* A batch, polled in two calls */
+	for (pi = 12; pi < 15; pi++)
+		device_cqe(&f, pi, pi, IBV_WC_RECV, pi);
+	CHECK(ferroce_poll_cq(&f.cq.ibv_cq, 2, wc) == 2);
+	CHECK(wc[0].wr_id == 12 && wc[1].wr_id == 13);
+	CHECK(wc[0].opcode == IBV_WC_RECV);
+	CHECK(ferroce_poll_cq(&f.cq.ibv_cq, 4, wc) == 1);
+	CHECK(wc[0].wr_id == 14);
+	CHECK(le32toh(f.cq_dbrec.ci) == 15);
+
+	/* Arming names cqn, ci, cmd and arm_sn */
+	ferroce_req_notify_cq(&f.cq.ibv_cq, 0);
+	CHECK(le64toh(f.db_page[FERROCE_DB_CQ / 8]) ==
+	      FERROCE_DB_CQ_VAL(5, 15, FERROCE_CQ_CMD_ARM_NEXT, 0));
+	ferroce_cq_event(&f.cq.ibv_cq);
+	ferroce_req_notify_cq(&f.cq.ibv_cq, 1);
+	CHECK(le64toh(f.db_page[FERROCE_DB_CQ / 8]) ==
+	      FERROCE_DB_CQ_VAL(5, 15, FERROCE_CQ_CMD_ARM_SOLICITED, 1));
+	fake_fini(&f);
+}
+
+/* Destroying/resetting a QP drops its CQEs, keeping the others in order. */
+static void test_clean(void)
+{
+	static const uint32_t qpns[] = { 7, 0x123, 7, 7, 0x123, 7 };
+	struct ibv_wc wc[8];
+	struct fake f;
+	uint32_t pi;
+	int i, n;
+
+	fake_init(&f, 8, 8);
+	/* Start near the end of the first pass so the batch wraps. */
+	for (pi = 0; pi < 5; pi++)
+		device_cqe(&f, pi, pi, IBV_WC_SEND, pi);
+	CHECK(ferroce_poll_cq(&f.cq.ibv_cq, 8, wc) == 5);
+	for (i = 0; i < 6; i++) {
+		device_cqe(&f, 5 + i, 100 + i, IBV_WC_RECV, i);
+		f.cq.buf[(5 + i) & 7].qpn = htole32(qpns[i]);
+	}
+	pthread_spin_lock(&f.cq.lock);
+	ferroce_cq_clean(&f.cq, 7);
+	pthread_spin_unlock(&f.cq.lock);
+	CHECK(f.cq.ci == 9);
+	CHECK(le32toh(f.cq_dbrec.ci) == 9);
+	n = ferroce_poll_cq(&f.cq.ibv_cq, 8, wc);
+	CHECK(n == 2);
+	CHECK(wc[0].wr_id == 101 && wc[1].wr_id == 104);
+	CHECK(wc[0].qp_num == 0x123 && wc[1].qp_num == 0x123);
+	/* The ring goes on: the next CQE is found at its index. */
+	device_cqe(&f, 11, 200, IBV_WC_SEND, 0);
+	CHECK(ferroce_poll_cq(&f.cq.ibv_cq, 8, wc) == 1 && wc[0].wr_id == 200);
+	fake_fini(&f);
+}
+
+static void test_post(void)
+{
+	struct ibv_send_wr wr = {}, wr2, w3, *bad = NULL;
+	struct ibv_recv_wr rwr = {}, *rbad = NULL;
+	struct ferroce_sq_wqe_hdr *hdr;
+	struct ferroce_sq_wqe_rdma *rdma;
+	struct ferroce_sge *sge;
+	struct ibv_sge sg[5] = {};
+	char payload[80] = "inline payload";
+	struct ibv_wc wc[1];
+	struct fake f;
+
+	fake_init(&f, 4, 4);
+	sg[0].addr = 0x1000;
+	sg[0].length = 64;
+	sg[0].lkey = 0x100;
+
+	/* RDMA WRITE, signaled */
+	wr.wr_id = 42;
+	wr.opcode = IBV_WR_RDMA_WRITE;
+	wr.send_flags = IBV_SEND_SIGNALED;
+	wr.sg_list = sg;
+	wr.num_sge = 1;
+	wr.wr.rdma.remote_addr = 0xabc000;
+	wr.wr.rdma.rkey = 0x200;
+	CHECK(ferroce_post_send(&f.qp.ibv_qp, &wr, &bad) == 0);
+	hdr = f.qp.sq.buf;
+	rdma = (void *)((uint8_t *)hdr + FERROCE_SQ_WQE_SEG_OFFSET);
+	sge = (void *)((uint8_t *)hdr + FERROCE_SQ_WQE_DATA_OFFSET);
+	CHECK(le64toh(hdr->wr_id) == 42);
+	CHECK(hdr->opcode == FERROCE_WR_RDMA_WRITE);
+	CHECK(hdr->flags == FERROCE_WQE_SIGNALED);
+	CHECK(hdr->num_sge == 1);
+	CHECK(le64toh(rdma->remote_addr) == 0xabc000);
+	CHECK(le32toh(rdma->rkey) == 0x200);
+	CHECK(le64toh(sge->addr) == 0x1000 && le32toh(sge->length) == 64 &&
+	      le32toh(sge->lkey) == 0x100);
+	CHECK(le32toh(f.sq_dbrec.pi) == 1);
+	CHECK(le64toh(f.db_page[FERROCE_DB_SQ / 8]) ==
+	      FERROCE_DB_SQ_VAL(0x123, 1));
+
+	/* Inline SEND with immediate, solicited */
+	sg[1].addr = (uintptr_t)payload;
+	sg[1].length = 15;
+	wr.wr_id = 43;
+	wr.opcode = IBV_WR_SEND_WITH_IMM;
+	wr.send_flags = IBV_SEND_INLINE | IBV_SEND_SOLICITED;
+	wr.sg_list = &sg[1];
+	wr.imm_data = htobe32(0xdeadbeef);
+	CHECK(ferroce_post_send(&f.qp.ibv_qp, &wr, &bad) == 0);
+	hdr = (void *)((uint8_t *)f.qp.sq.buf + 128);
+	CHECK(hdr->opcode == FERROCE_WR_SEND_IMM);
+	CHECK(hdr->flags == (FERROCE_WQE_INLINE | FERROCE_WQE_SOLICITED));
+	CHECK(hdr->num_sge == 0 && le32toh(hdr->inline_len) == 15);
+	CHECK(hdr->imm_data == htobe32(0xdeadbeef));
+	CHECK(!memcmp((uint8_t *)hdr + FERROCE_SQ_WQE_DATA_OFFSET, payload, 15));
+
+	/* Bad input: too many SGEs, inline too large, READ inline, opcode */
+	wr.send_flags = 0;
+	wr.opcode = IBV_WR_SEND;
+	wr.sg_list = sg;
+	wr.num_sge = 5;
+	bad = NULL;
+	CHECK(ferroce_post_send(&f.qp.ibv_qp, &wr, &bad) == EINVAL);
+	CHECK(bad == &wr);
+	sg[1].length = 65;
+	wr.sg_list = &sg[1];
+	wr.num_sge = 1;
+	wr.send_flags = IBV_SEND_INLINE;
+	CHECK(ferroce_post_send(&f.qp.ibv_qp, &wr, &bad) == EINVAL);
+	wr.opcode = IBV_WR_RDMA_READ;
+	sg[1].length = 8;
+	CHECK(ferroce_post_send(&f.qp.ibv_qp, &wr, &bad) == EINVAL);
+	wr.send_flags = 0;
+	wr.opcode = IBV_WR_ATOMIC_CMP_AND_SWP;
+	CHECK(ferroce_post_send(&f.qp.ibv_qp, &wr, &bad) == EINVAL);
+	CHECK(le32toh(f.sq_dbrec.pi) == 2);
+
+	/* Queue full: 2 more fit in the 4-deep SQ, the 3rd of a chain fails */
+	wr.opcode = IBV_WR_SEND;
+	wr2 = wr;
+	w3 = wr;
+	wr.next = &wr2;
+	wr2.next = &w3;
+	w3.next = NULL;
+	bad = NULL;
+	CHECK(ferroce_post_send(&f.qp.ibv_qp, &wr, &bad) == ENOMEM);
+	CHECK(bad == &w3);
+	CHECK(le32toh(f.sq_dbrec.pi) == 4);
+
+	/* A CQE for WQE 2 retires WQEs 0..2: room for 3 again */
+	device_cqe(&f, 0, 0, IBV_WC_SEND, 2);
+	CHECK(ferroce_poll_cq(&f.cq.ibv_cq, 1, wc) == 1);
+	CHECK(f.qp.sq.ci == 3);
+	w3.next = &wr;
+	wr.next = NULL;
+	CHECK(ferroce_post_send(&f.qp.ibv_qp, &wr2, &bad) == 0);
+	CHECK(le32toh(f.sq_dbrec.pi) == 7);
+	CHECK(ferroce_post_send(&f.qp.ibv_qp, &wr, &bad) == ENOMEM);
+
+	/* Wrong state */
+	f.qp.ibv_qp.state = IBV_QPS_INIT;
+	wr.next = NULL;
+	CHECK(ferroce_post_send(&f.qp.ibv_qp, &wr, &bad) == EINVAL);
+
+	/* Receive */
+	rwr.wr_id = 7;
+	rwr.sg_list = sg;
+	rwr.num_sge = 1;
+	CHECK(ferroce_post_recv(&f.qp.ibv_qp, &rwr, &rbad) == 0);
+	CHECK(le32toh(f.rq_dbrec.pi) == 1);
+	CHECK(le64toh(f.db_page[FERROCE_DB_RQ / 8]) ==
+	      FERROCE_DB_SQ_VAL(0x123, 1));
+	rwr.num_sge = 2;
+	CHECK(ferroce_post_recv(&f.qp.ibv_qp, &rwr, &rbad) == EINVAL);
+	CHECK(rbad == &rwr);
+	fake_fini(&f);
+}
+
+int main(void)
+{
+	test_sizing();
+	test_poll();
+	test_clean();
+	test_post();
+	if (failures) {
+		fprintf(stderr, "ferroce-unit: %d check(s) failed\n", failures);
+		return 1;
+	}
+	printf("ferroce-unit: all checks passed\n");
+	return 0;
+}

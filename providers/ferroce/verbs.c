@@ -1,0 +1,731 @@
+// SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+/*
+ * libferroce: control path. Every object is created by ferroce.ko through
+ * the uverbs commands; CQ and QP rings and their doorbell records live in
+ * process memory, allocated here and handed to the driver in the udata
+ * (include/uapi/rdma/ferroce-abi.h).
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "ferroce.h"
+
+/* ------------------------------------------------------------------------
+ * Queue sizing (Documentation/ferroce/device.rst, "Work queues")
+ * ------------------------------------------------------------------------
+ */
+
+/* CQ depth: a power of two > cqe (the ABI's rule), at least 2 */
+uint32_t ferroce_cq_depth(uint32_t cqe)
+{
+	return roundup_pow_of_two(max_t(uint64_t, (uint64_t)cqe + 1, 2));
+}
+
+/* log2 of the smallest SQ stride >= 128 B holding the SGEs or inline data */
+int ferroce_sq_shift(uint32_t max_send_sge, uint32_t max_inline)
+{
+	uint64_t need = FERROCE_SQ_WQE_DATA_OFFSET +
+		max_t(uint64_t, (uint64_t)max_send_sge * sizeof(struct ferroce_sge),
+		      max_inline);
+	int shift;
+
+	for (shift = FERROCE_SQ_WQE_SHIFT_MIN;
+	     shift <= FERROCE_SQ_WQE_SHIFT_MAX; shift++)
+		if (need <= 1ULL << shift)
+			return shift;
+	return -EINVAL;
+}
+
+/* log2 of the RQ stride: header + SGEs, rounded to a power of two >= 32 B */
+int ferroce_rq_shift(uint32_t max_recv_sge)
+{
+	uint64_t need = FERROCE_RQ_WQE_DATA_OFFSET +
+		(uint64_t)max_recv_sge * sizeof(struct ferroce_sge);
+	int shift;
+
+	for (shift = FERROCE_RQ_WQE_SHIFT_MIN;
+	     shift <= FERROCE_RQ_WQE_SHIFT_MAX; shift++)
+		if (need <= 1ULL << shift)
+			return shift;
+	return -EINVAL;
+}
+
+/* ------------------------------------------------------------------------
+ * Doorbell records: 8-byte slots carved out of dedicated 4 KiB pages, so
+ * that the pages the driver pins hold nothing but records and can be
+ * excluded from fork().
+ * ------------------------------------------------------------------------
+ */
+struct ferroce_dbrec_page {
+	struct list_node entry;
+	void *page;
+	unsigned int used;
+	uint64_t busy[FERROCE_DBRECS_PER_PAGE / 64];
+};
+
+static void *ferroce_alloc_dbrec(struct ferroce_context *ctx)
+{
+	struct ferroce_dbrec_page *p;
+	void *rec = NULL;
+	unsigned int i;
+	int bit;
+
+	pthread_mutex_lock(&ctx->dbrec_mutex);
+	list_for_each(&ctx->dbrec_pages, p, entry)
+		if (p->used < FERROCE_DBRECS_PER_PAGE)
+			goto found;
+
+	p = calloc(1, sizeof(*p));
+	if (!p)
+		goto out;
+	if (posix_memalign(&p->page, FERROCE_PAGE_SIZE, FERROCE_PAGE_SIZE)) {
+		free(p);
+		goto out;
+	}
+	if (ibv_dontfork_range(p->page, FERROCE_PAGE_SIZE)) {
+		free(p->page);
+		free(p);
+		goto out;
+	}
+	list_add(&ctx->dbrec_pages, &p->entry);
+
+found:
+	for (i = 0; i < ARRAY_SIZE(p->busy); i++) {
+		if (p->busy[i] == UINT64_MAX)
+			continue;
+		bit = ffsll(~p->busy[i]) - 1;
+		p->busy[i] |= 1ULL << bit;
+		p->used++;
+		rec = (uint8_t *)p->page +
+		      (i * 64 + bit) * FERROCE_DBREC_ALIGN;
+		memset(rec, 0, FERROCE_DBREC_ALIGN);
+		break;
+	}
+out:
+	pthread_mutex_unlock(&ctx->dbrec_mutex);
+	if (!rec)
+		errno = ENOMEM;
+	return rec;
+}
+
+static void ferroce_free_dbrec(struct ferroce_context *ctx, void *rec)
+{
+	uintptr_t page = (uintptr_t)rec & ~(uintptr_t)(FERROCE_PAGE_SIZE - 1);
+	struct ferroce_dbrec_page *p;
+	unsigned int idx;
+
+	if (!rec)
+		return;
+
+	pthread_mutex_lock(&ctx->dbrec_mutex);
+	list_for_each(&ctx->dbrec_pages, p, entry) {
+		if ((uintptr_t)p->page != page)
+			continue;
+		idx = ((uintptr_t)rec - page) / FERROCE_DBREC_ALIGN;
+		p->busy[idx / 64] &= ~(1ULL << (idx % 64));
+		if (--p->used == 0) {
+			list_del(&p->entry);
+			ibv_dofork_range(p->page, FERROCE_PAGE_SIZE);
+			free(p->page);
+			free(p);
+		}
+		break;
+	}
+	pthread_mutex_unlock(&ctx->dbrec_mutex);
+}
+
+/* A zeroed, page-aligned ring excluded from fork() */
+static void *ferroce_alloc_ring(size_t size)
+{
+	void *buf;
+	int ret;
+
+	ret = posix_memalign(&buf, FERROCE_PAGE_SIZE, size);
+	if (ret) {
+		errno = ret;
+		return NULL;
+	}
+	memset(buf, 0, size);
+	if (ibv_dontfork_range(buf, size)) {
+		free(buf);
+		errno = ENOMEM;
+		return NULL;
+	}
+	return buf;
+}
+
+static void ferroce_free_ring(void *buf, size_t size)
+{
+	if (!buf)
+		return;
+	ibv_dofork_range(buf, size);
+	free(buf);
+}
+
+/* ------------------------------------------------------------------------
+ * QP table: the poller maps a CQE's qpn to its QP to retire WQEs.
+ * ------------------------------------------------------------------------
+ */
+static int ferroce_store_qp(struct ferroce_context *ctx, struct ferroce_qp *qp)
+{
+	uint32_t hi = (qp->qpn & FERROCE_QPN_MASK) >> FERROCE_QP_TABLE_SHIFT;
+	uint32_t lo = qp->qpn & FERROCE_QP_TABLE_MASK;
+	struct ferroce_qp_table_ent *ent = &ctx->qp_table[hi];
+	int ret = 0;
+
+	pthread_mutex_lock(&ctx->qp_table_mutex);
+	if (!ent->refcnt) {
+		ent->table = calloc(FERROCE_QP_TABLE_SIZE, sizeof(*ent->table));
+		if (!ent->table) {
+			ret = ENOMEM;
+			goto out;
+		}
+	}
+	if (ent->table[lo]) {
+		ret = EEXIST;
+		goto out;
+	}
+	ent->table[lo] = qp;
+	ent->refcnt++;
+out:
+	pthread_mutex_unlock(&ctx->qp_table_mutex);
+	return ret;
+}
+
+static void ferroce_clear_qp(struct ferroce_context *ctx, struct ferroce_qp *qp)
+{
+	uint32_t hi = (qp->qpn & FERROCE_QPN_MASK) >> FERROCE_QP_TABLE_SHIFT;
+	uint32_t lo = qp->qpn & FERROCE_QP_TABLE_MASK;
+	struct ferroce_qp_table_ent *ent = &ctx->qp_table[hi];
+
+	pthread_mutex_lock(&ctx->qp_table_mutex);
+	if (ent->refcnt && ent->table[lo] == qp) {
+		ent->table[lo] = NULL;
+		if (--ent->refcnt == 0) {
+			free(ent->table);
+			ent->table = NULL;
+		}
+	}
+	pthread_mutex_unlock(&ctx->qp_table_mutex);
+}
+
+struct ferroce_qp *ferroce_find_qp(struct ferroce_context *ctx, uint32_t qpn)
+{
+	struct ferroce_qp_table_ent *ent;
+
+	ent = &ctx->qp_table[(qpn & FERROCE_QPN_MASK) >> FERROCE_QP_TABLE_SHIFT];
+	if (!ent->refcnt)
+		return NULL;
+	return ent->table[qpn & FERROCE_QP_TABLE_MASK];
+}
+
+/* ------------------------------------------------------------------------
+ * Device, port, PD, MR
+ * ------------------------------------------------------------------------
+ */
+int ferroce_query_device(struct ibv_context *ibctx,
+			 const struct ibv_query_device_ex_input *input,
+			 struct ibv_device_attr_ex *attr, size_t attr_size)
+{
+	struct ib_uverbs_ex_query_device_resp resp;
+	size_t resp_size = sizeof(resp);
+	uint64_t fw;
+	int ret;
+
+	ret = ibv_cmd_query_device_any(ibctx, input, attr, attr_size, &resp,
+				       &resp_size);
+	if (ret)
+		return ret;
+
+	fw = resp.base.fw_ver;
+	snprintf(attr->orig_attr.fw_ver, sizeof(attr->orig_attr.fw_ver),
+		 "%u.%u.%u", (unsigned int)(fw >> 32) & 0xffff,
+		 (unsigned int)(fw >> 16) & 0xffff, (unsigned int)fw & 0xffff);
+	return 0;
+}
+
+int ferroce_query_port(struct ibv_context *ibctx, uint8_t port,
+		       struct ibv_port_attr *attr)
+{
+	struct ibv_query_port cmd = {};
+
+	return ibv_cmd_query_port(ibctx, port, attr, &cmd, sizeof(cmd));
+}
+
+struct ibv_pd *ferroce_alloc_pd(struct ibv_context *ibctx)
+{
+	struct ib_uverbs_alloc_pd_resp resp;
+	struct ibv_alloc_pd cmd = {};
+	struct ibv_pd *pd;
+	int ret;
+
+	pd = calloc(1, sizeof(*pd));
+	if (!pd)
+		return NULL;
+
+	ret = ibv_cmd_alloc_pd(ibctx, pd, &cmd, sizeof(cmd), &resp,
+			       sizeof(resp));
+	if (ret) {
+		free(pd);
+		errno = ret;
+		return NULL;
+	}
+	return pd;
+}
+
+int ferroce_dealloc_pd(struct ibv_pd *pd)
+{
+	int ret;
+
+	ret = ibv_cmd_dealloc_pd(pd);
+	if (ret)
+		return ret;
+	free(pd);
+	return 0;
+}
+
+struct ibv_mr *ferroce_reg_mr(struct ibv_pd *pd, void *addr, size_t len,
+			      uint64_t hca_va, int access)
+{
+	struct ib_uverbs_reg_mr_resp resp;
+	struct ibv_reg_mr cmd;
+	struct verbs_mr *vmr;
+	int ret;
+
+	vmr = calloc(1, sizeof(*vmr));
+	if (!vmr)
+		return NULL;
+
+	ret = ibv_cmd_reg_mr(pd, addr, len, hca_va, access, vmr, &cmd,
+			     sizeof(cmd), &resp, sizeof(resp));
+	if (ret) {
+		free(vmr);
+		errno = ret;
+		return NULL;
+	}
+	return &vmr->ibv_mr;
+}
+
+int ferroce_dereg_mr(struct verbs_mr *vmr)
+{
+	int ret;
+
+	ret = ibv_cmd_dereg_mr(vmr);
+	if (ret)
+		return ret;
+	free(vmr);
+	return 0;
+}
+
+/* ------------------------------------------------------------------------
+ * CQ
+ * ------------------------------------------------------------------------
+ */
+struct ibv_cq *ferroce_create_cq(struct ibv_context *ibctx, int cqe,
+				 struct ibv_comp_channel *channel,
+				 int comp_vector)
+{
+	struct ferroce_context *ctx = to_fctx(ibctx);
+	struct ferroce_create_cq_resp resp = {};
+	struct ferroce_create_cq cmd = {};
+	struct ferroce_cq *cq;
+	uint32_t depth;
+	int ret;
+
+	if (cqe < 1 || (uint32_t)cqe >= ctx->max_cqe) {
+		errno = EINVAL;
+		return NULL;
+	}
+	depth = ferroce_cq_depth(cqe);
+	if (depth > ctx->max_cqe) {
+		errno = EINVAL;
+		return NULL;
+	}
+
+	cq = calloc(1, sizeof(*cq));
+	if (!cq)
+		return NULL;
+
+	cq->depth = depth;
+	cq->log_depth = ffs(depth) - 1;
+	cq->buf_size = align((size_t)depth * FERROCE_CQE_SIZE,
+			     FERROCE_PAGE_SIZE);
+	cq->buf = ferroce_alloc_ring(cq->buf_size);
+	if (!cq->buf)
+		goto err_free;
+	cq->dbrec = ferroce_alloc_dbrec(ctx);
+	if (!cq->dbrec)
+		goto err_ring;
+
+	cmd.buf_va = (uintptr_t)cq->buf;
+	cmd.dbrec_va = (uintptr_t)cq->dbrec;
+	cmd.depth = depth;
+
+	ret = ibv_cmd_create_cq(ibctx, cqe, channel, comp_vector, &cq->ibv_cq,
+				&cmd.ibv_cmd, sizeof(cmd), &resp.ibv_resp,
+				sizeof(resp));
+	if (ret) {
+		errno = ret;
+		goto err_dbrec;
+	}
+
+	pthread_spin_init(&cq->lock, PTHREAD_PROCESS_PRIVATE);
+	cq->cqn = resp.cqn;
+	cq->db = (uint8_t *)ctx->db + FERROCE_DB_CQ;
+	/* The device writes at most depth CQEs ahead of the recorded CI. */
+	cq->ibv_cq.cqe = depth - 1;
+
+	return &cq->ibv_cq;
+
+err_dbrec:
+	ferroce_free_dbrec(ctx, cq->dbrec);
+err_ring:
+	ferroce_free_ring(cq->buf, cq->buf_size);
+err_free:
+	free(cq);
+	return NULL;
+}
+
+int ferroce_destroy_cq(struct ibv_cq *ibcq)
+{
+	struct ferroce_context *ctx = to_fctx(ibcq->context);
+	struct ferroce_cq *cq = to_fcq(ibcq);
+	int ret;
+
+	ret = ibv_cmd_destroy_cq(ibcq);
+	if (ret)
+		return ret;
+
+	pthread_spin_destroy(&cq->lock);
+	ferroce_free_dbrec(ctx, cq->dbrec);
+	ferroce_free_ring(cq->buf, cq->buf_size);
+	free(cq);
+	return 0;
+}
+
+/* ------------------------------------------------------------------------
+ * QP
+ * ------------------------------------------------------------------------
+ */
+static void ferroce_free_wq(struct ferroce_context *ctx, struct ferroce_wq *wq)
+{
+	ferroce_free_dbrec(ctx, wq->dbrec);
+	ferroce_free_ring(wq->buf, wq->buf_size);
+}
+
+static int ferroce_alloc_wq(struct ferroce_context *ctx, struct ferroce_wq *wq,
+			    uint32_t depth, int shift)
+{
+	wq->depth = depth;
+	wq->shift = shift;
+	wq->buf_size = align((size_t)depth << shift, FERROCE_PAGE_SIZE);
+	wq->buf = ferroce_alloc_ring(wq->buf_size);
+	if (!wq->buf)
+		return -errno;
+	wq->dbrec = ferroce_alloc_dbrec(ctx);
+	if (!wq->dbrec) {
+		ferroce_free_ring(wq->buf, wq->buf_size);
+		wq->buf = NULL;
+		return -ENOMEM;
+	}
+	return 0;
+}
+
+/*
+ * Check the requested capabilities and work out the queue geometry;
+ * attr->cap is updated to what the QP really provides.
+ */
+static int ferroce_qp_geometry(struct ferroce_context *ctx,
+			       struct ibv_qp_init_attr *attr,
+			       struct ferroce_ureq_create_qp *req)
+{
+	struct ibv_qp_cap *cap = &attr->cap;
+	int sq_shift, rq_shift = 0;
+	uint32_t stride_sge;
+
+	if (attr->srq)
+		return -EOPNOTSUPP;
+	if (attr->qp_type != IBV_QPT_RC && attr->qp_type != IBV_QPT_UD)
+		return -EOPNOTSUPP;
+	if (cap->max_send_wr > ctx->max_qp_wr ||
+	    cap->max_recv_wr > ctx->max_qp_wr ||
+	    cap->max_send_sge > ctx->max_sge ||
+	    cap->max_recv_sge > ctx->max_sge ||
+	    cap->max_inline_data > ctx->max_inline)
+		return -EINVAL;
+
+	sq_shift = ferroce_sq_shift(cap->max_send_sge, cap->max_inline_data);
+	if (sq_shift < 0)
+		return -EINVAL;
+	req->sq_depth = roundup_pow_of_two(max_t(uint32_t, cap->max_send_wr, 1));
+	req->sq_wqe_shift = sq_shift;
+
+	if (cap->max_recv_wr) {
+		rq_shift = ferroce_rq_shift(max_t(uint32_t, cap->max_recv_sge, 1));
+		if (rq_shift < 0)
+			return -EINVAL;
+		req->rq_depth = roundup_pow_of_two(cap->max_recv_wr);
+		req->rq_wqe_shift = rq_shift;
+	}
+	if (req->sq_depth > ctx->max_qp_wr || req->rq_depth > ctx->max_qp_wr)
+		return -EINVAL;
+
+	/* What the strides really hold, capped by the device. */
+	stride_sge = ((1U << sq_shift) - FERROCE_SQ_WQE_DATA_OFFSET) /
+		     sizeof(struct ferroce_sge);
+	cap->max_send_wr = req->sq_depth;
+	cap->max_send_sge = min_t(uint32_t, stride_sge, ctx->max_sge);
+	cap->max_inline_data = min_t(uint32_t,
+				     (1U << sq_shift) - FERROCE_SQ_WQE_DATA_OFFSET,
+				     ctx->max_inline);
+	if (req->rq_depth) {
+		stride_sge = ((1U << rq_shift) - FERROCE_RQ_WQE_DATA_OFFSET) /
+			     sizeof(struct ferroce_sge);
+		cap->max_recv_wr = req->rq_depth;
+		cap->max_recv_sge = min_t(uint32_t, stride_sge, ctx->max_sge);
+	} else {
+		cap->max_recv_sge = 0;
+	}
+	return 0;
+}
+
+struct ibv_qp *ferroce_create_qp(struct ibv_pd *pd,
+				 struct ibv_qp_init_attr *attr)
+{
+	struct ferroce_context *ctx = to_fctx(pd->context);
+	struct ferroce_create_qp_resp resp = {};
+	struct ferroce_create_qp cmd = {};
+	struct ibv_qp_cap cap;
+	struct ferroce_qp *qp;
+	int ret;
+
+	ret = ferroce_qp_geometry(ctx, attr, &cmd.drv_payload);
+	if (ret) {
+		errno = -ret;
+		return NULL;
+	}
+	cap = attr->cap;
+
+	qp = calloc(1, sizeof(*qp));
+	if (!qp)
+		return NULL;
+
+	ret = -ferroce_alloc_wq(ctx, &qp->sq, cmd.sq_depth, cmd.sq_wqe_shift);
+	if (ret)
+		goto err_free;
+	if (cmd.rq_depth) {
+		ret = -ferroce_alloc_wq(ctx, &qp->rq, cmd.rq_depth,
+					cmd.rq_wqe_shift);
+		if (ret)
+			goto err_sq;
+	}
+
+	cmd.sq_buf_va = (uintptr_t)qp->sq.buf;
+	cmd.sq_dbrec_va = (uintptr_t)qp->sq.dbrec;
+	cmd.rq_buf_va = (uintptr_t)qp->rq.buf;
+	cmd.rq_dbrec_va = (uintptr_t)qp->rq.dbrec;
+
+	ret = ibv_cmd_create_qp(pd, &qp->ibv_qp, attr, &cmd.ibv_cmd,
+				sizeof(cmd), &resp.ibv_resp, sizeof(resp));
+	if (ret)
+		goto err_rq;
+
+	qp->qpn = resp.qpn;
+	qp->max_inline = min_t(uint32_t, resp.max_inline, cap.max_inline_data);
+	qp->sq_sig_all = attr->sq_sig_all;
+	qp->sq.max_sge = cap.max_send_sge;
+	qp->sq.db = (uint8_t *)ctx->db + FERROCE_DB_SQ;
+	qp->rq.max_sge = cap.max_recv_sge;
+	qp->rq.db = (uint8_t *)ctx->db + FERROCE_DB_RQ;
+	pthread_spin_init(&qp->sq.lock, PTHREAD_PROCESS_PRIVATE);
+	pthread_spin_init(&qp->rq.lock, PTHREAD_PROCESS_PRIVATE);
+
+	/* Report the provider's real limits, not the kernel's echo. */
+	cap.max_inline_data = qp->max_inline;
+	attr->cap = cap;
+
+	ret = ferroce_store_qp(ctx, qp);
+	if (ret)
+		goto err_destroy;
+
+	return &qp->ibv_qp;
+
+err_destroy:
+	pthread_spin_destroy(&qp->sq.lock);
+	pthread_spin_destroy(&qp->rq.lock);
+	ibv_cmd_destroy_qp(&qp->ibv_qp);
+err_rq:
+	ferroce_free_wq(ctx, &qp->rq);
+err_sq:
+	ferroce_free_wq(ctx, &qp->sq);
+err_free:
+	free(qp);
+	errno = ret;
+	return NULL;
+}
+
+/* A QP's send and receive CQ (the same one if it has no other) */
+static void ferroce_qp_cqs(struct ibv_qp *ibqp, struct ferroce_cq **scq,
+			   struct ferroce_cq **rcq)
+{
+	*scq = to_fcq(ibqp->send_cq);
+	*rcq = ibqp->recv_cq ? to_fcq(ibqp->recv_cq) : *scq;
+}
+
+/* Lock a QP's CQs (one lock if they are the same CQ), in a fixed order. */
+static void ferroce_lock_cqs(struct ibv_qp *ibqp)
+{
+	struct ferroce_cq *scq, *rcq;
+
+	ferroce_qp_cqs(ibqp, &scq, &rcq);
+	if (scq == rcq) {
+		pthread_spin_lock(&scq->lock);
+	} else if (scq < rcq) {
+		pthread_spin_lock(&scq->lock);
+		pthread_spin_lock(&rcq->lock);
+	} else {
+		pthread_spin_lock(&rcq->lock);
+		pthread_spin_lock(&scq->lock);
+	}
+}
+
+static void ferroce_unlock_cqs(struct ibv_qp *ibqp)
+{
+	struct ferroce_cq *scq, *rcq;
+
+	ferroce_qp_cqs(ibqp, &scq, &rcq);
+	pthread_spin_unlock(&scq->lock);
+	if (rcq != scq)
+		pthread_spin_unlock(&rcq->lock);
+}
+
+/* Forget the QP's CQEs; called with its CQs locked. */
+static void ferroce_clean_cqs(struct ferroce_qp *qp)
+{
+	struct ferroce_cq *scq, *rcq;
+
+	ferroce_qp_cqs(&qp->ibv_qp, &scq, &rcq);
+	ferroce_cq_clean(scq, qp->qpn);
+	if (rcq != scq)
+		ferroce_cq_clean(rcq, qp->qpn);
+}
+
+int ferroce_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr,
+		      int attr_mask)
+{
+	struct ferroce_qp *qp = to_fqp(ibqp);
+	struct ibv_modify_qp cmd = {};
+	int ret;
+
+	/*
+	 * No post may run concurrently with a state change; a QP going back
+	 * to RESET restarts its queues at index 0 (device.rst: "-> RESET
+	 * clears ... the recorded indices").
+	 */
+	pthread_spin_lock(&qp->sq.lock);
+	pthread_spin_lock(&qp->rq.lock);
+
+	ret = ibv_cmd_modify_qp(ibqp, attr, attr_mask, &cmd, sizeof(cmd));
+	if (!ret && (attr_mask & IBV_QP_STATE) &&
+	    attr->qp_state == IBV_QPS_RESET) {
+		ferroce_lock_cqs(ibqp);
+		ferroce_clean_cqs(qp);
+		ferroce_unlock_cqs(ibqp);
+		qp->sq.pi = 0;
+		qp->sq.ci = 0;
+		qp->sq.dbrec->pi = 0;
+		if (qp->rq.depth) {
+			qp->rq.pi = 0;
+			qp->rq.ci = 0;
+			qp->rq.dbrec->pi = 0;
+		}
+	}
+
+	pthread_spin_unlock(&qp->rq.lock);
+	pthread_spin_unlock(&qp->sq.lock);
+	return ret;
+}
+
+int ferroce_query_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr,
+		     int attr_mask, struct ibv_qp_init_attr *init_attr)
+{
+	struct ferroce_qp *qp = to_fqp(ibqp);
+	struct ibv_query_qp cmd = {};
+	int ret;
+
+	ret = ibv_cmd_query_qp(ibqp, attr, attr_mask, init_attr, &cmd,
+			       sizeof(cmd));
+	if (ret)
+		return ret;
+
+	/* The provider owns the queues: report their real limits. */
+	attr->cap.max_send_wr = qp->sq.depth;
+	attr->cap.max_send_sge = qp->sq.max_sge;
+	attr->cap.max_inline_data = qp->max_inline;
+	attr->cap.max_recv_wr = qp->rq.depth;
+	attr->cap.max_recv_sge = qp->rq.max_sge;
+	init_attr->cap = attr->cap;
+	return 0;
+}
+
+int ferroce_destroy_qp(struct ibv_qp *ibqp)
+{
+	struct ferroce_context *ctx = to_fctx(ibqp->context);
+	struct ferroce_qp *qp = to_fqp(ibqp);
+	int ret;
+
+	ret = ibv_cmd_destroy_qp(ibqp);
+	if (ret)
+		return ret;
+
+	/* The poller looks QPs up with the CQ lock held. */
+	ferroce_lock_cqs(ibqp);
+	ferroce_clean_cqs(qp);
+	ferroce_clear_qp(ctx, qp);
+	ferroce_unlock_cqs(ibqp);
+	pthread_spin_destroy(&qp->sq.lock);
+	pthread_spin_destroy(&qp->rq.lock);
+	ferroce_free_wq(ctx, &qp->rq);
+	ferroce_free_wq(ctx, &qp->sq);
+	free(qp);
+	return 0;
+}
+
+/* ------------------------------------------------------------------------
+ * AH
+ * ------------------------------------------------------------------------
+ */
+struct ibv_ah *ferroce_create_ah(struct ibv_pd *pd, struct ibv_ah_attr *attr)
+{
+	struct ferroce_create_ah_resp resp = {};
+	struct ferroce_ah *ah;
+	int ret;
+
+	ah = calloc(1, sizeof(*ah));
+	if (!ah)
+		return NULL;
+
+	ret = ibv_cmd_create_ah(pd, &ah->ibv_ah, attr, &resp.ibv_resp,
+				sizeof(resp));
+	if (ret) {
+		free(ah);
+		errno = ret;
+		return NULL;
+	}
+	ah->ahn = resp.ahn;
+	return &ah->ibv_ah;
+}
+
+int ferroce_destroy_ah(struct ibv_ah *ibah)
+{
+	int ret;
+
+	ret = ibv_cmd_destroy_ah(ibah);
+	if (ret)
+		return ret;
+	free(to_fah(ibah));
+	return 0;
+}
