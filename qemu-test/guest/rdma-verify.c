@@ -1,0 +1,392 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * rdma-verify: an RC data-integrity test between two hosts (perftest and
+ * rdma-core's pingpongs do not check what arrives).  Each round moves a
+ * known pseudo-random pattern with RDMA WRITE, RDMA READ and SEND/RECV, at
+ * lengths around the MTU and page boundaries and at odd offsets, and checks
+ * every byte that arrived plus one guard byte on each side that must not
+ * change.  Both sides derive the same lengths, offsets and patterns from the
+ * round number; they synchronise over TCP (which also carries the QP
+ * attributes, as the pingpongs do).
+ *
+ *   rdma-verify -d DEV -g GID_INDEX [-p PORT] [-n ROUNDS] [-s MAX_LEN] [-t TIMEOUT] [SERVER]
+ *
+ * TIMEOUT is the QP's local ACK timeout exponent (4.096 us * 2^TIMEOUT, 7
+ * retries), 14 by default as in the pingpongs.
+ *
+ * Prints a summary line and exits 0 when every byte matched.
+ * Built in the guest: gcc -O2 -o rdma-verify rdma-verify.c -libverbs
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <getopt.h>
+#include <infiniband/verbs.h>
+#include <netdb.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#define GUARD 0xa5
+
+struct dest {
+	uint32_t qpn, psn, rkey;
+	uint64_t addr;
+	uint8_t gid[16];
+};
+
+static struct ibv_context *ctx;
+static struct ibv_pd *pd;
+static struct ibv_cq *cq;
+static struct ibv_qp *qp;
+static struct ibv_mr *mr;
+static uint8_t *src, *dst;	/* two regions of max_len bytes in one MR */
+static size_t max_len = 256 * 1024;
+static int ack_timeout = 14;
+static int sock = -1;
+
+#define die(...) do { fprintf(stderr, "rdma-verify: " __VA_ARGS__); exit(2); } while (0)
+
+static void xfer(void *p, size_t n, int out)
+{
+	uint8_t *b = p;
+
+	while (n) {
+		ssize_t k = out ? write(sock, b, n) : read(sock, b, n);
+
+		if (k <= 0)
+			die("TCP %s failed\n", out ? "write" : "read");
+		b += k;
+		n -= (size_t)k;
+	}
+}
+
+static void say(char c) { xfer(&c, 1, 1); }
+static char hear(void) { char c; xfer(&c, 1, 0); return c; }
+static void expect(char want)
+{
+	char c = hear();
+
+	if (c != want)
+		die("protocol: got '%c', expected '%c'\n", c, want);
+}
+
+static uint64_t rnd(uint64_t *s)
+{
+	*s ^= *s << 13;
+	*s ^= *s >> 7;
+	*s ^= *s << 17;
+	return *s;
+}
+
+static void pattern(uint8_t *p, size_t len, uint64_t seed)
+{
+	uint64_t s = seed * 0x9e3779b97f4a7c15ULL + 1, x = 0;
+
+	for (size_t i = 0; i < len; i++) {
+		if (i % 8 == 0)
+			x = rnd(&s);
+		p[i] = (uint8_t)(x >> (8 * (i % 8)));
+	}
+}
+
+/* Region r[off, off+len) must hold pattern(seed), r[off-1] and r[off+len] GUARD. */
+static int verify(const char *what, int round, const uint8_t *r, size_t off, size_t len,
+		  uint64_t seed)
+{
+	uint8_t *want = malloc(len);
+	int bad = 0;
+
+	pattern(want, len, seed);
+	for (size_t i = 0; i < len; i++)
+		if (r[off + i] != want[i]) {
+			fprintf(stderr, "%s round %d: byte %zu of %zu (offset %zu) is 0x%02x, expected 0x%02x\n",
+				what, round, i, len, off, r[off + i], want[i]);
+			bad = 1;
+			break;
+		}
+	if (off > 0 && r[off - 1] != GUARD) {
+		fprintf(stderr, "%s round %d: guard byte before offset %zu overwritten\n", what, round, off);
+		bad = 1;
+	}
+	if (off + len < max_len && r[off + len] != GUARD) {
+		fprintf(stderr, "%s round %d: guard byte after %zu bytes at %zu overwritten\n",
+			what, round, len, off);
+		bad = 1;
+	}
+	free(want);
+	return bad;
+}
+
+static void guard(uint8_t *r, size_t off, size_t len)
+{
+	size_t a = off ? off - 1 : 0, b = off + len < max_len ? off + len + 1 : max_len;
+
+	memset(r + a, GUARD, b - a);
+}
+
+static struct ibv_wc poll1(const char *what)
+{
+	struct ibv_wc wc;
+	struct timespec t0, t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	for (;;) {
+		int n = ibv_poll_cq(cq, 1, &wc);
+
+		if (n < 0)
+			die("%s: ibv_poll_cq failed\n", what);
+		if (n == 1)
+			break;
+		clock_gettime(CLOCK_MONOTONIC, &t);
+		if (t.tv_sec - t0.tv_sec > 20)
+			die("%s: no completion in 20 s\n", what);
+	}
+	if (wc.status != IBV_WC_SUCCESS)
+		die("%s: completion status %s (%d)\n", what, ibv_wc_status_str(wc.status), wc.status);
+	return wc;
+}
+
+static void post_send(enum ibv_wr_opcode op, size_t off, size_t len, const struct dest *rem)
+{
+	struct ibv_sge sge = {
+		.addr = (uintptr_t)(op == IBV_WR_RDMA_READ ? dst : src) + off,
+		.length = (uint32_t)len,
+		.lkey = mr->lkey,
+	};
+	struct ibv_send_wr wr = {
+		.wr_id = op, .sg_list = &sge, .num_sge = 1, .opcode = op,
+		.send_flags = IBV_SEND_SIGNALED,
+	}, *bad;
+
+	if (op != IBV_WR_SEND) {
+		/* WRITE lands in the peer's dst region, READ comes from its src. */
+		wr.wr.rdma.remote_addr = rem->addr + (op == IBV_WR_RDMA_WRITE ? max_len : 0) + off;
+		wr.wr.rdma.rkey = rem->rkey;
+	}
+	if (ibv_post_send(qp, &wr, &bad))
+		die("ibv_post_send failed\n");
+}
+
+static void post_recv(size_t off, size_t len)
+{
+	struct ibv_sge sge = { .addr = (uintptr_t)dst + off, .length = (uint32_t)len, .lkey = mr->lkey };
+	struct ibv_recv_wr wr = { .wr_id = 7, .sg_list = &sge, .num_sge = 1 }, *bad;
+
+	if (ibv_post_recv(qp, &wr, &bad))
+		die("ibv_post_recv failed\n");
+}
+
+static void tcp_connect(const char *server, int port)
+{
+	struct addrinfo hints = { .ai_family = AF_INET, .ai_socktype = SOCK_STREAM }, *res;
+	char service[16];
+	int one = 1;
+
+	snprintf(service, sizeof(service), "%d", port);
+	if (server) {
+		if (getaddrinfo(server, service, &hints, &res))
+			die("cannot resolve %s\n", server);
+		sock = socket(res->ai_family, res->ai_socktype, 0);
+		if (sock < 0 || connect(sock, res->ai_addr, res->ai_addrlen))
+			die("cannot connect to %s:%d\n", server, port);
+	} else {
+		int l;
+
+		hints.ai_flags = AI_PASSIVE;
+		if (getaddrinfo(NULL, service, &hints, &res))
+			die("getaddrinfo failed\n");
+		l = socket(res->ai_family, res->ai_socktype, 0);
+		setsockopt(l, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+		if (l < 0 || bind(l, res->ai_addr, res->ai_addrlen) || listen(l, 1))
+			die("cannot listen on port %d\n", port);
+		sock = accept(l, NULL, NULL);
+		close(l);
+		if (sock < 0)
+			die("accept failed\n");
+	}
+	freeaddrinfo(res);
+}
+
+static void connect_qp(int gidx, const struct dest *rem, enum ibv_mtu mtu, uint32_t psn)
+{
+	struct ibv_qp_attr a = {
+		.qp_state = IBV_QPS_RTR, .path_mtu = mtu, .dest_qp_num = rem->qpn,
+		.rq_psn = rem->psn, .max_dest_rd_atomic = 1, .min_rnr_timer = 12,
+		.ah_attr = {
+			.is_global = 1, .port_num = 1,
+			.grh = { .hop_limit = 64, .sgid_index = (uint8_t)gidx },
+		},
+	};
+
+	memcpy(a.ah_attr.grh.dgid.raw, rem->gid, 16);
+	if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
+			  IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER))
+		die("modify QP to RTR failed: %s\n", strerror(errno));
+	a.qp_state = IBV_QPS_RTS;
+	a.timeout = (uint8_t)ack_timeout;
+	a.retry_cnt = 7;
+	a.rnr_retry = 7;
+	a.sq_psn = psn;
+	a.max_rd_atomic = 1;
+	if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
+			  IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC))
+		die("modify QP to RTS failed: %s\n", strerror(errno));
+}
+
+int main(int argc, char **argv)
+{
+	const char *devname = NULL, *server = NULL;
+	int gidx = -1, port = 18800, rounds = 24, c, bad = 0;
+	static const size_t lens[] = { 1, 2, 7, 63, 64, 1023, 1024, 1025, 2048, 4095, 4096,
+				       4097, 8191, 65536, 65537, 131072 };
+	size_t nlens = sizeof(lens) / sizeof(lens[0]);
+	uint64_t bytes[3] = { 0 }, seq = 42;
+	struct ibv_device **list;
+	struct ibv_port_attr pa;
+	struct dest me = { 0 }, rem;
+	union ibv_gid gid;
+
+	while ((c = getopt(argc, argv, "d:g:p:n:s:t:")) != -1) {
+		switch (c) {
+		case 'd': devname = optarg; break;
+		case 'g': gidx = atoi(optarg); break;
+		case 'p': port = atoi(optarg); break;
+		case 'n': rounds = atoi(optarg); break;
+		case 's': max_len = strtoul(optarg, NULL, 0); break;
+		case 't': ack_timeout = atoi(optarg); break;
+		default: die("usage: rdma-verify -d DEV -g GID_INDEX [-p PORT] [-n ROUNDS] [-s MAX_LEN] [-t TIMEOUT] [SERVER]\n");
+		}
+	}
+	if (optind < argc)
+		server = argv[optind];
+	if (!devname || gidx < 0 || max_len < 2)
+		die("-d DEV and -g GID_INDEX are required\n");
+
+	list = ibv_get_device_list(NULL);
+	for (int i = 0; list && list[i]; i++)
+		if (!strcmp(ibv_get_device_name(list[i]), devname))
+			ctx = ibv_open_device(list[i]);
+	if (!ctx)
+		die("cannot open %s\n", devname);
+	if (ibv_query_port(ctx, 1, &pa) || ibv_query_gid(ctx, 1, gidx, &gid))
+		die("cannot query port 1 / GID %d\n", gidx);
+	pd = ibv_alloc_pd(ctx);
+	cq = pd ? ibv_create_cq(ctx, 16, NULL, NULL, 0) : NULL;
+	src = aligned_alloc(4096, 2 * max_len);
+	if (!cq || !src)
+		die("cannot allocate PD/CQ/buffer\n");
+	dst = src + max_len;
+	memset(src, GUARD, 2 * max_len);
+	mr = ibv_reg_mr(pd, src, 2 * max_len, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
+			IBV_ACCESS_REMOTE_READ);
+	{
+		struct ibv_qp_init_attr ia = {
+			.send_cq = cq, .recv_cq = cq, .qp_type = IBV_QPT_RC,
+			.cap = { .max_send_wr = 4, .max_recv_wr = 4, .max_send_sge = 1, .max_recv_sge = 1 },
+		};
+		struct ibv_qp_attr a = {
+			.qp_state = IBV_QPS_INIT, .port_num = 1,
+			.qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ,
+		};
+
+		qp = mr ? ibv_create_qp(pd, &ia) : NULL;
+		if (!qp)
+			die("cannot register the buffer or create the QP\n");
+		if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
+				  IBV_QP_ACCESS_FLAGS))
+			die("modify QP to INIT failed\n");
+	}
+	srand48(getpid() * time(NULL));
+	me.qpn = qp->qp_num;
+	me.psn = (uint32_t)lrand48() & 0xffffff;
+	me.rkey = mr->rkey;
+	me.addr = (uintptr_t)src;
+	memcpy(me.gid, gid.raw, 16);
+
+	tcp_connect(server, port);
+	xfer(&me, sizeof(me), 1);
+	xfer(&rem, sizeof(rem), 0);
+	connect_qp(gidx, &rem, pa.active_mtu, me.psn);
+	say('C');
+	expect('C');
+
+	for (int r = 0; r < rounds; r++) {
+		size_t len = (size_t)r < nlens ? lens[r] : 1 + rnd(&seq) % max_len;
+		size_t off;
+
+		if (len > max_len)
+			len = max_len;
+		off = len == max_len ? 0 : rnd(&seq) % (max_len - len + 1);
+		if (server) {
+			/* WRITE: the server checks its dst. */
+			expect('R');
+			pattern(src + off, len, 1000 + r);
+			post_send(IBV_WR_RDMA_WRITE, off, len, &rem);
+			poll1("RDMA WRITE");
+			say('W');
+			bad |= hear() != 'O';
+			bytes[0] += len;
+			/* READ: from the server's src into our dst. */
+			expect('R');
+			guard(dst, off, len);
+			post_send(IBV_WR_RDMA_READ, off, len, &rem);
+			poll1("RDMA READ");
+			c = verify("RDMA READ", r, dst, off, len, 2000 + r);
+			say(c ? 'X' : 'O');
+			bad |= c;
+			bytes[1] += len;
+			/* SEND into the server's posted receive. */
+			expect('R');
+			pattern(src + off, len, 3000 + r);
+			post_send(IBV_WR_SEND, off, len, &rem);
+			poll1("SEND");
+			bad |= hear() != 'O';
+			bytes[2] += len;
+		} else {
+			struct ibv_wc wc;
+
+			guard(dst, off, len);
+			say('R');
+			expect('W');
+			c = verify("RDMA WRITE", r, dst, off, len, 1000 + r);
+			say(c ? 'X' : 'O');
+			bad |= c;
+			pattern(src + off, len, 2000 + r);
+			say('R');
+			bad |= hear() != 'O';
+			guard(dst, off, len);
+			post_recv(off, len);
+			say('R');
+			wc = poll1("RECV");
+			if (wc.byte_len != len) {
+				fprintf(stderr, "RECV round %d: %u bytes, expected %zu\n", r, wc.byte_len, len);
+				c = 1;
+			} else {
+				c = verify("SEND/RECV", r, dst, off, len, 3000 + r);
+			}
+			say(c ? 'X' : 'O');
+			bad |= c;
+			bytes[0] += len;
+			bytes[1] += len;
+			bytes[2] += len;
+		}
+		if (bad) {
+			fprintf(stderr, "rdma-verify: round %d (%zu bytes at offset %zu) failed\n", r, len, off);
+			break;
+		}
+	}
+	printf("rdma-verify: %s, %d rounds up to %zu bytes, RDMA WRITE %llu, RDMA READ %llu, SEND %llu bytes: %s\n",
+	       devname, rounds, max_len, (unsigned long long)bytes[0], (unsigned long long)bytes[1],
+	       (unsigned long long)bytes[2], bad ? "DATA MISMATCH" : "all data verified");
+	ibv_destroy_qp(qp);
+	ibv_dereg_mr(mr);
+	ibv_destroy_cq(cq);
+	ibv_dealloc_pd(pd);
+	ibv_close_device(ctx);
+	ibv_free_device_list(list);
+	return bad;
+}

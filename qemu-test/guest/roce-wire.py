@@ -1,0 +1,148 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: GPL-2.0
+"""Independent look at the RoCE frames of a wire capture (the device's
+--pcap; classic pcap, Ethernet).  Standard library only, so that it runs in
+the trixie root on the host (the scenarios' check() hooks) or in a guest.
+
+For every RoCE frame -- v2 (UDP destination port 4791 over IPv4 or IPv6) or
+v1 (Ethertype 0x8915) -- it recomputes the ICRC (IBTA vol. 1 7.8.1 and annex
+A17: CRC32 over 8 bytes of ones, the IP/GRH header with its variant fields
+set to ones, UDP with checksum ones, the BTH with resv8a ones, and the rest
+up to the ICRC) and compares it with the frame's; tshark dissects RoCE but
+does not verify ICRCs.  The computation is checked against
+device/ferroce-dev/tests/data/roce-frames.pcap, whose ICRCs were
+recomputed by scapy (see that directory's README).
+
+usage: roce-wire.py PCAP [--min N] [--src A.B.C.D]... [--show N]
+Prints counts per (source, destination, RoCE version) and per BTH opcode,
+then "roce_frames N", "icrc_bad N"; exits 0 when there are at least N
+(default 1) RoCE frames, every ICRC is right and every --src address sent
+at least one RoCE frame.
+"""
+import argparse
+import collections
+import ipaddress
+import struct
+import sys
+import zlib
+
+ROCE_V2_PORT = 4791
+OPCODES = {
+    0: "SEND_FIRST", 1: "SEND_MIDDLE", 2: "SEND_LAST", 3: "SEND_LAST_IMM",
+    4: "SEND_ONLY", 5: "SEND_ONLY_IMM", 6: "WRITE_FIRST", 7: "WRITE_MIDDLE",
+    8: "WRITE_LAST", 9: "WRITE_LAST_IMM", 10: "WRITE_ONLY", 11: "WRITE_ONLY_IMM",
+    12: "READ_REQUEST", 13: "READ_RESPONSE_FIRST", 14: "READ_RESPONSE_MIDDLE",
+    15: "READ_RESPONSE_LAST", 16: "READ_RESPONSE_ONLY", 17: "ACKNOWLEDGE",
+    18: "ATOMIC_ACKNOWLEDGE", 19: "CMP_SWAP", 20: "FETCH_ADD",
+    0x64: "UD_SEND_ONLY", 0x65: "UD_SEND_ONLY_IMM",
+}
+
+
+def frames(path):
+    with open(path, "rb") as f:
+        data = f.read()
+    if len(data) < 24:
+        return
+    magic = struct.unpack("<I", data[:4])[0]
+    if magic in (0xA1B2C3D4, 0xA1B23C4D):
+        e = "<"
+    elif magic in (0xD4C3B2A1, 0x4D3CB2A1):
+        e = ">"
+    else:
+        raise SystemExit(f"{path}: not a classic pcap file")
+    if struct.unpack(e + "I", data[20:24])[0] != 1:
+        raise SystemExit(f"{path}: not an Ethernet capture")
+    off = 24
+    while off + 16 <= len(data):
+        incl = struct.unpack(e + "I", data[off + 8:off + 12])[0]
+        yield data[off + 16:off + 16 + incl]
+        off += 16 + incl
+
+
+def classify(fr):
+    """(version, src, dst, bth offset, pseudo-header bytes) or None."""
+    if len(fr) < 14:
+        return None
+    etype = struct.unpack(">H", fr[12:14])[0]
+    if etype == 0x0800 and len(fr) >= 34:
+        ihl = (fr[14] & 0x0F) * 4
+        if fr[23] != 17 or len(fr) < 14 + ihl + 8 + 12 + 4:
+            return None
+        udp = 14 + ihl
+        if struct.unpack(">H", fr[udp + 2:udp + 4])[0] != ROCE_V2_PORT:
+            return None
+        ip = bytearray(fr[14:udp])
+        ip[1] = 0xFF  # TOS
+        ip[8] = 0xFF  # TTL
+        ip[10:12] = b"\xff\xff"  # header checksum
+        u = bytearray(fr[udp:udp + 8])
+        u[6:8] = b"\xff\xff"
+        return ("v2", str(ipaddress.IPv4Address(fr[26:30])),
+                str(ipaddress.IPv4Address(fr[30:34])), udp + 8, bytes(ip + u))
+    if etype == 0x86DD and len(fr) >= 54 + 8 + 12 + 4:
+        if fr[20] != 17:
+            return None
+        if struct.unpack(">H", fr[56:58])[0] != ROCE_V2_PORT:
+            return None
+        ip = bytearray(fr[14:54])
+        ip[0] |= 0x0F  # traffic class, flow label
+        ip[1:4] = b"\xff\xff\xff"
+        ip[7] = 0xFF  # hop limit
+        u = bytearray(fr[54:62])
+        u[6:8] = b"\xff\xff"
+        return ("v2", str(ipaddress.IPv6Address(fr[22:38])),
+                str(ipaddress.IPv6Address(fr[38:54])), 62, bytes(ip + u))
+    if etype == 0x8915 and len(fr) >= 54 + 12 + 4:
+        grh = bytearray(fr[14:54])
+        grh[0] |= 0x0F
+        grh[1:4] = b"\xff\xff\xff"
+        grh[7] = 0xFF
+        return ("v1", str(ipaddress.IPv6Address(fr[22:38])),
+                str(ipaddress.IPv6Address(fr[38:54])), 54, bytes(grh))
+    return None
+
+
+def icrc_ok(fr, bth, pseudo):
+    rest = bytearray(fr[bth:-4])
+    rest[4] = 0xFF  # BTH resv8a
+    mine = zlib.crc32(b"\xff" * 8 + pseudo + bytes(rest)) & 0xFFFFFFFF
+    return mine.to_bytes(4, "little") == fr[-4:]
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("pcap")
+    ap.add_argument("--min", type=int, default=1)
+    ap.add_argument("--src", action="append", default=[])
+    ap.add_argument("--show", type=int, default=0, help="list the first N bad frames")
+    a = ap.parse_args()
+    flows = collections.Counter()
+    ops = collections.Counter()
+    total = bad = 0
+    for n, fr in enumerate(frames(a.pcap), 1):
+        c = classify(fr)
+        if c is None:
+            continue
+        ver, src, dst, bth, pseudo = c
+        total += 1
+        flows[(src, dst, ver)] += 1
+        ops[OPCODES.get(fr[bth], f"0x{fr[bth]:02x}")] += 1
+        if not icrc_ok(fr, bth, pseudo):
+            bad += 1
+            if bad <= a.show:
+                print(f"frame {n}: ICRC mismatch ({src} -> {dst}, opcode {fr[bth]:#x})")
+    for (src, dst, ver), k in sorted(flows.items()):
+        print(f"roce {ver} {src} -> {dst}: {k}")
+    print("opcodes " + " ".join(f"{o}={k}" for o, k in sorted(ops.items())))
+    print(f"roce_frames {total}")
+    print(f"icrc_bad {bad}")
+    good = total >= a.min and bad == 0
+    for s in a.src:
+        k = sum(v for (src, _, _), v in flows.items() if src == s)
+        print(f"roce_frames_from {s} {k}")
+        good &= k > 0
+    return 0 if good else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

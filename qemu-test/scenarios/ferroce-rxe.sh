@@ -1,0 +1,30 @@
+# SPDX-License-Identifier: GPL-2.0
+# shellcheck shell=bash disable=SC2034 # DESC/TIMEOUT/hooks are read by qemu-test/run
+# Interoperability with Linux's soft-RoCE on the wire.  wire_check and
+# rdma_report come from ferroce-pair.sh (everything else is redefined here).
+# shellcheck source=ferroce-pair.sh
+. "$SCEN_DIR/ferroce-pair.sh"
+DESC="ferroce (emulated NIC) and rdma_rxe (plain virtio-net) on one segment: ibv_rc_pingpong, data-checked WRITE/READ/SEND and perftest both ways; both ends' frames pass an independent ICRC check"
+TIMEOUT=720
+CTL_SERVER=1
+
+setup() {
+	segment lan
+	vm vm1 ferroce lan 10.0.1.1/24 ferroce
+	vm vm2 rxe lan 10.0.1.2/24
+}
+
+# Only vm1 has a device (and a wire capture): frames from both ends on it.
+check() {
+	wire_check "$1" vm1 10.0.1.1 10.0.1.2
+}
+
+report() {
+	local t
+	echo "ferroce <-> rxe, two TCG VMs on one segment (client side of each test):"
+	for t in rc_pingpong rdma_verify write_bw read_lat send_bw; do
+		rdma_report "$1" vm2 "$t.ferroce0-server"
+		rdma_report "$1" vm1 "$t.rxe0-server"
+	done
+	cat "$1/vm1/notes" "$1/vm2/notes" 2>/dev/null
+}
