@@ -79,6 +79,7 @@ commands!(
     ferroce_cmd_create_qp = FERROCE_CMD_CREATE_QP,
     ferroce_cmd_destroy_qp = FERROCE_CMD_DESTROY_QP,
     ferroce_cmd_modify_qp = FERROCE_CMD_MODIFY_QP,
+    ferroce_cmd_query_qp = FERROCE_CMD_QUERY_QP,
     ferroce_cmd_create_ah = FERROCE_CMD_CREATE_AH,
     ferroce_cmd_destroy_ah = FERROCE_CMD_DESTROY_AH,
 );
@@ -100,6 +101,10 @@ macro_rules! abi_responses {
     )*};
 }
 abi_requests!(ferroce_ureq_create_cq, ferroce_ureq_create_qp);
+
+// SAFETY: a ferroce-hw.h struct (naturally aligned, explicit reserved
+// fields, integers only): any byte pattern is a valid value.
+unsafe impl kernel::transmute::FromBytes for ferroce_qp_attr {}
 abi_responses!(
     ferroce_uresp_alloc_ctx,
     ferroce_uresp_create_cq,

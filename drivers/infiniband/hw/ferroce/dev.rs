@@ -17,7 +17,7 @@ use crate::{
     port::{self, PortState},
     rdma::{
         self, kext, CqEvent, CqTable, EventRef, NetDev, NetdevEvent, NetdevHandler, NetdevNotifier,
-        PortEvent,
+        PortEvent, QpEvent, QpTable,
     },
     regs::{self, Bar0, DevresBar0},
     verbs::DbPages,
@@ -91,7 +91,7 @@ pub(crate) struct Stats {
     pub(crate) cmd_timeouts: AtomicU64,
     /// COMPLETION events delivered to a CQ's handler.
     pub(crate) cq_events: AtomicU64,
-    /// QP async events (not passed on yet: counted only).
+    /// QP async events passed on to their QP.
     pub(crate) qp_events: AtomicU64,
 }
 
@@ -171,6 +171,9 @@ pub(crate) struct Shared {
     /// CQs by number, for completion and CQ events.
     #[pin]
     pub(crate) cqs: CqTable,
+    /// QPs by number, for QP events.
+    #[pin]
+    pub(crate) qps: QpTable,
     eqs: KVec<Eq>,
     cmd_timeout: Delta,
     /// Set when the device stopped answering or reported FATAL: every
@@ -240,6 +243,23 @@ impl Shared {
         let mut scratch = self.pbl.lock();
         let cmd = build(&mut scratch.builder())?;
         self.exec(&cmd)
+    }
+
+    /// QUERY_QP: the device's view of QP `qpn` (its response lands in the
+    /// page-list area, whose lock serialises its users).
+    pub(crate) fn query_qp(&self, qpn: u32) -> Result<hw::ferroce_qp_attr> {
+        const N: usize = core::mem::size_of::<hw::ferroce_qp_attr>();
+        let scratch = self.pbl.lock();
+        let cmd = hw::ferroce_cmd_query_qp {
+            resp_addr: scratch.resp_addr(),
+            resp_len: N as u32,
+            qpn,
+            ..Default::default()
+        };
+        self.exec(&cmd)?;
+        kext::dma_rmb();
+        let bytes = scratch.read_resp::<N>()?;
+        <hw::ferroce_qp_attr as kernel::transmute::FromBytes>::from_bytes_copy(&bytes).ok_or(EIO)
     }
 
     /// The device's link bit.
@@ -336,14 +356,26 @@ impl Shared {
                 }
             }
             hw::FERROCE_EQE_QP_FATAL..=hw::FERROCE_EQE_QP_ACCESS_ERR => {
+                let ev = match u32::from(eqe.event_type) {
+                    hw::FERROCE_EQE_QP_FATAL => QpEvent::Fatal,
+                    hw::FERROCE_EQE_QP_LAST_WQE_REACHED => QpEvent::LastWqeReached,
+                    hw::FERROCE_EQE_QP_SQ_DRAINED => QpEvent::SqDrained,
+                    hw::FERROCE_EQE_QP_COMM_EST => QpEvent::CommEst,
+                    _ => QpEvent::AccessErr,
+                };
                 dev_dbg!(
                     self.dev(),
-                    "QP {} event {:#x}, syndrome {}\n",
+                    "QP {} event {:?}, syndrome {:#x}\n",
                     eqe.obj,
-                    eqe.event_type,
+                    ev,
                     eqe.data
                 );
-                s.qp_events.fetch_add(1, Ordering::Relaxed);
+                let c = if self.qps.event(eqe.obj, ev) {
+                    &s.qp_events
+                } else {
+                    &s.unknown_obj_events
+                };
+                c.fetch_add(1, Ordering::Relaxed);
             }
             _ => {
                 s.unknown_events.fetch_add(1, Ordering::Relaxed);
@@ -749,6 +781,7 @@ impl<'bound> Ferroce<'bound> {
                 cmdq <- new_mutex!(cmdq),
                 pbl <- new_mutex!(pbl),
                 cqs <- CqTable::new(),
+                qps <- QpTable::new(),
                 eqs,
                 cmd_timeout,
                 dead: AtomicBool::new(false),

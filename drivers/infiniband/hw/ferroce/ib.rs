@@ -220,6 +220,20 @@ impl rdma::Driver for IbDev {
         verbs::modify_qp(dev, qp, attr, mask)
     }
 
+    fn qp_table(dev: &rdma::Device<Self>) -> &rdma::QpTable {
+        &dev.shared.qps
+    }
+
+    fn query_qp(
+        dev: &rdma::Device<Self>,
+        qp: &Qp,
+        _mask: u32,
+        attr: &mut rdma::QpAttrOut<'_>,
+        cap: &mut hw::ib_qp_cap,
+    ) -> Result {
+        verbs::query_qp(dev, qp, attr, cap)
+    }
+
     fn destroy_qp(dev: &rdma::Device<Self>, qp: &Qp) -> Result {
         verbs::destroy_qp(dev, qp)
     }

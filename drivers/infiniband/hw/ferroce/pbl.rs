@@ -14,7 +14,7 @@ use crate::bindings as hw;
 use kernel::{
     device::{Bound, Device},
     dma::Coherent,
-    io::io_write,
+    io::{io_read, io_write},
     prelude::*,
 };
 
@@ -37,6 +37,23 @@ impl PblScratch {
         Ok(Self {
             mem: Coherent::zeroed_slice(dev, SCRATCH_PAGES * L1, GFP_KERNEL)?,
         })
+    }
+
+    /// Bus address of the area, for a command's response (`resp_addr`)
+    /// when no list is built.
+    pub(crate) fn resp_addr(&self) -> u64 {
+        self.mem.dma_address()
+    }
+
+    /// Reads the first `N` bytes of the area (a command's response).
+    pub(crate) fn read_resp<const N: usize>(&self) -> Result<[u8; N]> {
+        let mut out = [0u8; N];
+        for (i, chunk) in out.chunks_mut(8).enumerate() {
+            let w: u64 = io_read!(&self.mem, [try: i]);
+            let bytes = u64::from_le(w).to_le_bytes();
+            chunk.copy_from_slice(&bytes[..chunk.len()]);
+        }
+        Ok(out)
     }
 
     /// A builder placing lists one after the other in the scratch area.

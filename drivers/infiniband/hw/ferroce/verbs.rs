@@ -76,6 +76,8 @@ pub(crate) struct Cq {
 /// Driver state of a QP.
 pub(crate) struct Qp {
     pub(crate) qpn: u32,
+    /// What the QP was created with: send/recv WRs, send/recv SGEs, inline.
+    cap: [u32; 5],
     _sq: Umem,
     _sq_dbrec: Umem,
     _rq: Option<(Umem, Umem)>,
@@ -309,17 +311,21 @@ pub(crate) fn create_qp(
         }
         Ok(cmd)
     })?;
+    let granted = [
+        req.sq_depth,
+        req.rq_depth,
+        max_send_sge,
+        max_recv_sge,
+        max_inline,
+    ];
     let qp = Qp {
         qpn: out.out[0],
+        cap: granted,
         _sq: sq,
         _sq_dbrec: sq_dbrec,
         _rq: rq.map(|(rq, _, dbrec, _)| (rq, dbrec)),
     };
-    cap.max_send_wr = req.sq_depth;
-    cap.max_recv_wr = req.rq_depth;
-    cap.max_send_sge = max_send_sge;
-    cap.max_recv_sge = max_recv_sge;
-    cap.max_inline_data = max_inline;
+    set_cap(cap, &granted);
     if let Err(e) = udata.respond(&hw::ferroce_uresp_create_qp {
         qpn: qp.qpn,
         max_inline,
@@ -397,6 +403,56 @@ pub(crate) fn modify_qp(
         ..Default::default()
     };
     dev.shared.exec(&cmd).map(|_| ())
+}
+
+fn set_cap(cap: &mut hw::ib_qp_cap, v: &[u32; 5]) {
+    cap.max_send_wr = v[0];
+    cap.max_recv_wr = v[1];
+    cap.max_send_sge = v[2];
+    cap.max_recv_sge = v[3];
+    cap.max_inline_data = v[4];
+}
+
+/// `query_qp`: the device's view of the QP (it keeps every attribute's
+/// last value), plus the capacities it was created with.
+pub(crate) fn query_qp(
+    dev: &rdma::Device<IbDev>,
+    qp: &Qp,
+    attr: &mut rdma::QpAttrOut<'_>,
+    cap: &mut hw::ib_qp_cap,
+) -> Result {
+    let a = dev.shared.query_qp(qp.qpn)?;
+    let r = attr.raw();
+    r.qp_state = u32::from(a.qp_state);
+    r.cur_qp_state = u32::from(a.cur_qp_state);
+    r.path_mtu = u32::from(a.path_mtu);
+    r.path_mig_state = hw::ib_mig_state_IB_MIG_MIGRATED;
+    r.qkey = a.qkey;
+    r.rq_psn = a.rq_psn;
+    r.sq_psn = a.sq_psn;
+    r.dest_qp_num = a.dest_qp_num;
+    r.qp_access_flags = i32::try_from(a.qp_access_flags)?;
+    r.pkey_index = a.pkey_index;
+    r.en_sqd_async_notify = a.en_sqd_async_notify;
+    r.sq_draining = a.sq_draining;
+    r.max_rd_atomic = a.max_rd_atomic;
+    r.max_dest_rd_atomic = a.max_dest_rd_atomic;
+    r.min_rnr_timer = a.min_rnr_timer;
+    r.port_num = u32::from(a.port_num);
+    r.timeout = a.timeout;
+    r.retry_cnt = a.retry_cnt;
+    r.rnr_retry = a.rnr_retry;
+    attr.set_roce_av(&rdma::RoceAv {
+        dgid: a.av.dgid,
+        dmac: a.av.dmac,
+        sgid_index: a.av.sgid_index,
+        hop_limit: a.av.hop_limit,
+        traffic_class: a.av.traffic_class,
+        flow_label: a.av.flow_label,
+        port: u32::from(a.port_num).max(1),
+    });
+    set_cap(cap, &qp.cap);
+    Ok(())
 }
 
 pub(crate) fn destroy_qp(dev: &rdma::Device<IbDev>, qp: &Qp) -> Result {

@@ -5,7 +5,7 @@
 use super::{
     attr::{DeviceAttr, GidAttr, LinkLayer, NetDev, NetDevRef, PortAttr, PortImmutable},
     mmap::{self, MmapIo},
-    objects::{AhAttr, CqTable, QpAttr, QpInit, QpType},
+    objects::{AhAttr, CqTable, QpAttr, QpInit, QpTable, QpType},
     udata::UData,
 };
 use crate::bindings as b;
@@ -112,6 +112,9 @@ pub(crate) trait Driver: Send + Sync + Sized + 'static {
         build_error!(VTABLE_DEFAULT_ERROR)
     }
 
+    /// The table through which async events reach the QPs.
+    fn qp_table(dev: &Device<Self>) -> &QpTable;
+
     /// Creates a user QP; returns its state and QP number.
     fn create_qp(
         _dev: &Device<Self>,
@@ -124,6 +127,18 @@ pub(crate) trait Driver: Send + Sync + Sized + 'static {
 
     /// Modifies a QP (`mask`: `IB_QP_*`).
     fn modify_qp(_dev: &Device<Self>, _qp: &Self::Qp, _attr: &QpAttr<'_>, _mask: u32) -> Result {
+        build_error!(VTABLE_DEFAULT_ERROR)
+    }
+
+    /// Reads a QP's attributes (`IB_QP_*` `mask` says which the caller
+    /// wants; filling in more is allowed) and its capacities.
+    fn query_qp(
+        _dev: &Device<Self>,
+        _qp: &Self::Qp,
+        _mask: u32,
+        _attr: &mut QpAttrOut<'_>,
+        _cap: &mut b::ib_qp_cap,
+    ) -> Result {
         build_error!(VTABLE_DEFAULT_ERROR)
     }
 
@@ -315,6 +330,50 @@ impl UContextInit<'_> {
     }
 }
 
+/// The attributes `query_qp` fills in: the plain fields through
+/// [`QpAttrOut::raw`], the primary path through [`QpAttrOut::set_roce_av`].
+pub(crate) struct QpAttrOut<'a> {
+    raw: &'a mut b::ib_qp_attr,
+}
+
+/// A RoCE address vector as `query_qp` reports it.
+pub(crate) struct RoceAv {
+    pub(crate) dgid: [u8; 16],
+    pub(crate) dmac: [u8; 6],
+    pub(crate) sgid_index: u8,
+    pub(crate) hop_limit: u8,
+    pub(crate) traffic_class: u8,
+    pub(crate) flow_label: u32,
+    pub(crate) port: u32,
+}
+
+impl QpAttrOut<'_> {
+    /// The plain attribute fields.
+    pub(crate) fn raw(&mut self) -> &mut b::ib_qp_attr {
+        self.raw
+    }
+
+    /// Sets the primary path (a RoCE address with a GRH, no GID attribute
+    /// reference).
+    pub(crate) fn set_roce_av(&mut self, av: &RoceAv) {
+        let ah = &mut self.raw.ah_attr;
+        ah.type_ = b::rdma_ah_attr_type_RDMA_AH_ATTR_TYPE_ROCE;
+        ah.port_num = av.port;
+        ah.ah_flags = b::ib_ah_flags_IB_AH_GRH as u8;
+        ah.grh.sgid_attr = core::ptr::null();
+        ah.grh.sgid_index = av.sgid_index;
+        ah.grh.hop_limit = av.hop_limit;
+        ah.grh.traffic_class = av.traffic_class;
+        ah.grh.flow_label = av.flow_label;
+        // SAFETY: `union ib_gid` and the address union hold plain bytes;
+        // `roce` is the member of a RoCE address.
+        unsafe {
+            *ah.grh.dgid.raw.as_mut() = av.dgid;
+            ah.__bindgen_anon_1.roce.as_mut().dmac = av.dmac;
+        }
+    }
+}
+
 /// The driver state of the user context a uverbs command runs in.
 ///
 /// # Safety
@@ -382,14 +441,21 @@ impl<T: Driver> Adapter<T> {
         ops.mmap = Some(Self::mmap);
         ops.mmap_free = Some(Self::mmap_free);
         if T::HAS_CREATE_CQ {
-            // User CQs only (kernel verbs are not implemented).
+            // User CQs only (kernel verbs are not implemented): ib_core
+            // calls `create_user_cq` for both uverbs paths, but offers the
+            // legacy write() CREATE_CQ only to drivers that also set
+            // `create_cq`; kernel callers (no bundle) get EOPNOTSUPP.
             ops.create_user_cq = Some(Self::create_user_cq);
+            ops.create_cq = Some(Self::create_user_cq);
             ops.destroy_cq = Some(Self::destroy_cq);
             ops.size_ib_cq = size_of::<CqObj<T>>();
         }
         if T::HAS_CREATE_QP {
             ops.create_qp = Some(Self::create_qp);
             ops.modify_qp = Some(Self::modify_qp);
+            if T::HAS_QUERY_QP {
+                ops.query_qp = Some(Self::query_qp);
+            }
             ops.destroy_qp = Some(Self::destroy_qp);
             ops.size_ib_qp = size_of::<QpObj<T>>();
         }
@@ -973,6 +1039,14 @@ impl<T: Driver> Adapter<T> {
                 pd,
             };
             let (data, qpn) = T::create_qp(dev, ctx, &mut qi, &mut udata)?;
+            if let Err(e) = T::qp_table(dev).insert(qpn, ibqp) {
+                if T::destroy_qp(dev, &data).is_ok() {
+                    drop(data);
+                } else {
+                    core::mem::forget(data);
+                }
+                return Err(e);
+            }
             // SAFETY: `obj` is valid for writes; `qp_num` is ib_core's to read.
             unsafe {
                 (*obj).data.write(data);
@@ -1001,12 +1075,52 @@ impl<T: Driver> Adapter<T> {
         from_result(|| T::modify_qp(dev, data, &attr, mask as u32).map(|()| 0))
     }
 
+    extern "C" fn query_qp(
+        ibqp: *mut b::ib_qp,
+        attr: *mut b::ib_qp_attr,
+        mask: c_int,
+        init: *mut b::ib_qp_init_attr,
+    ) -> c_int {
+        // SAFETY: a QP created by us, alive for the call; `attr` and `init`
+        // are ib_core's output structures, ours for the call.
+        let (dev, data, attr, init) = unsafe {
+            (
+                Device::<T>::from_raw((*ibqp).device),
+                (*ibqp.cast::<QpObj<T>>()).data.assume_init_ref(),
+                &mut *attr,
+                &mut *init,
+            )
+        };
+        from_result(|| {
+            let mut out = QpAttrOut { raw: attr };
+            T::query_qp(dev, data, mask as u32, &mut out, &mut init.cap)?;
+            let c = &init.cap;
+            out.raw.cap = b::ib_qp_cap {
+                max_send_wr: c.max_send_wr,
+                max_recv_wr: c.max_recv_wr,
+                max_send_sge: c.max_send_sge,
+                max_recv_sge: c.max_recv_sge,
+                max_inline_data: c.max_inline_data,
+                max_rdma_ctxs: c.max_rdma_ctxs,
+            };
+            // SAFETY: `ibqp` is alive; these are plain fields ib_core set.
+            unsafe {
+                init.qp_type = (*ibqp).qp_type;
+                init.send_cq = (*ibqp).send_cq;
+                init.recv_cq = (*ibqp).recv_cq;
+            }
+            Ok(0)
+        })
+    }
+
     extern "C" fn destroy_qp(ibqp: *mut b::ib_qp, _udata: *mut b::ib_udata) -> c_int {
         let obj = ibqp.cast::<QpObj<T>>();
         // SAFETY: called once for a QP whose creation succeeded; ib_core
         // frees it afterwards.
+        // Removal from the event table comes first.
         unsafe {
             let dev = Device::<T>::from_raw((*ibqp).device);
+            T::qp_table(dev).remove((*ibqp).qp_num);
             if T::destroy_qp(dev, (*obj).data.assume_init_ref()).is_ok() {
                 (*obj).data.assume_init_drop();
             }

@@ -31,8 +31,10 @@ pub(crate) mod udata;
 pub(crate) mod umem;
 
 pub(crate) use attr::{DeviceAttr, GidAttr, GidType, LinkLayer, NetDev, PortAttr, PortImmutable};
-pub(crate) use device::{Builder, Device, Driver, EventRef, PortEvent, Registration, UContextInit};
+pub(crate) use device::{
+    Builder, Device, Driver, EventRef, PortEvent, QpAttrOut, Registration, RoceAv, UContextInit,
+};
 pub(crate) use notifier::{NetdevEvent, NetdevHandler, NetdevNotifier};
-pub(crate) use objects::{AhAttr, CqEvent, CqTable, QpAttr, QpInit, QpType};
+pub(crate) use objects::{AhAttr, CqEvent, CqTable, QpAttr, QpEvent, QpInit, QpTable, QpType};
 pub(crate) use udata::UData;
 pub(crate) use umem::Umem;

@@ -128,13 +128,20 @@ impl<'a> AhAttr<'a> {
     }
 }
 
-/// A CQ's `struct ib_cq`, kept in a [`CqTable`].
-#[derive(Clone, Copy)]
-struct CqPtr(NonNull<b::ib_cq>);
+/// An ib_core object kept in an [`ObjTable`].
+struct Ptr<R>(NonNull<R>);
+
+impl<R> Clone for Ptr<R> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<R> Copy for Ptr<R> {}
 
 // SAFETY: the pointer is only dereferenced under the table's lock, while the
-// CQ is guaranteed alive (see `CqTable`).
-unsafe impl Send for CqPtr {}
+// object is guaranteed alive (see `ObjTable`).
+unsafe impl<R> Send for Ptr<R> {}
 
 /// Async events of a CQ.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -143,19 +150,40 @@ pub(crate) enum CqEvent {
     Err,
 }
 
-/// The CQs that can receive completion events, by the device's CQ number.
-///
-/// The trampolines insert a CQ after `create_*cq` succeeded and remove it
-/// before `destroy_cq` runs; [`CqTable::notify`] calls the CQ's completion
-/// handler under the table's lock, so a CQ being destroyed is never
-/// notified after its removal. Usable from hard IRQ context.
-#[pin_data]
-pub(crate) struct CqTable {
-    #[pin]
-    slots: SpinLockIrq<KVVec<Option<CqPtr>>>,
+/// Async events of a QP.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum QpEvent {
+    /// `IB_EVENT_QP_FATAL`.
+    Fatal,
+    /// `IB_EVENT_QP_LAST_WQE_REACHED`.
+    LastWqeReached,
+    /// `IB_EVENT_SQ_DRAINED`.
+    SqDrained,
+    /// `IB_EVENT_COMM_EST`.
+    CommEst,
+    /// `IB_EVENT_QP_ACCESS_ERR`.
+    AccessErr,
 }
 
-impl CqTable {
+/// The CQs or QPs that can receive events, by the device's number for
+/// them.
+///
+/// The trampolines insert an object after its creation succeeded and remove
+/// it before its destroy method runs; the event methods call the object's
+/// handlers under the table's lock, so an object being destroyed is never
+/// called after its removal. Usable from hard IRQ context.
+#[pin_data]
+pub(crate) struct ObjTable<R> {
+    #[pin]
+    slots: SpinLockIrq<KVVec<Option<Ptr<R>>>>,
+}
+
+/// CQs by CQ number.
+pub(crate) type CqTable = ObjTable<b::ib_cq>;
+/// QPs by QP number.
+pub(crate) type QpTable = ObjTable<b::ib_qp>;
+
+impl<R> ObjTable<R> {
     /// An empty table.
     pub(crate) fn new() -> impl PinInit<Self> {
         pin_init!(Self {
@@ -163,8 +191,8 @@ impl CqTable {
         })
     }
 
-    pub(super) fn insert(&self, id: u32, cq: *mut b::ib_cq) -> Result {
-        let cq = CqPtr(NonNull::new(cq).ok_or(EINVAL)?);
+    pub(super) fn insert(&self, id: u32, obj: *mut R) -> Result {
+        let obj = Ptr(NonNull::new(obj).ok_or(EINVAL)?);
         let id = usize::try_from(id)?;
         loop {
             let len = self.slots.lock().len();
@@ -186,7 +214,7 @@ impl CqTable {
         let mut slots = self.slots.lock();
         match slots.get_mut(id) {
             Some(slot @ None) => {
-                *slot = Some(cq);
+                *slot = Some(obj);
                 Ok(())
             }
             _ => Err(EBUSY),
@@ -202,29 +230,56 @@ impl CqTable {
         }
     }
 
-    /// Calls the completion handler of CQ `id`; `false` if there is none.
-    pub(crate) fn notify(&self, id: u32) -> bool {
+    /// Runs `f` on object `id` under the lock; `false` if there is none.
+    fn with(&self, id: u32, f: impl FnOnce(*mut R)) -> bool {
         let slots = self.slots.lock();
-        let Some(Some(cq)) = usize::try_from(id).ok().and_then(|i| slots.get(i)) else {
+        let Some(Some(obj)) = usize::try_from(id).ok().and_then(|i| slots.get(i)) else {
             return false;
         };
-        // SAFETY: the CQ is alive while it is in the table, and we hold the
-        // lock its removal takes. `comp_handler` may run in IRQ context.
-        unsafe { b::ferroce_cq_comp(cq.0.as_ptr()) };
+        f(obj.0.as_ptr());
         true
+    }
+}
+
+impl ObjTable<b::ib_cq> {
+    /// Calls the completion handler of CQ `id`; `false` if there is none.
+    pub(crate) fn notify(&self, id: u32) -> bool {
+        self.with(id, |cq| {
+            // SAFETY: the CQ is alive while it is in the table, and `with`
+            // holds the lock its removal takes. `comp_handler` may run in
+            // IRQ context.
+            unsafe { b::ferroce_cq_comp(cq) }
+        })
     }
 
     /// Dispatches an async event of CQ `id`; `false` if there is none.
     pub(crate) fn event(&self, id: u32, ev: CqEvent) -> bool {
-        let slots = self.slots.lock();
-        let Some(Some(cq)) = usize::try_from(id).ok().and_then(|i| slots.get(i)) else {
-            return false;
-        };
         let ty = match ev {
             CqEvent::Err => b::ib_event_type_IB_EVENT_CQ_ERR,
         };
-        // SAFETY: as in `notify`; the event handler may run in IRQ context.
-        unsafe { b::ferroce_cq_event(cq.0.as_ptr(), ty) };
-        true
+        self.with(id, |cq| {
+            // SAFETY: as in `notify`; the event handler may run in IRQ
+            // context.
+            unsafe { b::ferroce_cq_event(cq, ty) }
+        })
+    }
+}
+
+impl ObjTable<b::ib_qp> {
+    /// Dispatches an async event of QP `id`; `false` if there is none.
+    pub(crate) fn event(&self, id: u32, ev: QpEvent) -> bool {
+        let ty = match ev {
+            QpEvent::Fatal => b::ib_event_type_IB_EVENT_QP_FATAL,
+            QpEvent::LastWqeReached => b::ib_event_type_IB_EVENT_QP_LAST_WQE_REACHED,
+            QpEvent::SqDrained => b::ib_event_type_IB_EVENT_SQ_DRAINED,
+            QpEvent::CommEst => b::ib_event_type_IB_EVENT_COMM_EST,
+            QpEvent::AccessErr => b::ib_event_type_IB_EVENT_QP_ACCESS_ERR,
+        };
+        self.with(id, |qp| {
+            // SAFETY: the QP is alive while it is in the table, and `with`
+            // holds the lock its removal takes; ib_core's QP event handler
+            // (and ib_uverbs') may run in IRQ context.
+            unsafe { b::ferroce_qp_event(qp, ty) }
+        })
     }
 }
