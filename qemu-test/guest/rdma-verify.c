@@ -211,6 +211,26 @@ static void tcp_connect(const char *server, int port)
 	freeaddrinfo(res);
 }
 
+/* ibv_query_qp reports back what the QP was given on the way to RTS. */
+static void check_query(int gidx, const struct dest *rem, enum ibv_mtu mtu, uint32_t psn)
+{
+	struct ibv_qp_init_attr init;
+	struct ibv_qp_attr q;
+
+	memset(&q, 0, sizeof(q));
+	if (ibv_query_qp(qp, &q, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
+			 IBV_QP_SQ_PSN | IBV_QP_RQ_PSN | IBV_QP_TIMEOUT | IBV_QP_CAP, &init))
+		die("ibv_query_qp failed: %s\n", strerror(errno));
+	if (q.qp_state != IBV_QPS_RTS || q.path_mtu != mtu || q.dest_qp_num != rem->qpn ||
+	    q.sq_psn != psn || q.rq_psn != rem->psn || q.timeout != ack_timeout ||
+	    q.ah_attr.grh.sgid_index != gidx || memcmp(q.ah_attr.grh.dgid.raw, rem->gid, 16) ||
+	    q.cap.max_send_wr < 1 || init.cap.max_send_wr != q.cap.max_send_wr)
+		die("ibv_query_qp: state %d mtu %d dest_qpn %u sq_psn %u rq_psn %u timeout %u sgid %u\n",
+		    q.qp_state, q.path_mtu, q.dest_qp_num, q.sq_psn, q.rq_psn, q.timeout,
+		    q.ah_attr.grh.sgid_index);
+	printf("ibv_query_qp: RTS, attributes as set\n");
+}
+
 static void connect_qp(int gidx, const struct dest *rem, enum ibv_mtu mtu, uint32_t psn)
 {
 	struct ibv_qp_attr a = {
@@ -235,6 +255,7 @@ static void connect_qp(int gidx, const struct dest *rem, enum ibv_mtu mtu, uint3
 	if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
 			  IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC))
 		die("modify QP to RTS failed: %s\n", strerror(errno));
+	check_query(gidx, rem, mtu, psn);
 }
 
 int main(int argc, char **argv)
