@@ -15,6 +15,8 @@
 #   make run        the main job: VMs, RDMA, perftest, results shown
 #   make check      every test (cargo, KUnit, VM scenarios); ends with
 #                   "N passed, N failed"
+#   make bench      the same RDMA tests over rxe and over ferroce, side by
+#                   side, with their ratio (numbers, not pass/fail)
 #   make lint       rustfmt, clippy, checkpatch, shellcheck
 #   make clean
 #
@@ -48,7 +50,7 @@ C_SOURCES = $(shell find include drivers providers -name '*.[ch]' 2>/dev/null)
 
 PROVIDER_OUT := $(TOP)/.build/provider
 
-.PHONY: all modules provider provider-check run check lint clean help
+.PHONY: all modules provider provider-check run check bench lint clean help
 
 all: modules provider
 
@@ -67,13 +69,16 @@ provider-check:
 	$(PROVIDER_MAKE) check
 
 help:
-	@sed -n '3,21p' Makefile
+	@sed -n '3,23p' Makefile
 
 run:
 	$(TOP)/scripts/run-main.sh
 
 check:
 	$(TOP)/scripts/check.sh
+
+bench:
+	$(TOP)/scripts/bench.sh
 
 lint: modules
 	@echo "== rustfmt (kernel's .rustfmt.toml)"
