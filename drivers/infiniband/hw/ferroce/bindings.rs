@@ -102,9 +102,12 @@ macro_rules! abi_responses {
 }
 abi_requests!(ferroce_ureq_create_cq, ferroce_ureq_create_qp);
 
-// SAFETY: a ferroce-hw.h struct (naturally aligned, explicit reserved
+// Responses the device DMA-writes (read back by `Shared::exec_resp`).
+// SAFETY: ferroce-hw.h structs (naturally aligned, explicit reserved
 // fields, integers only): any byte pattern is a valid value.
 unsafe impl kernel::transmute::FromBytes for ferroce_qp_attr {}
+// SAFETY: as above.
+unsafe impl kernel::transmute::FromBytes for ferroce_caps {}
 abi_responses!(
     ferroce_uresp_alloc_ctx,
     ferroce_uresp_create_cq,

@@ -26,14 +26,14 @@ use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use kernel::{
     debugfs,
     device::{Bound, Core},
-    dma::Coherent,
-    io::{io_read, poll::read_poll_timeout, Io},
+    io::{poll::read_poll_timeout, Io},
     irq::{self, IrqReturn},
     new_mutex, new_spinlock_irq, pci,
     prelude::*,
     sync::aref::ARef,
     sync::{Arc, Mutex, SpinLockIrq},
     time::Delta,
+    transmute::FromBytes,
 };
 
 /// What QUERY_CAPS reported (`struct ferroce_caps`).
@@ -71,6 +71,13 @@ pub(crate) struct PortInfo {
     pub(crate) active_mtu: u32,
     pub(crate) mac: [u8; 6],
 }
+
+/// Room for the largest response [`Shared::exec_resp`] reads.
+const RESP_MAX: usize = 256;
+const _: () = assert!(
+    core::mem::size_of::<hw::ferroce_caps>() <= RESP_MAX
+        && core::mem::size_of::<hw::ferroce_qp_attr>() <= RESP_MAX
+);
 
 /// Driver counters.
 #[derive(Default)]
@@ -245,21 +252,31 @@ impl Shared {
         self.exec(&cmd)
     }
 
-    /// QUERY_QP: the device's view of QP `qpn` (its response lands in the
-    /// page-list area, whose lock serialises its users).
-    pub(crate) fn query_qp(&self, qpn: u32) -> Result<hw::ferroce_qp_attr> {
-        const N: usize = core::mem::size_of::<hw::ferroce_qp_attr>();
+    /// Executes a command whose result the device DMA-writes to
+    /// `resp_addr` (`cmd` builds it from that address and the length of
+    /// `R`). The response lands in the page-list area, whose lock
+    /// serialises its users, so no command allocates DMA memory for it.
+    pub(crate) fn exec_resp<C: Command, R: FromBytes>(
+        &self,
+        cmd: impl FnOnce(u64, u32) -> C,
+    ) -> Result<R> {
+        let mut buf = [0u8; RESP_MAX];
+        let out = buf.get_mut(..core::mem::size_of::<R>()).ok_or(EINVAL)?;
         let scratch = self.pbl.lock();
-        let cmd = hw::ferroce_cmd_query_qp {
-            resp_addr: scratch.resp_addr(),
-            resp_len: N as u32,
+        self.exec(&cmd(scratch.resp_addr(), out.len() as u32))?;
+        kext::dma_rmb();
+        scratch.read_resp(out)?;
+        R::from_bytes_copy(out).ok_or(EIO)
+    }
+
+    /// QUERY_QP: the device's view of QP `qpn`.
+    pub(crate) fn query_qp(&self, qpn: u32) -> Result<hw::ferroce_qp_attr> {
+        self.exec_resp(|resp_addr, resp_len| hw::ferroce_cmd_query_qp {
+            resp_addr,
+            resp_len,
             qpn,
             ..Default::default()
-        };
-        self.exec(&cmd)?;
-        kext::dma_rmb();
-        let bytes = scratch.read_resp::<N>()?;
-        <hw::ferroce_qp_attr as kernel::transmute::FromBytes>::from_bytes_copy(&bytes).ok_or(EIO)
+        })
     }
 
     /// The device's link bit.
@@ -592,52 +609,35 @@ fn timeout_ms(reg: u32, promised: u32) -> Delta {
     Delta::from_millis(i64::from(ms))
 }
 
-fn query_caps(shared: &Shared, dev: &kernel::device::Device<Bound>) -> Result<Caps> {
-    const WORDS: usize = core::mem::size_of::<hw::ferroce_caps>() / 4;
-    let resp: Coherent<[u32]> = Coherent::zeroed_slice(dev, WORDS, GFP_KERNEL)?;
-    let cmd = hw::ferroce_cmd_query_caps {
-        resp_addr: resp.dma_address(),
-        resp_len: (WORDS * 4) as u32,
-        ..Default::default()
-    };
-    shared.exec(&cmd)?;
-    kext::dma_rmb();
-    macro_rules! w {
-        ($f:ident) => {{
-            let i = core::mem::offset_of!(hw::ferroce_caps, $f) / 4;
-            io_read!(&resp, [try: i])
-        }};
-    }
-    macro_rules! q {
-        ($f:ident) => {{
-            let i = core::mem::offset_of!(hw::ferroce_caps, $f) / 4;
-            let lo: u32 = io_read!(&resp, [try: i]);
-            let hi: u32 = io_read!(&resp, [try: i + 1]);
-            u64::from(lo) | (u64::from(hi) << 32)
-        }};
-    }
+fn query_caps(shared: &Shared) -> Result<Caps> {
+    let c: hw::ferroce_caps =
+        shared.exec_resp(|resp_addr, resp_len| hw::ferroce_cmd_query_caps {
+            resp_addr,
+            resp_len,
+            ..Default::default()
+        })?;
     Ok(Caps {
-        device_caps: w!(device_caps),
-        max_qp: w!(max_qp),
-        max_qp_wr: w!(max_qp_wr),
-        max_sge: w!(max_sge),
-        max_inline: w!(max_inline),
-        max_cq: w!(max_cq),
-        max_cqe: w!(max_cqe),
-        max_mr: w!(max_mr),
-        max_pd: w!(max_pd),
-        max_ah: w!(max_ah),
-        max_qp_rd_atom: w!(max_qp_rd_atom),
-        max_qp_init_rd_atom: w!(max_qp_init_rd_atom),
-        gid_table_len: w!(gid_table_len),
-        pkey_table_len: w!(pkey_table_len),
-        max_msg_size: w!(max_msg_size),
-        db_pages: w!(db_pages),
-        local_ca_ack_delay: w!(local_ca_ack_delay),
-        max_path_mtu: w!(max_path_mtu),
-        max_mr_size: q!(max_mr_size),
-        page_size_cap: q!(page_size_cap),
-        fw_version: q!(fw_version),
+        device_caps: c.device_caps,
+        max_qp: c.max_qp,
+        max_qp_wr: c.max_qp_wr,
+        max_sge: c.max_sge,
+        max_inline: c.max_inline,
+        max_cq: c.max_cq,
+        max_cqe: c.max_cqe,
+        max_mr: c.max_mr,
+        max_pd: c.max_pd,
+        max_ah: c.max_ah,
+        max_qp_rd_atom: c.max_qp_rd_atom,
+        max_qp_init_rd_atom: c.max_qp_init_rd_atom,
+        gid_table_len: c.gid_table_len,
+        pkey_table_len: c.pkey_table_len,
+        max_msg_size: c.max_msg_size,
+        db_pages: c.db_pages,
+        local_ca_ack_delay: c.local_ca_ack_delay,
+        max_path_mtu: c.max_path_mtu,
+        max_mr_size: c.max_mr_size,
+        page_size_cap: c.page_size_cap,
+        fw_version: c.fw_version,
     })
 }
 
@@ -834,7 +834,7 @@ impl<'bound> Ferroce<'bound> {
         }
 
         // 6. Capabilities, port, completion EQs.
-        let caps = step(pdev, "QUERY_CAPS", query_caps(&shared, dev))?;
+        let caps = step(pdev, "QUERY_CAPS", query_caps(&shared))?;
         let (port, up) = step(pdev, "QUERY_PORT", query_port(&shared))?;
         shared.update_port(|s| s.link = up);
         for eq in shared.eqs.iter().take(nvec).skip(1) {

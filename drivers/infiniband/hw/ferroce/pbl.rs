@@ -45,15 +45,15 @@ impl PblScratch {
         self.mem.dma_address()
     }
 
-    /// Reads the first `N` bytes of the area (a command's response).
-    pub(crate) fn read_resp<const N: usize>(&self) -> Result<[u8; N]> {
-        let mut out = [0u8; N];
+    /// Reads the first `out.len()` bytes of the area (a command's
+    /// response).
+    pub(crate) fn read_resp(&self, out: &mut [u8]) -> Result {
         for (i, chunk) in out.chunks_mut(8).enumerate() {
             let w: u64 = io_read!(&self.mem, [try: i]);
             let bytes = u64::from_le(w).to_le_bytes();
             chunk.copy_from_slice(&bytes[..chunk.len()]);
         }
-        Ok(out)
+        Ok(())
     }
 
     /// A builder placing lists one after the other in the scratch area.
@@ -103,31 +103,28 @@ impl PblBuilder<'_> {
             pbl.addr = pages[0];
             return Ok(pbl);
         }
+        let first = self.next_page;
         let l1_pages = n.div_ceil(L1);
-        let (first, level) = if l1_pages == 1 {
-            (self.next_page, hw::FERROCE_PBL_LEVEL_1)
+        // Level 1: the page list at page `first`. Level 2: the array of
+        // level-1 pages at `first`, the page list from `first + 1` on.
+        let (level, list) = if l1_pages == 1 {
+            (hw::FERROCE_PBL_LEVEL_1, first)
         } else {
-            (self.next_page, hw::FERROCE_PBL_LEVEL_2)
+            (hw::FERROCE_PBL_LEVEL_2, first + 1)
         };
-        let used = if l1_pages == 1 { 1 } else { 1 + l1_pages };
-        if first + used > SCRATCH_PAGES {
+        if list + l1_pages > SCRATCH_PAGES {
             return Err(E2BIG);
         }
-        if l1_pages == 1 {
-            for (i, &p) in pages.iter().enumerate() {
-                self.put(first * L1 + i, p)?;
-            }
-        } else {
-            // Page `first`: the level-2 array; pages `first + 1 ..`: level 1.
+        if level == hw::FERROCE_PBL_LEVEL_2 {
             for k in 0..l1_pages {
-                let addr = self.page_addr(first + 1 + k);
+                let addr = self.page_addr(list + k);
                 self.put(first * L1 + k, addr)?;
             }
-            for (i, &p) in pages.iter().enumerate() {
-                self.put((first + 1) * L1 + i, p)?;
-            }
         }
-        self.next_page = first + used;
+        for (i, &p) in pages.iter().enumerate() {
+            self.put(list * L1 + i, p)?;
+        }
+        self.next_page = list + l1_pages;
         pbl.level = level as u8;
         pbl.addr = self.page_addr(first);
         Ok(pbl)
