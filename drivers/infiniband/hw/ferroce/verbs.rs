@@ -204,9 +204,7 @@ pub(crate) fn create_cq(
         cqn: cq.cqn,
         ..Default::default()
     }) {
-        if destroy_cq(dev, &cq).is_err() {
-            core::mem::forget(cq);
-        }
+        rdma::destroy_or_leak(cq, |cq| destroy_cq(dev, cq));
         return Err(e);
     }
     let cqn = cq.cqn;
@@ -330,9 +328,7 @@ pub(crate) fn create_qp(
         qpn: qp.qpn,
         max_inline,
     }) {
-        if destroy_qp(dev, &qp).is_err() {
-            core::mem::forget(qp);
-        }
+        rdma::destroy_or_leak(qp, |qp| destroy_qp(dev, qp));
         return Err(e);
     }
     let qpn = qp.qpn;

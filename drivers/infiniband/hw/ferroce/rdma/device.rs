@@ -390,6 +390,16 @@ unsafe fn ctx_of<'a, T: Driver>(udata: &UData<'_>) -> &'a T::UContext {
     }
 }
 
+/// Destroys an object's state on the device with `destroy`, then drops it;
+/// if the device refuses or does not answer, leaks it instead, so memory the
+/// state pins stays pinned under a device that might still access it (the
+/// policy of [`Driver::destroy_cq`] and the other destroy methods).
+pub(crate) fn destroy_or_leak<D>(data: D, destroy: impl FnOnce(&D) -> Result) {
+    if destroy(&data).is_err() {
+        core::mem::forget(data);
+    }
+}
+
 /// Converts a trait method's result into ib_core's `ERR_PTR` convention.
 fn ptr_result<P>(r: Result<*mut P>) -> *mut P {
     r.unwrap_or_else(|e| e.to_ptr())
@@ -956,11 +966,7 @@ impl<T: Driver> Adapter<T> {
             let ctx = unsafe { ctx_of::<T>(&udata) };
             let (data, id, cqe) = T::create_cq(dev, ctx, attr.cqe, attr.comp_vector, &mut udata)?;
             if let Err(e) = T::cq_table(dev).insert(id, ibcq) {
-                if T::destroy_cq(dev, &data).is_ok() {
-                    drop(data);
-                } else {
-                    core::mem::forget(data);
-                }
+                destroy_or_leak(data, |d| T::destroy_cq(dev, d));
                 return Err(e);
             }
             // SAFETY: `obj` is valid for writes; `cqe` is ib_core's to read.
@@ -975,18 +981,20 @@ impl<T: Driver> Adapter<T> {
     extern "C" fn destroy_cq(ibcq: *mut b::ib_cq, _udata: *mut b::ib_udata) -> c_int {
         let obj = ibcq.cast::<CqObj<T>>();
         // SAFETY: ib_core calls this once for a CQ whose creation succeeded
-        // (`data` initialised) and frees it afterwards. Removal from the
-        // table comes first, so no completion handler call uses it after.
-        unsafe {
-            let dev = Device::<T>::from_raw((*ibcq).device);
-            let (id, data) = (*obj).data.assume_init_ref();
-            T::cq_table(dev).remove(*id);
-            if T::destroy_cq(dev, data).is_ok() {
-                (*obj).data.assume_init_drop();
-            }
-        }
-        // A CQ ib_core cannot destroy would leak its uobject forever;
-        // the driver state is leaked instead (see `Driver::destroy_cq`).
+        // (`data` initialised, moved out here and never read again) and
+        // frees it afterwards.
+        let (dev, (id, data)) = unsafe {
+            (
+                Device::<T>::from_raw((*ibcq).device),
+                (*obj).data.assume_init_read(),
+            )
+        };
+        // Removal from the table comes first, so no completion handler call
+        // uses the CQ after it.
+        T::cq_table(dev).remove(id);
+        // A CQ ib_core cannot destroy would leak its uobject forever; the
+        // driver state is leaked instead (see `Driver::destroy_cq`).
+        destroy_or_leak(data, |d| T::destroy_cq(dev, d));
         0
     }
 
@@ -1040,11 +1048,7 @@ impl<T: Driver> Adapter<T> {
             };
             let (data, qpn) = T::create_qp(dev, ctx, &mut qi, &mut udata)?;
             if let Err(e) = T::qp_table(dev).insert(qpn, ibqp) {
-                if T::destroy_qp(dev, &data).is_ok() {
-                    drop(data);
-                } else {
-                    core::mem::forget(data);
-                }
+                destroy_or_leak(data, |d| T::destroy_qp(dev, d));
                 return Err(e);
             }
             // SAFETY: `obj` is valid for writes; `qp_num` is ib_core's to read.
@@ -1115,16 +1119,18 @@ impl<T: Driver> Adapter<T> {
 
     extern "C" fn destroy_qp(ibqp: *mut b::ib_qp, _udata: *mut b::ib_udata) -> c_int {
         let obj = ibqp.cast::<QpObj<T>>();
-        // SAFETY: called once for a QP whose creation succeeded; ib_core
-        // frees it afterwards.
+        // SAFETY: called once for a QP whose creation succeeded (`data`
+        // moved out here and never read again); ib_core frees it afterwards.
+        let (dev, qpn, data) = unsafe {
+            (
+                Device::<T>::from_raw((*ibqp).device),
+                (*ibqp).qp_num,
+                (*obj).data.assume_init_read(),
+            )
+        };
         // Removal from the event table comes first.
-        unsafe {
-            let dev = Device::<T>::from_raw((*ibqp).device);
-            T::qp_table(dev).remove((*ibqp).qp_num);
-            if T::destroy_qp(dev, (*obj).data.assume_init_ref()).is_ok() {
-                (*obj).data.assume_init_drop();
-            }
-        }
+        T::qp_table(dev).remove(qpn);
+        destroy_or_leak(data, |d| T::destroy_qp(dev, d));
         0
     }
 
@@ -1180,13 +1186,9 @@ impl<T: Driver> Adapter<T> {
         let obj = ibmr.cast::<MrObj<T>>();
         // SAFETY: ib_core calls this once for an MR `reg_user_mr` returned
         // (a leaked `KBox<MrObj<T>>`, `ib` at offset 0), never using it
-        // afterwards.
-        unsafe {
-            let dev = Device::<T>::from_raw((*ibmr).device);
-            if T::dereg_mr(dev, &(*obj).data).is_ok() {
-                drop(KBox::from_raw(obj));
-            }
-        }
+        // afterwards, so the box is ours again.
+        let (dev, mr) = unsafe { (Device::<T>::from_raw((*ibmr).device), KBox::from_raw(obj)) };
+        destroy_or_leak(mr, |mr| T::dereg_mr(dev, &mr.data));
         0
     }
 
@@ -1217,14 +1219,15 @@ impl<T: Driver> Adapter<T> {
 
     extern "C" fn destroy_ah(ibah: *mut b::ib_ah, _flags: u32) -> c_int {
         let obj = ibah.cast::<AhObj<T>>();
-        // SAFETY: called once for an AH whose creation succeeded; ib_core
-        // frees it afterwards.
-        unsafe {
-            let dev = Device::<T>::from_raw((*ibah).device);
-            if T::destroy_ah(dev, (*obj).data.assume_init_ref()).is_ok() {
-                (*obj).data.assume_init_drop();
-            }
-        }
+        // SAFETY: called once for an AH whose creation succeeded (`data`
+        // moved out here and never read again); ib_core frees it afterwards.
+        let (dev, data) = unsafe {
+            (
+                Device::<T>::from_raw((*ibah).device),
+                (*obj).data.assume_init_read(),
+            )
+        };
+        destroy_or_leak(data, |d| T::destroy_ah(dev, d));
         0
     }
 }

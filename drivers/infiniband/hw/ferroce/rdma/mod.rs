@@ -32,7 +32,8 @@ pub(crate) mod umem;
 
 pub(crate) use attr::{DeviceAttr, GidAttr, GidType, LinkLayer, NetDev, PortAttr, PortImmutable};
 pub(crate) use device::{
-    Builder, Device, Driver, EventRef, PortEvent, QpAttrOut, Registration, RoceAv, UContextInit,
+    destroy_or_leak, Builder, Device, Driver, EventRef, PortEvent, QpAttrOut, Registration, RoceAv,
+    UContextInit,
 };
 pub(crate) use notifier::{NetdevEvent, NetdevHandler, NetdevNotifier};
 pub(crate) use objects::{AhAttr, CqEvent, CqTable, QpAttr, QpEvent, QpInit, QpTable, QpType};
