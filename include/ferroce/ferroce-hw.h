@@ -93,7 +93,7 @@
 #define FERROCE_VERSION_MAJOR_MASK		0xffff0000
 #define FERROCE_VERSION_MINOR_MASK		0x0000ffff
 #define FERROCE_VERSION_MAJOR			1
-#define FERROCE_VERSION_MINOR			0
+#define FERROCE_VERSION_MINOR			1
 
 /* MAGIC: "FRCE" read as a little-endian u32 */
 #define FERROCE_MAGIC_VALUE			0x45435246
@@ -111,6 +111,8 @@
 #define FERROCE_CAP_ROCE_V1			0x00000200
 #define FERROCE_CAP_ROCE_V2			0x00000400
 #define FERROCE_CAP_GSI				0x00000800
+#define FERROCE_CAP_PHYS_MR			0x00001000	/* 1.1: REG_MR of physical MRs */
+#define FERROCE_CAP_MEM_MGT_EXT			0x00002000	/* 1.1: fast-reg, LOCAL_INV, SEND_INV, inline AVs */
 
 /* DEV_CTRL */
 #define FERROCE_CTRL_RESET			0x00000001	/* self-clearing */
@@ -421,6 +423,12 @@ struct ferroce_cmd_dealloc_pd {
 #define FERROCE_KEY_INDEX_SHIFT			8
 #define FERROCE_KEY_VARIANT_MASK		0xff
 
+/* REG_MR mr_type (1.1; 0 in a 1.0 command) */
+#define FERROCE_MR_TYPE_USER			0	/* page list translation */
+#define FERROCE_MR_TYPE_PHYS			1	/* addresses are guest physical */
+#define FERROCE_MR_TYPE_FAST_REG		2	/* registered by REG_MR WQEs */
+#define FERROCE_FAST_REG_MAX_PAGES		512
+
 /* REG_MR: out[0] = lkey = rkey */
 struct ferroce_cmd_reg_mr {
 	struct ferroce_cmd_hdr hdr;
@@ -431,7 +439,10 @@ struct ferroce_cmd_reg_mr {
 	__le32 access;		/* FERROCE_ACCESS_* */
 	__le32 offset;		/* start offset inside the first page */
 	__u8 key_variant;	/* becomes key bits 7:0 */
-	__u8 reserved0[3];
+	__u8 mr_type;		/* FERROCE_MR_TYPE_* */
+	__u8 reserved0[2];
+	__le32 max_pages;	/* FAST_REG: 1..FAST_REG_MAX_PAGES, else 0 */
+	__le32 reserved1;
 };
 
 struct ferroce_cmd_dereg_mr {
@@ -685,15 +696,20 @@ struct ferroce_sge {
 #define FERROCE_WR_RDMA_READ			4
 #define FERROCE_WR_ATOMIC_CMP_SWP		5	/* CAP_ATOMIC only */
 #define FERROCE_WR_ATOMIC_FETCH_ADD		6	/* CAP_ATOMIC only */
+#define FERROCE_WR_LOCAL_INV			7	/* CAP_MEM_MGT_EXT, RC */
+#define FERROCE_WR_SEND_INV			9	/* CAP_MEM_MGT_EXT, RC */
+#define FERROCE_WR_REG_MR			0x20	/* CAP_MEM_MGT_EXT, RC */
 
 /* SQ WQE flags */
 #define FERROCE_WQE_SIGNALED			0x01
 #define FERROCE_WQE_SOLICITED			0x02
 #define FERROCE_WQE_INLINE			0x04
 #define FERROCE_WQE_FENCE			0x08
+#define FERROCE_WQE_AV				0x10	/* UD/GSI: inline address vector */
 
 #define FERROCE_SQ_WQE_SEG_OFFSET		32
 #define FERROCE_SQ_WQE_DATA_OFFSET		64
+#define FERROCE_SQ_WQE_AV_DATA_OFFSET		112	/* SGEs/inline data with WQE_AV */
 #define FERROCE_RQ_WQE_DATA_OFFSET		16
 
 struct ferroce_sq_wqe_hdr {
@@ -702,7 +718,7 @@ struct ferroce_sq_wqe_hdr {
 	__u8 flags;		/* FERROCE_WQE_* */
 	__u8 num_sge;		/* SGEs at DATA_OFFSET unless INLINE */
 	__u8 reserved0;
-	__be32 imm_data;	/* *_IMM opcodes */
+	__be32 imm_data;	/* *_IMM opcodes; key for LOCAL_INV, SEND_INV */
 	__le32 inline_len;	/* INLINE: bytes at DATA_OFFSET */
 	__le32 reserved1;
 	__le64 reserved2;
@@ -730,6 +746,15 @@ struct ferroce_sq_wqe_atomic {
 	__le64 swap;
 };
 
+/* REG_MR WQE: this segment, a struct ferroce_pbl at DATA_OFFSET */
+struct ferroce_sq_wqe_reg_mr {
+	__le64 iova;
+	__le64 length;
+	__le32 key;		/* a FREE FAST_REG MR; bits 7:0 = new variant */
+	__le32 access;		/* FERROCE_ACCESS_*, not ZERO_BASED */
+	__le64 reserved;
+};
+
 struct ferroce_rq_wqe_hdr {
 	__le64 wr_id;
 	__u8 num_sge;
@@ -754,6 +779,8 @@ struct ferroce_cq_dbrec {
 #define FERROCE_WC_RDMA_READ			2
 #define FERROCE_WC_COMP_SWAP			3
 #define FERROCE_WC_FETCH_ADD			4
+#define FERROCE_WC_LOCAL_INV			6
+#define FERROCE_WC_REG_MR			0x20
 #define FERROCE_WC_RECV				128
 #define FERROCE_WC_RECV_RDMA_WITH_IMM		129
 
@@ -785,6 +812,7 @@ struct ferroce_cq_dbrec {
 #define FERROCE_CQE_WITH_IMM			0x01
 #define FERROCE_CQE_GRH				0x02	/* UD: 40-byte GRH area filled */
 #define FERROCE_CQE_SOLICITED			0x04
+#define FERROCE_CQE_WITH_INV			0x08	/* imm_data = invalidated key */
 #define FERROCE_CQE_NET_TYPE_SHIFT		4	/* FERROCE_NET_* in 5:4 */
 #define FERROCE_CQE_NET_TYPE_MASK		0x30
 #define FERROCE_CQE_OWNER			0x01
@@ -826,7 +854,7 @@ _Static_assert(sizeof(struct ferroce_cmd_create_cq) == 48, "create_cq");
 _Static_assert(sizeof(struct ferroce_cmd_destroy_cq) == 16, "destroy_cq");
 _Static_assert(sizeof(struct ferroce_cmd_alloc_pd) == 16, "alloc_pd");
 _Static_assert(sizeof(struct ferroce_cmd_dealloc_pd) == 16, "dealloc_pd");
-_Static_assert(sizeof(struct ferroce_cmd_reg_mr) == 56, "reg_mr");
+_Static_assert(sizeof(struct ferroce_cmd_reg_mr) == 64, "reg_mr");
 _Static_assert(sizeof(struct ferroce_cmd_dereg_mr) == 16, "dereg_mr");
 _Static_assert(sizeof(struct ferroce_cmd_create_qp) == 88, "create_qp");
 _Static_assert(sizeof(struct ferroce_cmd_destroy_qp) == 16, "destroy_qp");
@@ -844,6 +872,7 @@ _Static_assert(sizeof(struct ferroce_sq_wqe_hdr) == FERROCE_SQ_WQE_SEG_OFFSET, "
 _Static_assert(sizeof(struct ferroce_sq_wqe_rdma) == 16, "sq_wqe_rdma");
 _Static_assert(sizeof(struct ferroce_sq_wqe_ud) == 16, "sq_wqe_ud");
 _Static_assert(sizeof(struct ferroce_sq_wqe_atomic) == 32, "sq_wqe_atomic");
+_Static_assert(sizeof(struct ferroce_sq_wqe_reg_mr) == 32, "sq_wqe_reg_mr");
 _Static_assert(sizeof(struct ferroce_rq_wqe_hdr) == FERROCE_RQ_WQE_DATA_OFFSET, "rq_wqe_hdr");
 _Static_assert(sizeof(struct ferroce_qp_dbrec) == 8, "qp_dbrec");
 _Static_assert(sizeof(struct ferroce_cq_dbrec) == 8, "cq_dbrec");

@@ -175,7 +175,7 @@ hw_consts! {
     /// `FERROCE_VERSION_MAJOR`.
     VERSION_MAJOR: u32 = 1;
     /// `FERROCE_VERSION_MINOR`.
-    VERSION_MINOR: u32 = 0;
+    VERSION_MINOR: u32 = 1;
     /// `FERROCE_MAGIC_VALUE`.
     MAGIC_VALUE: u32 = 0x45435246;
     /// `FERROCE_CAP_RC`.
@@ -202,6 +202,10 @@ hw_consts! {
     CAP_ROCE_V2: u32 = 0x00000400;
     /// `FERROCE_CAP_GSI`.
     CAP_GSI: u32 = 0x00000800;
+    /// 1.1: REG_MR of physical MRs
+    CAP_PHYS_MR: u32 = 0x00001000;
+    /// 1.1: fast-reg, LOCAL_INV, SEND_INV, inline AVs
+    CAP_MEM_MGT_EXT: u32 = 0x00002000;
     /// Self-clearing
     CTRL_RESET: u32 = 0x00000001;
     /// `FERROCE_CTRL_ENABLE`.
@@ -414,6 +418,14 @@ hw_consts! {
     KEY_INDEX_SHIFT: u32 = 8;
     /// `FERROCE_KEY_VARIANT_MASK`.
     KEY_VARIANT_MASK: u32 = 0xff;
+    /// Page list translation
+    MR_TYPE_USER: u8 = 0;
+    /// Addresses are guest physical
+    MR_TYPE_PHYS: u8 = 1;
+    /// Registered by REG_MR WQEs
+    MR_TYPE_FAST_REG: u8 = 2;
+    /// `FERROCE_FAST_REG_MAX_PAGES`.
+    FAST_REG_MAX_PAGES: u32 = 512;
     /// `FERROCE_QPT_RC`.
     QPT_RC: u8 = 0;
     /// `FERROCE_QPT_UD`.
@@ -586,6 +598,12 @@ hw_consts! {
     WR_ATOMIC_CMP_SWP: u8 = 5;
     /// CAP_ATOMIC only
     WR_ATOMIC_FETCH_ADD: u8 = 6;
+    /// CAP_MEM_MGT_EXT, RC
+    WR_LOCAL_INV: u8 = 7;
+    /// CAP_MEM_MGT_EXT, RC
+    WR_SEND_INV: u8 = 9;
+    /// CAP_MEM_MGT_EXT, RC
+    WR_REG_MR: u8 = 0x20;
     /// `FERROCE_WQE_SIGNALED`.
     WQE_SIGNALED: u8 = 0x01;
     /// `FERROCE_WQE_SOLICITED`.
@@ -594,10 +612,14 @@ hw_consts! {
     WQE_INLINE: u8 = 0x04;
     /// `FERROCE_WQE_FENCE`.
     WQE_FENCE: u8 = 0x08;
+    /// UD/GSI: inline address vector
+    WQE_AV: u8 = 0x10;
     /// `FERROCE_SQ_WQE_SEG_OFFSET`.
     SQ_WQE_SEG_OFFSET: usize = 32;
     /// `FERROCE_SQ_WQE_DATA_OFFSET`.
     SQ_WQE_DATA_OFFSET: usize = 64;
+    /// SGEs/inline data with WQE_AV
+    SQ_WQE_AV_DATA_OFFSET: usize = 112;
     /// `FERROCE_RQ_WQE_DATA_OFFSET`.
     RQ_WQE_DATA_OFFSET: usize = 16;
     /// `FERROCE_WC_SEND`.
@@ -610,6 +632,10 @@ hw_consts! {
     WC_COMP_SWAP: u8 = 3;
     /// `FERROCE_WC_FETCH_ADD`.
     WC_FETCH_ADD: u8 = 4;
+    /// `FERROCE_WC_LOCAL_INV`.
+    WC_LOCAL_INV: u8 = 6;
+    /// `FERROCE_WC_REG_MR`.
+    WC_REG_MR: u8 = 0x20;
     /// `FERROCE_WC_RECV`.
     WC_RECV: u8 = 128;
     /// `FERROCE_WC_RECV_RDMA_WITH_IMM`.
@@ -664,6 +690,8 @@ hw_consts! {
     CQE_GRH: u8 = 0x02;
     /// `FERROCE_CQE_SOLICITED`.
     CQE_SOLICITED: u8 = 0x04;
+    /// imm_data = invalidated key
+    CQE_WITH_INV: u8 = 0x08;
     /// FERROCE_NET_* in 5:4
     CQE_NET_TYPE_SHIFT: u32 = 4;
     /// `FERROCE_CQE_NET_TYPE_MASK`.
@@ -935,8 +963,14 @@ hw_structs! {
         pub offset: u32,
         /// becomes key bits 7:0
         pub key_variant: u8,
+        /// FERROCE_MR_TYPE_*
+        pub mr_type: u8,
         /// reserved0
-        pub reserved0: [u8; 3],
+        pub reserved0: [u8; 2],
+        /// FAST_REG: 1..FAST_REG_MAX_PAGES, else 0
+        pub max_pages: u32,
+        /// reserved1
+        pub reserved1: u32,
     }
     /// `struct ferroce_cmd_dereg_mr`.
     pub struct CmdDeregMr = "ferroce_cmd_dereg_mr" {
@@ -1212,6 +1246,19 @@ hw_structs! {
         pub compare_add: u64,
         /// swap
         pub swap: u64,
+    }
+    /// `struct ferroce_sq_wqe_reg_mr`: REG_MR WQE segment (a `Pbl` at DATA_OFFSET).
+    pub struct SqWqeRegMr = "ferroce_sq_wqe_reg_mr" {
+        /// iova
+        pub iova: u64,
+        /// length
+        pub length: u64,
+        /// a FREE FAST_REG MR; bits 7:0 = new variant
+        pub key: u32,
+        /// FERROCE_ACCESS_*, not ZERO_BASED
+        pub access: u32,
+        /// reserved
+        pub reserved: u64,
     }
     /// `struct ferroce_rq_wqe_hdr`.
     pub struct RqWqeHdr = "ferroce_rq_wqe_hdr" {
