@@ -58,6 +58,7 @@ fn base<'a>(kind: NetKind, opcode: u8, payload: &'a [u8]) -> Packet<'a> {
         aeth: Aeth::default(),
         deth: Deth::default(),
         imm: [0; 4],
+        ieth: 0,
         payload,
     }
 }

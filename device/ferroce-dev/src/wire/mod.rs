@@ -39,6 +39,8 @@ pub const AETH_LEN: usize = 4;
 pub const DETH_LEN: usize = 8;
 /// ImmDt bytes.
 pub const IMM_LEN: usize = 4;
+/// Bytes of an IETH (the key a SEND with invalidate invalidates).
+pub const IETH_LEN: usize = 4;
 /// ICRC bytes.
 pub const ICRC_LEN: usize = 4;
 /// GRH next-header value meaning "IBA transport follows".
@@ -69,6 +71,8 @@ pub mod op {
     pub const RC_READ_RESPONSE_LAST: u8 = 0x0f;
     pub const RC_READ_RESPONSE_ONLY: u8 = 0x10;
     pub const RC_ACK: u8 = 0x11;
+    pub const RC_SEND_LAST_INV: u8 = 0x16;
+    pub const RC_SEND_ONLY_INV: u8 = 0x17;
     pub const UD_SEND_ONLY: u8 = 0x64;
     pub const UD_SEND_ONLY_IMM: u8 = 0x65;
 }
@@ -82,6 +86,7 @@ pub mod ext {
     pub const IMM: u8 = 8;
     /// Carries payload.
     pub const PAYLOAD: u8 = 16;
+    pub const IETH: u8 = 32;
 }
 
 /// The extended headers of `opcode` (`ext::*` bits), `None` if ferroce does
@@ -101,6 +106,7 @@ pub fn opcode_ext(opcode: u8) -> Option<u8> {
         }
         op::RC_READ_RESPONSE_MIDDLE => PAYLOAD,
         op::RC_ACK => AETH,
+        op::RC_SEND_LAST_INV | op::RC_SEND_ONLY_INV => PAYLOAD | IETH,
         op::UD_SEND_ONLY => PAYLOAD | DETH,
         op::UD_SEND_ONLY_IMM => PAYLOAD | DETH | IMM,
         _ => return None,
@@ -122,6 +128,9 @@ pub fn transport_hdr_len(opcode: u8) -> Option<usize> {
     }
     if e & ext::IMM != 0 {
         n += IMM_LEN;
+    }
+    if e & ext::IETH != 0 {
+        n += IETH_LEN;
     }
     Some(n)
 }
@@ -264,6 +273,8 @@ pub struct Packet<'a> {
     pub deth: Deth,
     /// Immediate data, wire byte order (opcodes with ImmDt).
     pub imm: [u8; 4],
+    /// IETH: the key to invalidate (SEND with invalidate opcodes).
+    pub ieth: u32,
     /// Payload (without pad and ICRC).
     pub payload: &'a [u8],
 }
@@ -518,6 +529,9 @@ pub fn encode(p: &Packet<'_>, out: &mut Vec<u8>) -> bool {
     if e & ext::IMM != 0 {
         out.extend_from_slice(&p.imm);
     }
+    if e & ext::IETH != 0 {
+        out.extend_from_slice(&p.ieth.to_be_bytes());
+    }
     out.extend_from_slice(payload);
     out.extend_from_slice(&[0u8; 3][..pad]);
     let end = out.len();
@@ -669,6 +683,7 @@ pub fn decode(frame: &[u8]) -> Result<Packet<'_>, ParseError> {
     let mut reth = Reth::default();
     let mut aeth = Aeth::default();
     let mut imm = [0u8; 4];
+    let mut ieth = 0u32;
     if e & ext::DETH != 0 {
         deth.qkey = be32(ib, at).ok_or(Truncated)?;
         deth.src_qp = be32(ib, at + 4).ok_or(Truncated)? & 0xff_ffff;
@@ -690,6 +705,10 @@ pub fn decode(frame: &[u8]) -> Result<Packet<'_>, ParseError> {
         imm.copy_from_slice(ib.get(at..at + IMM_LEN).ok_or(Truncated)?);
         at += IMM_LEN;
     }
+    if e & ext::IETH != 0 {
+        ieth = be32(ib, at).ok_or(Truncated)?;
+        at += IETH_LEN;
+    }
     let payload = ib.get(at..icrc_at - pad).ok_or(Truncated)?;
     Ok(Packet {
         dmac,
@@ -709,6 +728,7 @@ pub fn decode(frame: &[u8]) -> Result<Packet<'_>, ParseError> {
         aeth,
         deth,
         imm,
+        ieth,
         payload,
     })
 }
