@@ -12,7 +12,7 @@
 use crate::device::{is_pow2_in, State};
 use crate::gid::{expected_network_type, GidEntry};
 use crate::hw::*;
-use crate::objects::{Ah, Arm, Cq, Eq, Mr, Pd, Qp};
+use crate::objects::{Ah, Arm, Cq, Eq, Mr, MrKind, Pd, Qp};
 use crate::qp_state::{check_modify, ModifyError};
 
 type CmdResult = Result<[u32; 5], u8>;
@@ -354,10 +354,21 @@ impl State {
 
     fn cmd_reg_mr(&mut self, c: CmdRegMr) -> CmdResult {
         rsvd_bytes(&c.reserved0)?;
+        rsvd(c.reserved1)?;
         rsvd(c.pbl.reserved)?;
         param(c.access & !ACCESS_MR_MASK == 0)?;
         let remote_w = ACCESS_REMOTE_WRITE | ACCESS_REMOTE_ATOMIC;
         param(c.access & remote_w == 0 || c.access & ACCESS_LOCAL_WRITE != 0)?;
+        let kind = MrKind::from_hw(c.mr_type, c.max_pages).ok_or(STATUS_BAD_PARAM)?;
+        match kind {
+            MrKind::User => self.reg_user_mr(c),
+            MrKind::Phys | MrKind::FastReg { .. } => self.reg_pageless_mr(c, kind),
+        }
+    }
+
+    /// REG_MR of a page-list MR (`MR_TYPE_USER`, the only type of 1.0).
+    fn reg_user_mr(&mut self, c: CmdRegMr) -> CmdResult {
+        param(c.max_pages == 0)?;
         param(c.length >= 1 && c.length <= self.cfg.limits.max_mr_size)?;
         param((PAGE_SHIFT_MIN..=PAGE_SHIFT_MAX).contains(&c.pbl.page_shift))?;
         let page_size = 1u64 << c.pbl.page_shift;
@@ -380,6 +391,7 @@ impl State {
         }
         let pages = self.read_pbl(&c.pbl)?;
         let mr = Mr {
+            kind: MrKind::User,
             key: 0,
             pdn: c.pdn,
             access: c.access,
@@ -390,8 +402,46 @@ impl State {
             page_count: pages.len(),
             pages,
         };
+        self.insert_mr(mr, c.key_variant)
+    }
+
+    /// REG_MR of a physical or a fast-register MR: no page list, no range.
+    fn reg_pageless_mr(&mut self, c: CmdRegMr, kind: MrKind) -> CmdResult {
+        param(c.pbl == Pbl::zeroed())?;
+        param(c.iova == 0 && c.length == 0 && c.offset == 0)?;
+        param(c.access & ACCESS_ZERO_BASED == 0)?;
+        match kind {
+            MrKind::FastReg { max_pages, .. } => {
+                param(c.access == 0)?;
+                param((1..=FAST_REG_MAX_PAGES).contains(&max_pages))?;
+            }
+            _ => param(c.max_pages == 0)?,
+        }
+        if !self.pds.contains(c.pdn) {
+            return Err(STATUS_BAD_HANDLE);
+        }
+        if self.mrs.len() >= self.cfg.limits.max_mr as usize {
+            return Err(STATUS_NO_RESOURCES);
+        }
+        let mr = Mr {
+            kind,
+            key: 0,
+            pdn: c.pdn,
+            access: c.access,
+            iova: 0,
+            length: 0,
+            offset: 0,
+            page_shift: PAGE_SHIFT_MIN,
+            page_count: 0,
+            pages: Vec::new(),
+        };
+        self.insert_mr(mr, c.key_variant)
+    }
+
+    /// Inserts `mr` at the lowest free index; out[0] is its key.
+    fn insert_mr(&mut self, mr: Mr, key_variant: u8) -> CmdResult {
         let idx = self.mrs.insert(mr).ok_or(STATUS_NO_RESOURCES)?;
-        let key = idx << KEY_INDEX_SHIFT | u32::from(c.key_variant);
+        let key = idx << KEY_INDEX_SHIFT | u32::from(key_variant);
         if let Some(m) = self.mrs.get_mut(idx) {
             m.key = key;
         }
@@ -401,9 +451,12 @@ impl State {
     fn cmd_dereg_mr(&mut self, c: CmdDeregMr) -> CmdResult {
         rsvd(c.reserved)?;
         let idx = c.key >> KEY_INDEX_SHIFT;
+        // A fast-register MR's variant belongs to its consumer (REG_MR
+        // WQEs change it): DEREG_MR names it by index alone.
         match self.mrs.get(idx) {
-            Some(m) if m.key == c.key => {
+            Some(m) if m.key == c.key || m.is_fast_reg() => {
                 self.mrs.remove(idx);
+                self.mr_invalidated();
                 OK
             }
             _ => Err(STATUS_BAD_HANDLE),

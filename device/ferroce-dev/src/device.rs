@@ -194,6 +194,10 @@ pub(crate) struct State {
     pub loopback: VecDeque<Vec<u8>>,
     /// QPs with a coalesced ACK pending.
     pub ack_list: Vec<u32>,
+    /// Bumped whenever an MR stops translating as before (DEREG_MR,
+    /// LOCAL_INV, remote invalidation): translations the engine cached
+    /// under an older value are redone before use.
+    pub mr_epoch: u64,
     /// The data path clock (ns), advanced by [`Device::tick`].
     pub now_ns: u64,
     /// IPv4 identification of the next frame.
@@ -285,6 +289,7 @@ impl Device {
             tx: VecDeque::new(),
             loopback: VecDeque::new(),
             ack_list: Vec::new(),
+            mr_epoch: 0,
             now_ns: 0,
             ip_id: 0,
             data: DataCounters::default(),
@@ -648,6 +653,8 @@ impl State {
             | CAP_ROCE_V1
             | CAP_ROCE_V2
             | CAP_GSI
+            | CAP_PHYS_MR
+            | CAP_MEM_MGT_EXT
     }
 
     pub(crate) fn caps(&self) -> hw::Caps {

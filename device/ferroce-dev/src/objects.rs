@@ -90,9 +90,52 @@ impl<T> Table<T> {
 #[derive(Debug, Clone, Serialize)]
 pub struct Pd {}
 
+/// State of a fast-register MR.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum FastRegState {
+    /// No translation: its key is refused as an invalid key.
+    Free,
+    /// Registered by a REG_MR WQE.
+    Valid,
+}
+
+/// How an MR translates (REG_MR `mr_type`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum MrKind {
+    /// `MR_TYPE_USER`: a page list fixed at REG_MR.
+    User,
+    /// `MR_TYPE_PHYS`: addresses are guest physical addresses.
+    Phys,
+    /// `MR_TYPE_FAST_REG`: the page list comes from REG_MR WQEs.
+    FastReg {
+        /// Most pages a REG_MR WQE may give it.
+        max_pages: u32,
+        /// FREE or VALID.
+        state: FastRegState,
+    },
+}
+
+impl MrKind {
+    /// The kind of a REG_MR `mr_type` with its `max_pages`; `None` if the
+    /// type is unknown.
+    pub fn from_hw(mr_type: u8, max_pages: u32) -> Option<Self> {
+        match mr_type {
+            hw::MR_TYPE_USER => Some(Self::User),
+            hw::MR_TYPE_PHYS => Some(Self::Phys),
+            hw::MR_TYPE_FAST_REG => Some(Self::FastReg {
+                max_pages,
+                state: FastRegState::Free,
+            }),
+            _ => None,
+        }
+    }
+}
+
 /// Memory region.
 #[derive(Debug, Clone, Serialize)]
 pub struct Mr {
+    /// User, physical or fast-register (with its state).
+    pub kind: MrKind,
     /// Full key (index << 8 | variant); lkey == rkey.
     pub key: u32,
     /// Owning PD.
@@ -121,9 +164,24 @@ pub enum TranslateError {
     OutOfBounds,
     /// The MR lacks a required access right.
     Access,
+    /// A fast-register MR in state FREE: the key is not valid.
+    Free,
 }
 
 impl Mr {
+    /// Whether this is a fast-register MR (in either state).
+    pub fn is_fast_reg(&self) -> bool {
+        matches!(self.kind, MrKind::FastReg { .. })
+    }
+
+    /// The state of a fast-register MR, `None` for other kinds.
+    pub fn fast_reg_state(&self) -> Option<FastRegState> {
+        match self.kind {
+            MrKind::FastReg { state, .. } => Some(state),
+            MrKind::User | MrKind::Phys => None,
+        }
+    }
+
     /// Translates `len` bytes at `addr` (in the MR's address space) needing
     /// the `ACCESS_*` rights `need` into guest physical segments.
     pub fn translate(
@@ -132,6 +190,20 @@ impl Mr {
         len: u64,
         need: u32,
     ) -> Result<Vec<(u64, u64)>, TranslateError> {
+        match self.kind {
+            MrKind::FastReg {
+                state: FastRegState::Free,
+                ..
+            } => return Err(TranslateError::Free),
+            MrKind::Phys => {
+                if self.access & need != need {
+                    return Err(TranslateError::Access);
+                }
+                addr.checked_add(len).ok_or(TranslateError::OutOfBounds)?;
+                return Ok(vec![(addr, len)]);
+            }
+            MrKind::User | MrKind::FastReg { .. } => {}
+        }
         if self.access & need != need {
             return Err(TranslateError::Access);
         }

@@ -45,14 +45,19 @@
 //! requests and remote access errors get the matching NAK and move the
 //! responder's QP to the error state.
 
+mod memreg;
+
 use std::collections::VecDeque;
+
+use zerocopy::FromBytes;
 
 use crate::device::State;
 use crate::hw::*;
-use crate::objects::Qp;
+use crate::objects::{MrKind, Qp};
 use crate::wire::{
     self, aeth, op, psn_add, psn_diff, Aeth, Bth, Deth, NetHdr, NetKind, Packet, Reth,
 };
+use memreg::LocalOp;
 
 /// Largest number of unacknowledged PSNs in flight per QP.
 pub const WINDOW: i32 = 512;
@@ -180,9 +185,16 @@ struct SendWqe {
     imm: [u8; 4],
     remote_addr: u64,
     rkey: u32,
-    /// Translated local segments (guest physical, length).
+    /// The local SGEs as posted, with the rights they need.
+    sges: Vec<Sge>,
+    need: u32,
+    /// Translated local segments (guest physical, length), valid while
+    /// `State::mr_epoch` equals `epoch`.
     segs: Vec<(u64, u64)>,
+    epoch: u64,
     inline: Option<Vec<u8>>,
+    /// REG_MR / LOCAL_INV: executed when it reaches the head of the SQ.
+    local: Option<LocalOp>,
     first_psn: u32,
     npkts: u32,
     /// Packets (READ: 0 or npkts = request) transmitted since the last rewind.
@@ -202,16 +214,24 @@ struct UdDest {
     qkey: u32,
 }
 
-/// A translated receive WQE: (wr_id, segments, capacity).
-type RecvWqe = (u64, Vec<(u64, u64)>, u64);
+/// A translated receive WQE.
+#[derive(Debug, Clone)]
+struct RecvWqe {
+    wr_id: u64,
+    /// The SGEs as posted.
+    sges: Vec<Sge>,
+    /// Their translation, valid while `State::mr_epoch` equals `epoch`.
+    segs: Vec<(u64, u64)>,
+    epoch: u64,
+    /// Bytes the SGEs hold.
+    cap: u64,
+}
 
 /// Responder state of a multi-packet SEND.
 #[derive(Debug, Clone)]
 struct RecvCtx {
-    wr_id: u64,
     idx: u16,
-    segs: Vec<(u64, u64)>,
-    cap: u64,
+    wqe: RecvWqe,
     off: u64,
 }
 
@@ -354,8 +374,15 @@ fn wc_opcode(wr: u8) -> u8 {
     match wr {
         WR_RDMA_WRITE | WR_RDMA_WRITE_IMM => WC_RDMA_WRITE,
         WR_RDMA_READ => WC_RDMA_READ,
+        WR_LOCAL_INV => WC_LOCAL_INV,
+        WR_REG_MR => WC_REG_MR,
         _ => WC_SEND,
     }
+}
+
+/// Reads a `T` at byte `at` of a WQE (None if it does not fit).
+fn wqe_struct<T: FromBytes>(raw: &[u8], at: usize) -> Option<T> {
+    T::read_from_prefix(raw.get(at..)?).ok().map(|(t, _)| t)
 }
 
 fn pkts_for(len: u64, mtu: u64) -> u32 {
@@ -451,7 +478,62 @@ impl State {
         if len == 0 {
             return Some(Vec::new());
         }
-        self.mr_for(key, pdn)?.translate(addr, len, need).ok()
+        let mr = self.mr_for(key, pdn)?;
+        let segs = mr.translate(addr, len, need).ok()?;
+        // A physical MR covers guest memory, not the whole address space.
+        if mr.kind == MrKind::Phys && self.mem.check_range(addr, len).is_err() {
+            return None;
+        }
+        Some(segs)
+    }
+
+    /// Translates a list of SGEs needing `need` (None: one is refused).
+    fn translate_sges(&self, pdn: u32, sges: &[Sge], need: u32) -> Option<Vec<(u64, u64)>> {
+        let mut segs = Vec::new();
+        for sge in sges {
+            segs.extend(self.translate(sge.lkey, pdn, sge.addr, u64::from(sge.length), need)?);
+        }
+        Some(segs)
+    }
+
+    /// Redoes the translation of a fetched WQE's SGEs if an MR was
+    /// invalidated since it was made; false if it is refused now.
+    fn refresh_send_segs(&self, pdn: u32, w: &mut SendWqe) -> bool {
+        if w.epoch == self.mr_epoch || w.inline.is_some() {
+            return true;
+        }
+        match self.translate_sges(pdn, &w.sges, w.need) {
+            Some(segs) => {
+                w.segs = segs;
+                w.epoch = self.mr_epoch;
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// The same for the receive WQE of a SEND under way.
+    fn refresh_recv_segs(&self, pdn: u32, wqe: &mut RecvWqe) -> bool {
+        if wqe.epoch == self.mr_epoch {
+            return true;
+        }
+        match self.translate_sges(pdn, &wqe.sges, ACCESS_LOCAL_WRITE) {
+            Some(segs) => {
+                wqe.segs = segs;
+                wqe.epoch = self.mr_epoch;
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// The Q_Key of a UD/GSI QP: the GSI QP's is always 0x80010000.
+    fn qp_qkey(c: &QpCtx) -> u32 {
+        if c.qp_type == QPT_GSI {
+            wire::GSI_QKEY
+        } else {
+            c.attr.qkey
+        }
     }
 
     /// Copies `len` bytes from offset `off` of a segment list into `out`.
@@ -560,6 +642,8 @@ impl State {
             aeth,
             deth,
             imm,
+            // SEND with invalidate: the key travels where ImmDt would.
+            ieth: u32::from_be_bytes(imm),
             payload,
         };
         self.ip_id = self.ip_id.wrapping_add(1);
@@ -822,8 +906,12 @@ impl State {
             imm: [0; 4],
             remote_addr: 0,
             rkey: 0,
+            sges: Vec::new(),
+            need: 0,
             segs: Vec::new(),
+            epoch: self.mr_epoch,
             inline: None,
+            local: None,
             first_psn: 0,
             npkts: 1,
             sent: 0,
@@ -836,98 +924,155 @@ impl State {
             w.error = Some(WC_LOC_QP_OP_ERR);
             return w;
         }
-        let le32 = |o: usize| u32::from_le_bytes([raw[o], raw[o + 1], raw[o + 2], raw[o + 3]]);
-        let le64 = |o: usize| u64::from(le32(o)) | u64::from(le32(o + 4)) << 32;
-        w.wr_id = le64(0);
-        w.opcode = raw[8];
-        w.flags = raw[9];
-        w.signaled = w.flags & WQE_SIGNALED != 0;
-        let num_sge = usize::from(raw[10]);
-        w.imm.copy_from_slice(&raw[12..16]);
-        let inline_len = le32(16);
-        let ud = c.qp_type != QPT_RC;
-        let op_ok = if ud {
-            matches!(w.opcode, WR_SEND | WR_SEND_IMM)
-        } else {
-            matches!(
-                w.opcode,
-                WR_SEND | WR_SEND_IMM | WR_RDMA_WRITE | WR_RDMA_WRITE_IMM | WR_RDMA_READ
+        if let Err(status) = self.decode_send_wqe(c, &raw, &mut w, mtu) {
+            w.error = Some(status);
+        }
+        w
+    }
+
+    /// Decodes and validates a send WQE into `w`; the error is the WQE's
+    /// completion status (nothing is read or sent for it).
+    fn decode_send_wqe(
+        &mut self,
+        c: &QpCtx,
+        raw: &[u8],
+        w: &mut SendWqe,
+        mtu: u64,
+    ) -> Result<(), u8> {
+        let hdr: SqWqeHdr = wqe_struct(raw, 0).ok_or(WC_LOC_QP_OP_ERR)?;
+        w.wr_id = hdr.wr_id;
+        w.opcode = hdr.opcode;
+        w.flags = hdr.flags;
+        w.signaled = hdr.flags & WQE_SIGNALED != 0;
+        w.imm = hdr.imm_data.to_le_bytes();
+        let ud = !c.rc();
+        let common_flags = WQE_SIGNALED | WQE_SOLICITED | WQE_INLINE | WQE_FENCE;
+        let (op_ok, known_flags) = if ud {
+            (
+                matches!(hdr.opcode, WR_SEND | WR_SEND_IMM),
+                common_flags | WQE_AV,
             )
-        };
-        let inline = w.flags & WQE_INLINE != 0;
-        if !op_ok || (inline && w.opcode == WR_RDMA_READ) || w.flags & !0x0f != 0 {
-            w.error = Some(WC_LOC_QP_OP_ERR);
-            return w;
-        }
-        let seg = SQ_WQE_SEG_OFFSET;
-        if matches!(w.opcode, WR_RDMA_WRITE | WR_RDMA_WRITE_IMM | WR_RDMA_READ) {
-            w.remote_addr = le64(seg);
-            w.rkey = le32(seg + 8);
-        }
-        if ud {
-            let ahn = le32(seg);
-            let rqpn = le32(seg + 4) & 0xff_ffff;
-            let mut qkey = le32(seg + 8);
-            if qkey & 0x8000_0000 != 0 {
-                qkey = c.attr.qkey;
-            }
-            let path = self
-                .ahs
-                .get(ahn)
-                .filter(|a| a.pdn == c.pdn)
-                .map(|a| a.av)
-                .and_then(|av| self.path_of(&av, c.qpn, rqpn));
-            let Some(path) = path else {
-                w.error = Some(WC_LOC_QP_OP_ERR);
-                return w;
-            };
-            w.ud = Some(UdDest {
-                path,
-                qpn: rqpn,
-                qkey,
-            });
-        }
-        let data = SQ_WQE_DATA_OFFSET;
-        if inline {
-            let n = inline_len as usize;
-            if inline_len > c.max_inline || data + n > stride {
-                w.error = Some(WC_LOC_LEN_ERR);
-                return w;
-            }
-            w.len = u64::from(inline_len);
-            w.inline = Some(raw[data..data + n].to_vec());
         } else {
-            let max_sge = ((stride - data) / 16).min(self.cfg.limits.max_sge as usize);
-            if num_sge > max_sge {
-                w.error = Some(WC_LOC_LEN_ERR);
-                return w;
+            let op_ok = matches!(
+                hdr.opcode,
+                WR_SEND
+                    | WR_SEND_IMM
+                    | WR_SEND_INV
+                    | WR_RDMA_WRITE
+                    | WR_RDMA_WRITE_IMM
+                    | WR_RDMA_READ
+                    | WR_LOCAL_INV
+                    | WR_REG_MR
+            );
+            (op_ok, common_flags)
+        };
+        let inline = hdr.flags & WQE_INLINE != 0;
+        if !op_ok || hdr.flags & !known_flags != 0 || (inline && hdr.opcode == WR_RDMA_READ) {
+            return Err(WC_LOC_QP_OP_ERR);
+        }
+        match hdr.opcode {
+            WR_REG_MR | WR_LOCAL_INV => {
+                if hdr.num_sge != 0 || inline || hdr.inline_len != 0 {
+                    return Err(WC_LOC_PROT_ERR);
+                }
+                let local = if hdr.opcode == WR_REG_MR {
+                    LocalOp::RegMr {
+                        seg: wqe_struct(raw, SQ_WQE_SEG_OFFSET).ok_or(WC_LOC_PROT_ERR)?,
+                        pbl: wqe_struct(raw, SQ_WQE_DATA_OFFSET).ok_or(WC_LOC_PROT_ERR)?,
+                    }
+                } else {
+                    LocalOp::LocalInv {
+                        key: u32::from_be_bytes(w.imm),
+                    }
+                };
+                w.local = Some(local);
+                w.npkts = 0;
+                return Ok(());
             }
-            let need = if w.opcode == WR_RDMA_READ {
+            WR_RDMA_WRITE | WR_RDMA_WRITE_IMM | WR_RDMA_READ => {
+                let rdma: SqWqeRdma = wqe_struct(raw, SQ_WQE_SEG_OFFSET).ok_or(WC_LOC_QP_OP_ERR)?;
+                w.remote_addr = rdma.remote_addr;
+                w.rkey = rdma.rkey;
+            }
+            _ => {}
+        }
+        let data = if ud {
+            self.decode_ud_dest(c, raw, w)?
+        } else {
+            SQ_WQE_DATA_OFFSET
+        };
+        let room = raw.len().saturating_sub(data);
+        if inline {
+            let len = hdr.inline_len as usize;
+            if hdr.inline_len > c.max_inline || len > room {
+                return Err(WC_LOC_LEN_ERR);
+            }
+            let bytes = raw.get(data..data + len).ok_or(WC_LOC_LEN_ERR)?;
+            w.len = u64::from(hdr.inline_len);
+            w.inline = Some(bytes.to_vec());
+        } else {
+            let num_sge = usize::from(hdr.num_sge);
+            let max_sge =
+                (room / core::mem::size_of::<Sge>()).min(self.cfg.limits.max_sge as usize);
+            if num_sge > max_sge {
+                return Err(WC_LOC_LEN_ERR);
+            }
+            w.need = if hdr.opcode == WR_RDMA_READ {
                 ACCESS_LOCAL_WRITE
             } else {
                 0
             };
-            let mut total = 0u64;
             for i in 0..num_sge {
-                let o = data + i * 16;
-                let (addr, len, lkey) = (le64(o), u64::from(le32(o + 8)), le32(o + 12));
-                match self.translate(lkey, c.pdn, addr, len, need) {
-                    Some(s) => w.segs.extend(s),
-                    None => {
-                        w.error = Some(WC_LOC_PROT_ERR);
-                        return w;
-                    }
-                }
-                total = total.saturating_add(len);
+                let at = data + i * core::mem::size_of::<Sge>();
+                w.sges.push(wqe_struct(raw, at).ok_or(WC_LOC_LEN_ERR)?);
             }
-            w.len = total;
+            w.segs = self
+                .translate_sges(c.pdn, &w.sges, w.need)
+                .ok_or(WC_LOC_PROT_ERR)?;
+            w.len = w.sges.iter().fold(0u64, |total, sge| {
+                total.saturating_add(u64::from(sge.length))
+            });
         }
         if w.len > MAX_MSG || (ud && w.len > mtu) {
-            w.error = Some(WC_LOC_LEN_ERR);
-            return w;
+            return Err(WC_LOC_LEN_ERR);
         }
         w.npkts = if ud { 1 } else { pkts_for(w.len, mtu) };
-        w
+        Ok(())
+    }
+
+    /// Resolves the destination of a UD/GSI send WQE, from its AH or from
+    /// its inline address vector (`WQE_AV`); returns where its SGEs or
+    /// inline data start.
+    fn decode_ud_dest(&mut self, c: &QpCtx, raw: &[u8], w: &mut SendWqe) -> Result<usize, u8> {
+        let dest: SqWqeUd = wqe_struct(raw, SQ_WQE_SEG_OFFSET).ok_or(WC_LOC_QP_OP_ERR)?;
+        let (av, data) = if w.flags & WQE_AV != 0 {
+            let av: Av = wqe_struct(raw, SQ_WQE_DATA_OFFSET).ok_or(WC_LOC_QP_OP_ERR)?;
+            let av_end = SQ_WQE_DATA_OFFSET + core::mem::size_of::<Av>();
+            let reserved = raw
+                .get(av_end..SQ_WQE_AV_DATA_OFFSET)
+                .ok_or(WC_LOC_QP_OP_ERR)?;
+            if dest.ahn != 0 || reserved.iter().any(|b| *b != 0) || self.check_av(&av).is_err() {
+                return Err(WC_LOC_QP_OP_ERR);
+            }
+            (av, SQ_WQE_AV_DATA_OFFSET)
+        } else {
+            let av = self
+                .ahs
+                .get(dest.ahn)
+                .filter(|ah| ah.pdn == c.pdn)
+                .map(|ah| ah.av)
+                .ok_or(WC_LOC_QP_OP_ERR)?;
+            (av, SQ_WQE_DATA_OFFSET)
+        };
+        let qpn = dest.remote_qpn & QPN_MASK;
+        let qkey = if dest.remote_qkey & 0x8000_0000 != 0 {
+            Self::qp_qkey(c)
+        } else {
+            dest.remote_qkey
+        };
+        let path = self.path_of(&av, c.qpn, qpn).ok_or(WC_LOC_QP_OP_ERR)?;
+        w.ud = Some(UdDest { path, qpn, qkey });
+        Ok(data)
     }
 
     /// SQ doorbell / state change: fetch new WQEs and transmit.
@@ -947,12 +1092,38 @@ impl State {
     fn fetch_and_send(&mut self, c: &QpCtx, e: &mut Engine) {
         let mtu = self.mtu_of(&c.attr);
         let rc = c.rc();
+        loop {
+            self.fetch_new_wqes(c, e, mtu);
+            if !rc {
+                self.ud_transmit(c, e);
+                return;
+            }
+            self.rc_transmit(c, e, mtu);
+            // A local operation that executed lets the WQEs after it in.
+            if !self.complete_head(c, e) {
+                break;
+            }
+        }
+        // Anything outstanding is covered by a timer.
+        if !e.inflight.is_empty() && e.timer.is_none() && e.rnr_wait.is_none() {
+            e.timer = ack_timeout_ns(c.attr.timeout).map(|t| self.now_ns.saturating_add(t));
+        }
+    }
+
+    /// Fetches posted WQEs while the window allows, up to a failed WQE or
+    /// a local operation (nothing after one is fetched before it executed).
+    fn fetch_new_wqes(&mut self, c: &QpCtx, e: &mut Engine, mtu: u64) {
+        let rc = c.rc();
         // New WQEs are started only in RTS (SQD drains what is outstanding).
-        while c.state == QPS_RTS && e.sq_next != c.sq_pi && e.inflight.len() < MAX_INFLIGHT_WQES {
+        let state = self.qps.get(c.qpn).map_or(c.state, |q| q.state);
+        while state == QPS_RTS && e.sq_next != c.sq_pi && e.inflight.len() < MAX_INFLIGHT_WQES {
             if rc && psn_diff(e.next_psn, e.una) >= WINDOW {
                 break;
             }
-            if e.inflight.back().is_some_and(|w| w.error.is_some()) {
+            if e.inflight
+                .back()
+                .is_some_and(|w| w.error.is_some() || w.local.is_some())
+            {
                 break;
             }
             let mut w = self.fetch_wqe(c, e.sq_next, mtu);
@@ -962,16 +1133,6 @@ impl State {
                 e.next_psn = psn_add(e.next_psn, w.npkts);
             }
             e.inflight.push_back(w);
-        }
-        if rc {
-            self.rc_transmit(c, e, mtu);
-            self.complete_head(c, e);
-            // Anything outstanding is covered by a timer.
-            if !e.inflight.is_empty() && e.timer.is_none() && e.rnr_wait.is_none() {
-                e.timer = ack_timeout_ns(c.attr.timeout).map(|t| self.now_ns.saturating_add(t));
-            }
-        } else {
-            self.ud_transmit(c, e);
         }
     }
 
@@ -1109,6 +1270,7 @@ impl State {
             let (npkts, first_psn, len) = (w.npkts, w.first_psn, w.len);
             let write = matches!(w.opcode, WR_RDMA_WRITE | WR_RDMA_WRITE_IMM);
             let with_imm = matches!(w.opcode, WR_RDMA_WRITE_IMM | WR_SEND_IMM);
+            let with_inv = w.opcode == WR_SEND_INV;
             let mut k = w.sent;
             let mut blocked = false;
             while k < npkts {
@@ -1130,8 +1292,9 @@ impl State {
                         payload.len() == n
                     }
                     None => {
+                        let fresh = self.refresh_send_segs(c.pdn, &mut e.inflight[i]);
                         let segs = std::mem::take(&mut e.inflight[i].segs);
-                        let ok = self.gather(&segs, off, n, &mut payload);
+                        let ok = fresh && self.gather(&segs, off, n, &mut payload);
                         e.inflight[i].segs = segs;
                         ok
                     }
@@ -1159,10 +1322,12 @@ impl State {
                     (true, false, true) if with_imm => op::RC_WRITE_LAST_IMM,
                     (true, false, true) => op::RC_WRITE_LAST,
                     (false, true, true) if with_imm => op::RC_SEND_ONLY_IMM,
+                    (false, true, true) if with_inv => op::RC_SEND_ONLY_INV,
                     (false, true, true) => op::RC_SEND_ONLY,
                     (false, true, false) => op::RC_SEND_FIRST,
                     (false, false, false) => op::RC_SEND_MIDDLE,
                     (false, false, true) if with_imm => op::RC_SEND_LAST_IMM,
+                    (false, false, true) if with_inv => op::RC_SEND_LAST_INV,
                     (false, false, true) => op::RC_SEND_LAST,
                 };
                 let reth = if write && first {
@@ -1227,13 +1392,27 @@ impl State {
         e.timer = None;
     }
 
-    /// Retires completed WQEs from the head (and reports a local error
-    /// that reached the head).
-    fn complete_head(&mut self, c: &QpCtx, e: &mut Engine) {
+    /// Retires completed WQEs from the head, executes a local operation
+    /// (REG_MR, LOCAL_INV) that reached the head and reports a local error
+    /// that did. True if a local operation executed.
+    fn complete_head(&mut self, c: &QpCtx, e: &mut Engine) -> bool {
+        let mut executed = false;
         while let Some(w) = e.inflight.front() {
             if let Some(st) = w.error {
                 self.qp_fail(c, e, Some(st));
-                return;
+                return executed;
+            }
+            if let Some(local) = w.local {
+                if self.execute_local_op(c.pdn, &local).is_err() {
+                    self.qp_fail(c, e, Some(WC_LOC_PROT_ERR));
+                    return executed;
+                }
+                executed = true;
+                if let Some(w) = e.inflight.pop_front() {
+                    e.sq_ci = w.idx.wrapping_add(1);
+                    self.complete_send(c, &w, WC_SUCCESS);
+                }
+                continue;
             }
             let done = if w.opcode == WR_RDMA_READ {
                 w.read_rcvd >= w.npkts
@@ -1255,6 +1434,7 @@ impl State {
                 self.post_async(EQE_QP_SQ_DRAINED, c.qpn, 0, 0);
             }
         }
+        executed
     }
 
     fn progress_made(&mut self, c: &QpCtx, e: &mut Engine) {
@@ -1405,8 +1585,9 @@ impl State {
                     self.data.stale_responses += 1;
                     return;
                 }
+                let fresh = self.refresh_send_segs(c.pdn, &mut e.inflight[i]);
                 let segs = std::mem::take(&mut e.inflight[i].segs);
-                let ok = self.scatter(&segs, off, p.payload);
+                let ok = fresh && self.scatter(&segs, off, p.payload);
                 e.inflight[i].segs = segs;
                 if !ok {
                     self.qp_fail(c, e, Some(WC_LOC_PROT_ERR));
@@ -1548,12 +1729,7 @@ impl State {
     }
 
     fn ud_receive(&mut self, c: &QpCtx, e: &mut Engine, p: &Packet<'_>, frame: &[u8]) {
-        let want_qkey = if c.qp_type == QPT_GSI {
-            wire::GSI_QKEY
-        } else {
-            c.attr.qkey
-        };
-        if p.deth.qkey != want_qkey {
+        if p.deth.qkey != Self::qp_qkey(c) {
             self.data.rx_bad_key += 1;
             return;
         }
@@ -1562,8 +1738,10 @@ impl State {
             return;
         }
         let idx = e.rq_ci;
-        let (wr_id, segs, cap) = match self.read_recv_wqe(c, idx) {
-            Ok(v) => v,
+        let RecvWqe {
+            wr_id, segs, cap, ..
+        } = match self.read_recv_wqe(c, idx) {
+            Ok(wqe) => wqe,
             Err(st) => {
                 e.rq_ci = idx.wrapping_add(1);
                 self.post_data_cqe(
@@ -1622,7 +1800,7 @@ impl State {
         self.post_data_cqe(c.recv_cqn, cqe);
     }
 
-    /// Reads and translates the receive WQE at `idx`: (wr_id, segments, capacity).
+    /// Reads and translates the receive WQE at `idx`.
     fn read_recv_wqe(&mut self, c: &QpCtx, idx: u16) -> Result<RecvWqe, u8> {
         let stride = 1usize << c.rq_shift;
         let mut raw = vec![0u8; stride];
@@ -1630,26 +1808,31 @@ impl State {
             self.counters.hw.bad_dma += 1;
             return Err(WC_LOC_QP_OP_ERR);
         }
-        let le32 = |o: usize| u32::from_le_bytes([raw[o], raw[o + 1], raw[o + 2], raw[o + 3]]);
-        let le64 = |o: usize| u64::from(le32(o)) | u64::from(le32(o + 4)) << 32;
-        let wr_id = le64(0);
-        let n = usize::from(raw[8]);
-        let data = RQ_WQE_DATA_OFFSET;
-        if data + n * 16 > stride || n > self.cfg.limits.max_sge as usize {
+        let hdr: RqWqeHdr = wqe_struct(&raw, 0).ok_or(WC_LOC_QP_OP_ERR)?;
+        let num_sge = usize::from(hdr.num_sge);
+        let sge_size = core::mem::size_of::<Sge>();
+        if RQ_WQE_DATA_OFFSET + num_sge * sge_size > stride
+            || num_sge > self.cfg.limits.max_sge as usize
+        {
             return Err(WC_LOC_LEN_ERR);
         }
-        let mut segs = Vec::new();
-        let mut cap = 0u64;
-        for i in 0..n {
-            let o = data + i * 16;
-            let (addr, len, lkey) = (le64(o), u64::from(le32(o + 8)), le32(o + 12));
-            match self.translate(lkey, c.pdn, addr, len, ACCESS_LOCAL_WRITE) {
-                Some(s) => segs.extend(s),
-                None => return Err(WC_LOC_PROT_ERR),
-            }
-            cap = cap.saturating_add(len);
-        }
-        Ok((wr_id, segs, cap))
+        let sges = (0..num_sge)
+            .map(|i| wqe_struct::<Sge>(&raw, RQ_WQE_DATA_OFFSET + i * sge_size))
+            .collect::<Option<Vec<Sge>>>()
+            .ok_or(WC_LOC_LEN_ERR)?;
+        let segs = self
+            .translate_sges(c.pdn, &sges, ACCESS_LOCAL_WRITE)
+            .ok_or(WC_LOC_PROT_ERR)?;
+        let cap = sges
+            .iter()
+            .fold(0u64, |cap, sge| cap.saturating_add(u64::from(sge.length)));
+        Ok(RecvWqe {
+            wr_id: hdr.wr_id,
+            sges,
+            segs,
+            epoch: self.mr_epoch,
+            cap,
+        })
     }
 
     fn send_ack(&mut self, c: &QpCtx, psn: u32, syndrome: u8, msn: u32) {
@@ -1748,7 +1931,9 @@ impl State {
             | op::RC_SEND_LAST
             | op::RC_SEND_LAST_IMM
             | op::RC_SEND_ONLY
-            | op::RC_SEND_ONLY_IMM => self.rc_send(c, e, p),
+            | op::RC_SEND_ONLY_IMM
+            | op::RC_SEND_LAST_INV
+            | op::RC_SEND_ONLY_INV => self.rc_send(c, e, p),
             op::RC_WRITE_FIRST
             | op::RC_WRITE_MIDDLE
             | op::RC_WRITE_LAST
@@ -1779,7 +1964,7 @@ impl State {
                     self.post_data_cqe(
                         c.recv_cqn,
                         Cqe {
-                            wr_id: r.wr_id,
+                            wr_id: r.wqe.wr_id,
                             qpn: c.qpn,
                             src_qp: c.attr.dest_qp_num,
                             opcode: WC_RECV,
@@ -1812,7 +1997,7 @@ impl State {
         let o = p.bth.opcode;
         let first = matches!(
             o,
-            op::RC_SEND_FIRST | op::RC_SEND_ONLY | op::RC_SEND_ONLY_IMM
+            op::RC_SEND_FIRST | op::RC_SEND_ONLY | op::RC_SEND_ONLY_IMM | op::RC_SEND_ONLY_INV
         );
         let last = !matches!(o, op::RC_SEND_FIRST | op::RC_SEND_MIDDLE);
         if first != e.recv.is_none() || e.write.is_some() {
@@ -1829,23 +2014,16 @@ impl State {
             }
             let idx = e.rq_ci;
             match self.read_recv_wqe(c, idx) {
-                Ok((wr_id, segs, cap)) => {
-                    e.recv = Some(RecvCtx {
-                        wr_id,
-                        idx,
-                        segs,
-                        cap,
-                        off: 0,
-                    })
-                }
+                Ok(wqe) => e.recv = Some(RecvCtx { idx, wqe, off: 0 }),
                 Err(st) => {
-                    e.recv = Some(RecvCtx {
+                    let wqe = RecvWqe {
                         wr_id: self.wqe_wr_id(c.qpn, false, idx),
-                        idx,
+                        sges: Vec::new(),
                         segs: Vec::new(),
+                        epoch: self.mr_epoch,
                         cap: 0,
-                        off: 0,
-                    });
+                    };
+                    e.recv = Some(RecvCtx { idx, wqe, off: 0 });
                     return Err(RespErr::Fatal(aeth::NAK_REM_OP, Some(st)));
                 }
             }
@@ -1854,20 +2032,32 @@ impl State {
             return Err(RespErr::Fatal(aeth::NAK_INVALID_REQ, None));
         };
         let end = r.off + p.payload.len() as u64;
-        if end > r.cap {
+        if end > r.wqe.cap {
             e.recv = Some(r);
             return Err(RespErr::Fatal(aeth::NAK_INVALID_REQ, Some(WC_LOC_LEN_ERR)));
         }
-        if !self.scatter(&r.segs, r.off, p.payload) {
+        let fresh = self.refresh_recv_segs(c.pdn, &mut r.wqe);
+        if !fresh || !self.scatter(&r.wqe.segs, r.off, p.payload) {
             e.recv = Some(r);
             return Err(RespErr::Fatal(aeth::NAK_REM_OP, Some(WC_LOC_PROT_ERR)));
         }
         r.off = end;
+        // SEND with invalidate: the key goes once the data is placed. A key
+        // that names no fast-register MR of this PD is a class J error, as
+        // in rxe: the receive completes REM_INV_REQ_ERR, NAK invalid request.
+        let with_inv = matches!(o, op::RC_SEND_LAST_INV | op::RC_SEND_ONLY_INV);
+        if with_inv && self.invalidate_key(c.pdn, p.ieth).is_err() {
+            e.recv = Some(r);
+            return Err(RespErr::Fatal(
+                aeth::NAK_INVALID_REQ,
+                Some(WC_REM_INV_REQ_ERR),
+            ));
+        }
         e.epsn = psn_add(e.epsn, 1);
         if last {
             e.msn = (e.msn + 1) & 0xff_ffff;
             e.rq_ci = r.idx.wrapping_add(1);
-            self.rc_recv_cqe(c, p, r.wr_id, r.idx, r.off as u32);
+            self.rc_recv_cqe(c, p, r.wqe.wr_id, r.idx, r.off as u32);
         } else {
             e.recv = Some(r);
         }
@@ -1899,6 +2089,11 @@ impl State {
         if write || matches!(o, op::RC_SEND_LAST_IMM | op::RC_SEND_ONLY_IMM) {
             cqe.flags |= CQE_WITH_IMM;
             cqe.imm_data = u32::from_le_bytes(p.imm);
+        }
+        if matches!(o, op::RC_SEND_LAST_INV | op::RC_SEND_ONLY_INV) {
+            // imm_data is be32 in the CQE, as the key was on the wire.
+            cqe.flags |= CQE_WITH_INV;
+            cqe.imm_data = u32::from_le_bytes(p.ieth.to_be_bytes());
         }
         if p.bth.se {
             cqe.flags |= CQE_SOLICITED;
