@@ -780,7 +780,7 @@ struct ferroce_cq_dbrec {
 #define FERROCE_WC_COMP_SWAP			3
 #define FERROCE_WC_FETCH_ADD			4
 #define FERROCE_WC_LOCAL_INV			6
-#define FERROCE_WC_REG_MR			0x20
+#define FERROCE_WC_REG_MR			0x20	/* not IB_WC_REG_MR (10): driver maps */
 #define FERROCE_WC_RECV				128
 #define FERROCE_WC_RECV_RDMA_WITH_IMM		129
 

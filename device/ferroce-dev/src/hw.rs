@@ -634,7 +634,7 @@ hw_consts! {
     WC_FETCH_ADD: u8 = 4;
     /// `FERROCE_WC_LOCAL_INV`.
     WC_LOCAL_INV: u8 = 6;
-    /// `FERROCE_WC_REG_MR`.
+    /// Not IB_WC_REG_MR (10): driver maps
     WC_REG_MR: u8 = 0x20;
     /// `FERROCE_WC_RECV`.
     WC_RECV: u8 = 128;
