@@ -186,4 +186,31 @@ fn spot_checks_of_the_layout() {
         hw::BAR2_SIZE,
         "BAR2 is exactly the doorbell pages"
     );
+    // 1.1: REG_MR grew to 64 bytes and still fits a command slot; the
+    // fields a 1.0 driver zero-pads come after the 1.0 ones.
+    assert_eq!(std::mem::size_of::<hw::CmdRegMr>(), 64);
+    assert_eq!(std::mem::offset_of!(hw::CmdRegMr, mr_type), 53);
+    assert_eq!(std::mem::offset_of!(hw::CmdRegMr, max_pages), 56);
+    // REG_MR WQE: its segment fills the segment area, its page list the
+    // start of the data area.
+    assert_eq!(
+        hw::SQ_WQE_SEG_OFFSET + std::mem::size_of::<hw::SqWqeRegMr>(),
+        hw::SQ_WQE_DATA_OFFSET
+    );
+    // Inline AV: the AV and 8 reserved bytes, then the data.
+    assert_eq!(
+        hw::SQ_WQE_DATA_OFFSET + std::mem::size_of::<hw::Av>() + 8,
+        hw::SQ_WQE_AV_DATA_OFFSET
+    );
+    // The new CQE flag is a free bit.
+    let used = hw::CQE_WITH_IMM | hw::CQE_GRH | hw::CQE_SOLICITED | hw::CQE_NET_TYPE_MASK;
+    assert_eq!(hw::CQE_WITH_INV & used, 0);
+    // Kernel opcode values: IB_WR_LOCAL_INV 7, IB_WR_SEND_WITH_INV 9,
+    // IB_WR_REG_MR 0x20, IB_WC_LOCAL_INV 6. WC_REG_MR 0x20 mirrors the WQE
+    // opcode (the kernel's IB_WC_REG_MR is 10: the driver translates).
+    assert_eq!(
+        (hw::WR_LOCAL_INV, hw::WR_SEND_INV, hw::WR_REG_MR),
+        (7, 9, 0x20)
+    );
+    assert_eq!((hw::WC_LOCAL_INV, hw::WC_REG_MR), (6, 0x20));
 }
