@@ -17,6 +17,11 @@ not_ok() {
 	_failures=$((_failures + 1))
 }
 
+# skip NAME REASON: a check that was not run, said so: "skip - NAME: REASON"
+# in the results, which the harness counts and lists apart (neither passed
+# nor failed).
+skip() { echo "skip - $1: $2" | tee -a "$RESULTS"; }
+
 # check NAME CMD...: run CMD, record ok/not ok under NAME.
 check() {
 	local name=$1
