@@ -13,11 +13,21 @@ does not verify ICRCs.  The computation is checked against
 device/ferroce-dev/tests/data/roce-frames.pcap, whose ICRCs were
 recomputed by scapy (see that directory's README).
 
+MADs (UD SEND to QP 1, the GSI QP) are decoded too: counts per management
+class and attribute, and for the communication manager (class 0x07) the
+connections seen through: a REQ answered by a REP (whose remote
+communication ID is the REQ's local one) and that REP by an RTU, and SIDR
+REQs answered by a SIDR REP with status 0.  Every MAD to QP 1 must be 256
+bytes with the GSI Q_Key 0x80010000 in its DETH.
+
 usage: roce-wire.py PCAP [--min N] [--src A.B.C.D]... [--show N]
+                    [--cm-min N] [--sidr-min N]
 Prints counts per (source, destination, RoCE version) and per BTH opcode,
-then "roce_frames N", "icrc_bad N"; exits 0 when there are at least N
-(default 1) RoCE frames, every ICRC is right and every --src address sent
-at least one RoCE frame.
+then "roce_frames N", "icrc_bad N", the MAD counts, "cm_handshakes N",
+"sidr_exchanges N"; exits 0 when there are at least N (default 1) RoCE
+frames, every ICRC is right, every --src address sent at least one RoCE
+frame, every MAD to QP 1 is well formed and there are at least --cm-min
+complete REQ/REP/RTU handshakes and --sidr-min SIDR exchanges (default 0).
 """
 import argparse
 import collections
@@ -36,6 +46,63 @@ OPCODES = {
     18: "ATOMIC_ACKNOWLEDGE", 19: "CMP_SWAP", 20: "FETCH_ADD",
     0x64: "UD_SEND_ONLY", 0x65: "UD_SEND_ONLY_IMM",
 }
+UD_SEND_ONLY = 0x64
+GSI_QKEY = 0x80010000
+MAD_SIZE = 256
+MGMT_CLASSES = {0x01: "SM", 0x03: "SA", 0x04: "PerfMgmt", 0x07: "CM"}
+CM_ATTRS = {
+    0x0001: "ClassPortInfo", 0x0010: "REQ", 0x0011: "MRA", 0x0012: "REJ",
+    0x0013: "REP", 0x0014: "RTU", 0x0015: "DREQ", 0x0016: "DREP",
+    0x0017: "SIDR_REQ", 0x0018: "SIDR_REP", 0x0019: "LAP", 0x001A: "APR",
+}
+
+
+class Mads:
+    """The MADs of a capture (UD SEND_ONLY to QP 1) and the CM exchanges."""
+
+    def __init__(self):
+        self.count = collections.Counter()
+        self.bad = []
+        self.req = set()    # (requester, local comm ID)
+        self.rep = {}       # (requester, REQ's comm ID) -> REP's local comm ID
+        self.rtu = set()    # (requester, local comm ID, remote comm ID)
+        self.sidr_req = set()  # (requester, request ID)
+        self.sidr_rep = set()  # (requester, request ID) with status 0
+
+    def add(self, n, fr, bth, src, dst):
+        if fr[bth] != UD_SEND_ONLY or int.from_bytes(fr[bth + 5:bth + 8], "big") != 1:
+            return
+        pad = (fr[bth + 1] >> 4) & 3
+        qkey = int.from_bytes(fr[bth + 12:bth + 16], "big")
+        mad = fr[bth + 20:len(fr) - 4 - pad]
+        if len(mad) != MAD_SIZE or qkey != GSI_QKEY:
+            self.bad.append(f"frame {n}: MAD to QP 1 of {len(mad)} bytes, Q_Key {qkey:#x}")
+            return
+        cls = mad[1]
+        attr = int.from_bytes(mad[16:18], "big")
+        if cls != 0x07:
+            self.count[(MGMT_CLASSES.get(cls, f"class{cls:#x}"), f"{attr:#06x}")] += 1
+            return
+        name = CM_ATTRS.get(attr, f"{attr:#06x}")
+        self.count[("CM", name)] += 1
+        ids = (int.from_bytes(mad[24:28], "big"), int.from_bytes(mad[28:32], "big"))
+        if name == "REQ":
+            self.req.add((src, ids[0]))
+        elif name == "REP":
+            self.rep[(dst, ids[1])] = ids[0]
+        elif name == "RTU":
+            self.rtu.add((src, ids[0], ids[1]))
+        elif name == "SIDR_REQ":
+            self.sidr_req.add((src, ids[0]))
+        elif name == "SIDR_REP" and mad[28] == 0:
+            self.sidr_rep.add((dst, ids[0]))
+
+    def handshakes(self):
+        return sum(1 for (a, x) in self.req
+                   if (a, x) in self.rep and (a, x, self.rep[(a, x)]) in self.rtu)
+
+    def sidr(self):
+        return len(self.sidr_req & self.sidr_rep)
 
 
 def frames(path):
@@ -115,7 +182,12 @@ def main():
     ap.add_argument("--min", type=int, default=1)
     ap.add_argument("--src", action="append", default=[])
     ap.add_argument("--show", type=int, default=0, help="list the first N bad frames")
+    ap.add_argument("--cm-min", type=int, default=0,
+                    help="need N complete CM REQ/REP/RTU handshakes")
+    ap.add_argument("--sidr-min", type=int, default=0,
+                    help="need N SIDR REQ/REP exchanges (status 0)")
     a = ap.parse_args()
+    mads = Mads()
     flows = collections.Counter()
     ops = collections.Counter()
     total = bad = 0
@@ -127,6 +199,7 @@ def main():
         total += 1
         flows[(src, dst, ver)] += 1
         ops[OPCODES.get(fr[bth], f"0x{fr[bth]:02x}")] += 1
+        mads.add(n, fr, bth, src, dst)
         if not icrc_ok(fr, bth, pseudo):
             bad += 1
             if bad <= a.show:
@@ -136,7 +209,14 @@ def main():
     print("opcodes " + " ".join(f"{o}={k}" for o, k in sorted(ops.items())))
     print(f"roce_frames {total}")
     print(f"icrc_bad {bad}")
-    good = total >= a.min and bad == 0
+    for line in mads.bad[:a.show]:
+        print(line)
+    print("mads " + " ".join(f"{c}.{t}={k}" for (c, t), k in sorted(mads.count.items())))
+    print(f"mad_bad {len(mads.bad)}")
+    print(f"cm_handshakes {mads.handshakes()}")
+    print(f"sidr_exchanges {mads.sidr()}")
+    good = total >= a.min and bad == 0 and not mads.bad
+    good &= mads.handshakes() >= a.cm_min and mads.sidr() >= a.sidr_min
     for s in a.src:
         k = sum(v for (src, _, _), v in flows.items() if src == s)
         print(f"roce_frames_from {s} {k}")
