@@ -7,6 +7,7 @@ use super::{
     mmap::{self, MmapIo},
     objects::{AhAttr, CqTable, QpAttr, QpInit, QpTable, QpType},
     udata::UData,
+    wr::{RecvWrs, SendWrs, WcOut},
 };
 use crate::bindings as b;
 use core::{
@@ -183,6 +184,87 @@ pub(crate) trait Driver: Send + Sync + Sized + 'static {
         build_error!(VTABLE_DEFAULT_ERROR)
     }
 
+    /// Creates a kernel address handle. Called in atomic context: must not
+    /// sleep.
+    fn create_kernel_ah(_dev: &Device<Self>, _pd: &Self::Pd, _attr: &AhAttr<'_>) -> Result<Self::Ah> {
+        build_error!(VTABLE_DEFAULT_ERROR)
+    }
+
+    /// Creates a kernel CQ of at least `cqe` entries on completion vector
+    /// `comp_vector`; returns its state, its number in the [`CqTable`] and
+    /// its real capacity. Implementing it makes the device a kernel verbs
+    /// provider, together with [`Driver::create_kernel_qp`],
+    /// [`Driver::post_send`], [`Driver::post_recv`], [`Driver::poll_cq`],
+    /// [`Driver::req_notify_cq`] and [`Driver::get_dma_mr`].
+    fn create_kernel_cq(
+        _dev: &Device<Self>,
+        _cqe: u32,
+        _comp_vector: u32,
+    ) -> Result<(Self::Cq, u32, u32)> {
+        build_error!(VTABLE_DEFAULT_ERROR)
+    }
+
+    /// Polls up to `out.room()` completions of a kernel CQ into `out`. Any
+    /// context, hard IRQ included.
+    fn poll_cq(_dev: &Device<Self>, _cq: &Self::Cq, _out: &mut WcOut<'_, Self>) {
+        build_error!(VTABLE_DEFAULT_ERROR)
+    }
+
+    /// Arms a kernel CQ for the next (or next solicited) completion; with
+    /// `report_missed`, returns whether completions may already be waiting
+    /// (`IB_CQ_REPORT_MISSED_EVENTS`). Any context.
+    fn req_notify_cq(
+        _dev: &Device<Self>,
+        _cq: &Self::Cq,
+        _solicited_only: bool,
+        _report_missed: bool,
+    ) -> Result<bool> {
+        build_error!(VTABLE_DEFAULT_ERROR)
+    }
+
+    /// Creates a kernel QP (RC, UD or GSI); returns its state and QP number.
+    fn create_kernel_qp(
+        _dev: &Device<Self>,
+        _init: &mut QpInit<'_, Self::Cq, Self::Pd>,
+    ) -> Result<(Self::Qp, u32)> {
+        build_error!(VTABLE_DEFAULT_ERROR)
+    }
+
+    /// Posts a chain of send WRs on a kernel QP; on failure the WR being
+    /// handled is reported to the consumer as the bad one. Any context.
+    fn post_send(_dev: &Device<Self>, _qp: &Self::Qp, _wrs: &mut SendWrs<'_, Self>) -> Result {
+        build_error!(VTABLE_DEFAULT_ERROR)
+    }
+
+    /// Posts a chain of receive WRs on a kernel QP (as [`Driver::post_send`]).
+    fn post_recv(_dev: &Device<Self>, _qp: &Self::Qp, _wrs: &mut RecvWrs<'_>) -> Result {
+        build_error!(VTABLE_DEFAULT_ERROR)
+    }
+
+    /// A DMA MR of the PD: its key addresses memory by DMA address (the
+    /// PD's local DMA lkey when only `IB_ACCESS_LOCAL_WRITE` is asked).
+    fn get_dma_mr(_dev: &Device<Self>, _pd: &Self::Pd, _access: u32) -> Result<(Self::Mr, u32)> {
+        build_error!(VTABLE_DEFAULT_ERROR)
+    }
+
+    /// A fast-register MR of the PD with room for `max_pages` pages
+    /// (`IB_MR_TYPE_MEM_REG`), registered later by `IB_WR_REG_MR`.
+    fn alloc_mr(_dev: &Device<Self>, _pd: &Self::Pd, _max_pages: u32) -> Result<(Self::Mr, u32)> {
+        build_error!(VTABLE_DEFAULT_ERROR)
+    }
+
+    /// `ib_map_mr_sg` starts mapping a scatterlist into a fast-register
+    /// MR: forget the previous page list.
+    fn map_mr_sg_start(_mr: &Self::Mr) {
+        build_error!(VTABLE_DEFAULT_ERROR)
+    }
+
+    /// Appends the DMA address of the next page of the mapping; an error
+    /// ends the mapping there (the MR is full).
+    fn map_mr_sg_page(_mr: &Self::Mr, _addr: u64) -> Result {
+        build_error!(VTABLE_DEFAULT_ERROR)
+    }
+
     /// A GID table entry was added (RoCE).
     fn add_gid(_dev: &Device<Self>, _attr: &GidAttr<'_>) -> Result {
         build_error!(VTABLE_DEFAULT_ERROR)
@@ -233,7 +315,7 @@ impl<T: Driver> Device<T> {
     /// # Safety
     ///
     /// `ptr` must point to the `ib_device` of a live `Device<T>` for `'a`.
-    unsafe fn from_raw<'a>(ptr: *mut b::ib_device) -> &'a Self {
+    pub(super) unsafe fn from_raw<'a>(ptr: *mut b::ib_device) -> &'a Self {
         // SAFETY: per the safety requirements and the type invariant (`ib` at
         // offset 0).
         unsafe { &*ptr.cast::<Self>() }
@@ -270,9 +352,9 @@ impl<T: Driver> Deref for Device<T> {
 /// `INIT_RDMA_OBJ_SIZE` equivalent) and frees them after the destroy
 /// callback.
 #[repr(C)]
-struct Obj<I, D> {
-    ib: Opaque<I>,
-    data: MaybeUninit<D>,
+pub(super) struct Obj<I, D> {
+    pub(super) ib: Opaque<I>,
+    pub(super) data: MaybeUninit<D>,
 }
 
 impl<I, D> Obj<I, D> {
@@ -292,18 +374,18 @@ struct UCtx<T: Driver> {
 }
 
 type UContextObj<T> = Obj<b::ib_ucontext, UCtx<T>>;
-type PdObj<T> = Obj<b::ib_pd, <T as Driver>::Pd>;
+pub(super) type PdObj<T> = Obj<b::ib_pd, <T as Driver>::Pd>;
 /// A CQ's state and its number in the [`CqTable`].
-type CqObj<T> = Obj<b::ib_cq, (u32, <T as Driver>::Cq)>;
-type QpObj<T> = Obj<b::ib_qp, <T as Driver>::Qp>;
-type AhObj<T> = Obj<b::ib_ah, <T as Driver>::Ah>;
+pub(super) type CqObj<T> = Obj<b::ib_cq, (u32, <T as Driver>::Cq)>;
+pub(super) type QpObj<T> = Obj<b::ib_qp, <T as Driver>::Qp>;
+pub(super) type AhObj<T> = Obj<b::ib_ah, <T as Driver>::Ah>;
 
 /// A driver-allocated `ib_mr` followed by the driver state (ib_core lets the
 /// driver allocate MRs).
 #[repr(C)]
-struct MrObj<T: Driver> {
-    ib: Opaque<b::ib_mr>,
-    data: T::Mr,
+pub(super) struct MrObj<T: Driver> {
+    pub(super) ib: Opaque<b::ib_mr>,
+    pub(super) data: T::Mr,
 }
 
 /// What `alloc_ucontext` may do with the new context besides creating its
@@ -401,7 +483,7 @@ pub(crate) fn destroy_or_leak<D>(data: D, destroy: impl FnOnce(&D) -> Result) {
 }
 
 /// Converts a trait method's result into ib_core's `ERR_PTR` convention.
-fn ptr_result<P>(r: Result<*mut P>) -> *mut P {
+pub(super) fn ptr_result<P>(r: Result<*mut P>) -> *mut P {
     r.unwrap_or_else(|e| e.to_ptr())
 }
 
@@ -411,6 +493,7 @@ fn ptr_result<P>(r: Result<*mut P>) -> *mut P {
 /// [`Builder::new`] for the same `T`, with the arguments its
 /// `struct ib_device_ops` documents; the `// SAFETY` comments rely on that.
 pub(crate) struct Adapter<T: Driver>(PhantomData<T>);
+
 
 // The module object made by modpost (`ferroce.mod.c`); only its address is
 // used. (`struct module` may contain field-less structs, hence the lint.)
@@ -459,6 +542,37 @@ impl<T: Driver> Adapter<T> {
             ops.create_cq = Some(Self::create_user_cq);
             ops.destroy_cq = Some(Self::destroy_cq);
             ops.size_ib_cq = size_of::<CqObj<T>>();
+        }
+        // Kernel verbs: with all of them ib_core treats the device as a
+        // kernel verbs provider and attaches ib_mad, the CM and rdma_cm.
+        if T::HAS_CREATE_KERNEL_CQ {
+            // ib_core calls `create_cq` for kernel CQs only once
+            // `create_user_cq` exists (both uverbs paths use the latter).
+            ops.create_cq = Some(Self::create_kernel_cq);
+            ops.destroy_cq = Some(Self::destroy_cq);
+            ops.size_ib_cq = size_of::<CqObj<T>>();
+            ops.poll_cq = Some(Self::poll_cq);
+            ops.req_notify_cq = Some(Self::req_notify_cq);
+        }
+        if T::HAS_POST_SEND {
+            ops.post_send = Some(Self::post_send);
+        }
+        if T::HAS_POST_RECV {
+            ops.post_recv = Some(Self::post_recv);
+        }
+        if T::HAS_GET_DMA_MR {
+            ops.get_dma_mr = Some(Self::get_dma_mr);
+            ops.dereg_mr = Some(Self::dereg_mr);
+        }
+        if T::HAS_ALLOC_MR {
+            ops.alloc_mr = Some(Self::alloc_mr);
+            ops.map_mr_sg = Some(Self::map_mr_sg);
+            ops.dereg_mr = Some(Self::dereg_mr);
+        }
+        if T::HAS_CREATE_KERNEL_AH {
+            ops.create_ah = Some(Self::create_kernel_ah);
+            ops.destroy_ah = Some(Self::destroy_ah);
+            ops.size_ib_ah = size_of::<AhObj<T>>();
         }
         if T::HAS_CREATE_QP {
             ops.create_qp = Some(Self::create_qp);
@@ -768,11 +882,11 @@ impl<T: Driver> Builder<T> {
 
     /// Registers the device under `name` (e.g. `c"ferroce%d"`), for DMA
     /// through `dma_device`, which also becomes its parent.
-    pub(crate) fn register(
+    pub(crate) fn register<'a>(
         self,
         name: &CStr,
-        dma_device: &kernel::device::Device<Bound>,
-    ) -> Result<Registration<T>> {
+        dma_device: &'a kernel::device::Device<Bound>,
+    ) -> Result<Registration<'a, T>> {
         let dma = core::ptr::from_ref(dma_device)
             .cast::<kernel::bindings::device>()
             .cast_mut();
@@ -789,7 +903,10 @@ impl<T: Driver> Builder<T> {
         let dev = self.dev;
         core::mem::forget(self);
         // INVARIANT: registered successfully; ownership moves on.
-        Ok(Registration { dev })
+        Ok(Registration {
+            dev,
+            _dma: PhantomData,
+        })
     }
 }
 
@@ -803,20 +920,23 @@ impl<T: Driver> Drop for Builder<T> {
 
 /// A registered `ib_device`; dropping it unregisters the device, which waits
 /// for its users to go, then deallocates it (dropping the driver state).
+/// It cannot outlive the borrow of the bound device it does DMA for
+/// (`'a`), so the device's verbs always run with that device bound.
 ///
 /// # Invariants
 ///
 /// `dev` points to a registered `Device<T>` whose unregistration is ours.
-pub(crate) struct Registration<T: Driver> {
+pub(crate) struct Registration<'a, T: Driver> {
     dev: NonNull<Device<T>>,
+    _dma: PhantomData<&'a kernel::device::Device<Bound>>,
 }
 
 // SAFETY: see `Device<T>`.
-unsafe impl<T: Driver> Send for Registration<T> {}
+unsafe impl<T: Driver> Send for Registration<'_, T> {}
 // SAFETY: see `Device<T>`.
-unsafe impl<T: Driver> Sync for Registration<T> {}
+unsafe impl<T: Driver> Sync for Registration<'_, T> {}
 
-impl<T: Driver> Registration<T> {
+impl<T: Driver> Registration<'_, T> {
     /// The device and its driver state.
     pub(crate) fn device(&self) -> &Device<T> {
         // SAFETY: the device stays allocated until we unregister it.
@@ -824,7 +944,7 @@ impl<T: Driver> Registration<T> {
     }
 }
 
-impl<T: Driver> Drop for Registration<T> {
+impl<T: Driver> Drop for Registration<'_, T> {
     fn drop(&mut self) {
         // SAFETY: the device is registered and unregistering is ours (type
         // invariant); with `dealloc_driver` set, ib_core deallocates it.
@@ -862,7 +982,7 @@ unsafe impl Send for EventRef {}
 // SAFETY: as above; `&EventRef` only dispatches events.
 unsafe impl Sync for EventRef {}
 
-impl<T: Driver> Registration<T> {
+impl<T: Driver> Registration<'_, T> {
     /// A reference for dispatching events, `None` if the device is being
     /// unregistered.
     pub(crate) fn event_ref(&self) -> Option<EventRef> {
@@ -939,7 +1059,7 @@ impl Drop for EventRef {
 
 /// Trampolines of the object verbs (CQ, QP, MR, AH); user objects only.
 impl<T: Driver> Adapter<T> {
-    extern "C" fn create_user_cq(
+    pub(super) extern "C" fn create_user_cq(
         ibcq: *mut b::ib_cq,
         attr: *const b::ib_cq_init_attr,
         attrs: *mut b::uverbs_attr_bundle,
@@ -978,7 +1098,7 @@ impl<T: Driver> Adapter<T> {
         })
     }
 
-    extern "C" fn destroy_cq(ibcq: *mut b::ib_cq, _udata: *mut b::ib_udata) -> c_int {
+    pub(super) extern "C" fn destroy_cq(ibcq: *mut b::ib_cq, _udata: *mut b::ib_udata) -> c_int {
         let obj = ibcq.cast::<CqObj<T>>();
         // SAFETY: ib_core calls this once for a CQ whose creation succeeded
         // (`data` initialised, moved out here and never read again) and
@@ -1015,10 +1135,10 @@ impl<T: Driver> Adapter<T> {
             )
         };
         from_result(|| {
-            let mut udata = udata.ok_or(EOPNOTSUPP)?;
             let qp_type = match init.qp_type {
                 b::ib_qp_type_IB_QPT_RC => QpType::Rc,
                 b::ib_qp_type_IB_QPT_UD => QpType::Ud,
+                b::ib_qp_type_IB_QPT_GSI if udata.is_none() => QpType::Gsi,
                 _ => return Err(EOPNOTSUPP),
             };
             if !init.srq.is_null() || !init.xrcd.is_null() || init.create_flags != 0 {
@@ -1027,15 +1147,14 @@ impl<T: Driver> Adapter<T> {
             if init.send_cq.is_null() || init.recv_cq.is_null() {
                 return Err(EINVAL);
             }
-            // SAFETY: the CQs and the PD of a user QP are live objects of our
+            // SAFETY: the CQs and the PD of a QP are live objects of our
             // device, created through our ops (so their driver state is
             // initialised), held by ib_core for the call.
-            let (send_cq, recv_cq, pd, ctx) = unsafe {
+            let (send_cq, recv_cq, pd) = unsafe {
                 (
                     &(*init.send_cq.cast::<CqObj<T>>()).data.assume_init_ref().1,
                     &(*init.recv_cq.cast::<CqObj<T>>()).data.assume_init_ref().1,
                     (*(*ibqp).pd.cast::<PdObj<T>>()).data.assume_init_ref(),
-                    ctx_of::<T>(&udata),
                 )
             };
             let mut qi = QpInit {
@@ -1046,15 +1165,29 @@ impl<T: Driver> Adapter<T> {
                 recv_cq,
                 pd,
             };
-            let (data, qpn) = T::create_qp(dev, ctx, &mut qi, &mut udata)?;
-            if let Err(e) = T::qp_table(dev).insert(qpn, ibqp) {
-                destroy_or_leak(data, |d| T::destroy_qp(dev, d));
-                return Err(e);
-            }
+            let (data, qpn) = match udata {
+                Some(mut udata) => {
+                    // SAFETY: a uverbs command of our device, in a context of
+                    // ours.
+                    let ctx = unsafe { ctx_of::<T>(&udata) };
+                    T::create_qp(dev, ctx, &mut qi, &mut udata)?
+                }
+                None if T::HAS_CREATE_KERNEL_QP => T::create_kernel_qp(dev, &mut qi)?,
+                None => return Err(EOPNOTSUPP),
+            };
+            // The state is in place before the QP is in the table, through
+            // which completions and events reach it.
             // SAFETY: `obj` is valid for writes; `qp_num` is ib_core's to read.
             unsafe {
                 (*obj).data.write(data);
                 (*ibqp).qp_num = qpn;
+            }
+            if let Err(e) = T::qp_table(dev).insert(qpn, ibqp) {
+                // SAFETY: written just above, never read again: ib_core
+                // frees the QP after a failed create.
+                let data = unsafe { (*obj).data.assume_init_read() };
+                destroy_or_leak(data, |d| T::destroy_qp(dev, d));
+                return Err(e);
             }
             Ok(0)
         })
@@ -1182,7 +1315,7 @@ impl<T: Driver> Adapter<T> {
         })())
     }
 
-    extern "C" fn dereg_mr(ibmr: *mut b::ib_mr, _udata: *mut b::ib_udata) -> c_int {
+    pub(super) extern "C" fn dereg_mr(ibmr: *mut b::ib_mr, _udata: *mut b::ib_udata) -> c_int {
         let obj = ibmr.cast::<MrObj<T>>();
         // SAFETY: ib_core calls this once for an MR `reg_user_mr` returned
         // (a leaked `KBox<MrObj<T>>`, `ib` at offset 0), never using it
@@ -1192,7 +1325,7 @@ impl<T: Driver> Adapter<T> {
         0
     }
 
-    extern "C" fn create_user_ah(
+    pub(super) extern "C" fn create_user_ah(
         ibah: *mut b::ib_ah,
         init: *mut b::rdma_ah_init_attr,
         udata: *mut b::ib_udata,
@@ -1217,7 +1350,7 @@ impl<T: Driver> Adapter<T> {
         })
     }
 
-    extern "C" fn destroy_ah(ibah: *mut b::ib_ah, _flags: u32) -> c_int {
+    pub(super) extern "C" fn destroy_ah(ibah: *mut b::ib_ah, _flags: u32) -> c_int {
         let obj = ibah.cast::<AhObj<T>>();
         // SAFETY: called once for an AH whose creation succeeded (`data`
         // moved out here and never read again); ib_core frees it afterwards.

@@ -25,6 +25,13 @@ pub(crate) fn dma_rmb() {
     unsafe { b::ferroce_dma_rmb() }
 }
 
+/// Write barrier for memory shared with a device (`dma_wmb()`): the
+/// device sees writes before it before writes after it.
+pub(crate) fn dma_wmb() {
+    // SAFETY: a barrier has no preconditions.
+    unsafe { b::ferroce_dma_wmb() }
+}
+
 /// MSI-X vectors of a PCI function together with one handler per vector.
 ///
 /// Uses the kernel's IRQ vector API (`pci::Device::alloc_irq_vectors`,

@@ -24,11 +24,13 @@
 pub(crate) mod attr;
 pub(crate) mod device;
 pub(crate) mod kext;
+pub(crate) mod kverbs;
 pub(crate) mod mmap;
 pub(crate) mod notifier;
 pub(crate) mod objects;
 pub(crate) mod udata;
 pub(crate) mod umem;
+pub(crate) mod wr;
 
 pub(crate) use attr::{DeviceAttr, GidAttr, GidType, LinkLayer, NetDev, PortAttr, PortImmutable};
 pub(crate) use device::{
@@ -39,3 +41,4 @@ pub(crate) use notifier::{NetdevEvent, NetdevHandler, NetdevNotifier};
 pub(crate) use objects::{AhAttr, CqEvent, CqTable, QpAttr, QpEvent, QpInit, QpTable, QpType};
 pub(crate) use udata::UData;
 pub(crate) use umem::Umem;
+pub(crate) use wr::{NetType, RecvWrs, RegSeg, SendOp, SendWr, SendWrs, Wc, WcOp, WcOut};

@@ -15,6 +15,8 @@ pub(crate) enum QpType {
     Rc,
     /// Unreliable datagram.
     Ud,
+    /// The general services QP (QP1, kernel only).
+    Gsi,
 }
 
 /// The creation attributes of a user QP (`struct ib_qp_init_attr`) and its
@@ -232,12 +234,23 @@ impl<R> ObjTable<R> {
 
     /// Runs `f` on object `id` under the lock; `false` if there is none.
     fn with(&self, id: u32, f: impl FnOnce(*mut R)) -> bool {
+        self.with_ref(id, f).is_some()
+    }
+
+    /// Runs `f` on object `id` under the lock and returns its result;
+    /// `None` if there is no such object.
+    pub(super) fn with_ref<X>(&self, id: u32, f: impl FnOnce(*mut R) -> X) -> Option<X> {
         let slots = self.slots.lock();
         let Some(Some(obj)) = usize::try_from(id).ok().and_then(|i| slots.get(i)) else {
-            return false;
+            return None;
         };
-        f(obj.0.as_ptr());
-        true
+        Some(f(obj.0.as_ptr()))
+    }
+
+    /// The object `id`, if it is in the table (a pointer only: whoever
+    /// dereferences it must know by other means that it is alive).
+    pub(super) fn get(&self, id: u32) -> Option<*mut R> {
+        self.with_ref(id, |p| p)
     }
 }
 
