@@ -108,6 +108,27 @@ abi_requests!(ferroce_ureq_create_cq, ferroce_ureq_create_qp);
 unsafe impl kernel::transmute::FromBytes for ferroce_qp_attr {}
 // SAFETY: as above.
 unsafe impl kernel::transmute::FromBytes for ferroce_caps {}
+// SAFETY: as above (CQEs of kernel CQs).
+unsafe impl kernel::transmute::FromBytes for ferroce_cqe {}
+
+// Work queue entries the driver writes for kernel QPs.
+macro_rules! wqe_parts {
+    ($($t:ident),* $(,)?) => {$(
+        // SAFETY: ferroce-hw.h structs (naturally aligned, explicit
+        // reserved fields, integers only): every byte is initialised.
+        unsafe impl kernel::transmute::AsBytes for $t {}
+    )*};
+}
+wqe_parts!(
+    ferroce_sq_wqe_hdr,
+    ferroce_sq_wqe_rdma,
+    ferroce_sq_wqe_ud,
+    ferroce_sq_wqe_reg_mr,
+    ferroce_av,
+    ferroce_pbl,
+    ferroce_sge,
+    ferroce_rq_wqe_hdr,
+);
 abi_responses!(
     ferroce_uresp_alloc_ctx,
     ferroce_uresp_create_cq,

@@ -11,6 +11,7 @@
 use crate::{
     bindings::{self as hw, Command},
     cmdq::{self, CmdQ, Completion},
+    dbrec::DbRecPool,
     eq::{self, Eq, Eqe},
     ib::{self, IbDev},
     pbl::{PblBuilder, PblScratch},
@@ -165,10 +166,15 @@ impl Drop for Regs {
     }
 }
 
+/// The kernel's doorbell page of BAR2 (page 0), mapped.
+type DevresDbPage = pci::DevresBar<{ hw::FERROCE_DB_PAGE_SIZE as usize }>;
+
 #[pin_data]
 pub(crate) struct Shared {
     /// First field: dropped (device reset) before the rings.
     bar: Regs,
+    /// Doorbells of kernel queues.
+    db: DevresDbPage,
     pdev: ARef<pci::Device>,
     #[pin]
     cmdq: Mutex<CmdQ>,
@@ -277,6 +283,13 @@ impl Shared {
             qpn,
             ..Default::default()
         })
+    }
+
+    /// Writes a doorbell of the kernel page (one 8-byte store at
+    /// `offset`); `ENODEV` once the device is unbound. Any context.
+    pub(crate) fn kernel_doorbell(&self, offset: usize, value: u64) -> Result {
+        let db = self.db.try_access().ok_or(ENODEV)?;
+        db.try_write64(value, offset)
     }
 
     /// The device's link bit.
@@ -557,7 +570,7 @@ pub(crate) struct Ferroce<'bound> {
     /// The netdev notifier; unregistered next.
     notifier: Option<NetdevNotifier<PortWatch>>,
     /// The `ib_device`; unregistered next.
-    ib: Option<rdma::Registration<IbDev>>,
+    ib: Option<rdma::Registration<'bound, IbDev>>,
     irqs: kext::MsixIrqs<'bound, EqHandler>,
     shared: Arc<Shared>,
 }
@@ -774,9 +787,21 @@ impl<'bound> Ferroce<'bound> {
         bar.write_reg(regs::AEQ_DEPTH::from_raw(u32::from(eqs[0].depth())));
 
         let bar = step(pdev, "register BAR0 with devres", bar.into_devres())?;
+        // BAR2 is requested as a whole (user contexts map their pages from
+        // it); the kernel only maps its own page, page 0.
+        let db = step(
+            pdev,
+            "map the kernel doorbell page of BAR2",
+            pdev.iomap_region_sized::<{ hw::FERROCE_DB_PAGE_SIZE as usize }>(
+                hw::FERROCE_BAR_DB,
+                c"ferroce-db",
+            )
+            .and_then(|b| b.into_devres()),
+        )?;
         let shared = Arc::pin_init(
             try_pin_init!(Shared {
                 bar: Regs(bar),
+                db,
                 pdev: pdev.into(),
                 cmdq <- new_mutex!(cmdq),
                 pbl <- new_mutex!(pbl),
@@ -883,6 +908,11 @@ impl<'bound> Ferroce<'bound> {
                 hw::FERROCE_DB_KERNEL_PAGES,
             ),
             key_variant: AtomicU32::new(0),
+            dbrecs: step(
+                pdev,
+                "allocate doorbell-record pool",
+                Arc::pin_init(DbRecPool::new(), GFP_KERNEL),
+            )?,
         };
         let mut builder = step(pdev, "allocate ib_device", rdma::Builder::new(ibdev))?;
         builder.set_node_guid(node_guid);

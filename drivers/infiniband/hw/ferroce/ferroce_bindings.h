@@ -18,6 +18,7 @@
 /* ferroce_helpers.c: static inlines and macros wrapped for Rust */
 unsigned int ferroce_num_online_cpus(void);
 void ferroce_dma_rmb(void);
+void ferroce_dma_wmb(void);
 bool ferroce_ib_device_try_get(struct ib_device *dev);
 void ferroce_netdev_put(struct net_device *ndev);
 int ferroce_netdev_mac(const struct net_device *ndev, u8 *mac);

@@ -20,6 +20,11 @@ void ferroce_dma_rmb(void)
 	dma_rmb();
 }
 
+void ferroce_dma_wmb(void)
+{
+	dma_wmb();
+}
+
 bool ferroce_ib_device_try_get(struct ib_device *dev)
 {
 	return ib_device_try_get(dev);

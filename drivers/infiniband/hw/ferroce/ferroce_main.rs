@@ -20,10 +20,12 @@ use kernel::{pci, prelude::*};
 
 mod bindings;
 mod cmdq;
+mod dbrec;
 mod dev;
 mod eq;
 mod gid;
 mod ib;
+mod kqueue;
 mod pbl;
 mod port;
 mod rdma;

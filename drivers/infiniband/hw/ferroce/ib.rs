@@ -11,6 +11,7 @@ use crate::{
     dev::{Caps, PortInfo, Shared},
     gid::{self, Gid, GidKind},
     port,
+    dbrec::DbRecPool,
     rdma::{self, AhAttr, GidAttr, GidType, LinkLayer, QpAttr, QpInit, UData},
     verbs::{self, Ah, Cq, DbPages, Mr, Qp, UContext},
 };
@@ -31,6 +32,8 @@ pub(crate) struct IbDev {
     pub(crate) db_pages: DbPages,
     /// Last MR key variant handed out.
     pub(crate) key_variant: AtomicU32,
+    /// Doorbell records of kernel queues.
+    pub(crate) dbrecs: Arc<DbRecPool>,
 }
 
 impl IbDev {
@@ -99,9 +102,15 @@ impl rdma::Driver for IbDev {
         attr.local_ca_ack_delay = u8::try_from(c.local_ca_ack_delay).unwrap_or(u8::MAX);
         attr.atomic_cap = hw::ib_atomic_cap_IB_ATOMIC_NONE;
         attr.masked_atomic_cap = hw::ib_atomic_cap_IB_ATOMIC_NONE;
-        attr.device_cap_flags = (hw::ib_device_cap_flags_IB_DEVICE_CURR_QP_STATE_MOD
-            | hw::ib_device_cap_flags_IB_DEVICE_PORT_ACTIVE_EVENT)
-            as u64;
+        let mut flags = hw::ib_device_cap_flags_IB_DEVICE_CURR_QP_STATE_MOD
+            | hw::ib_device_cap_flags_IB_DEVICE_PORT_ACTIVE_EVENT;
+        if c.device_caps & hw::FERROCE_CAP_MEM_MGT_EXT != 0 {
+            // Fast registration, local invalidate, send with invalidate.
+            flags |= hw::ib_device_cap_flags_IB_DEVICE_MEM_MGT_EXTENSIONS;
+            attr.max_fast_reg_page_list_len = hw::FERROCE_FAST_REG_MAX_PAGES;
+            attr.max_pi_fast_reg_page_list_len = 0;
+        }
+        attr.device_cap_flags = flags as u64;
         Ok(())
     }
 
@@ -278,6 +287,62 @@ impl rdma::Driver for IbDev {
             ..Default::default()
         };
         dev.shared.exec(&cmd).map(|_| ())
+    }
+
+    fn create_kernel_ah(_dev: &rdma::Device<Self>, _pd: &Pd, attr: &AhAttr<'_>) -> Result<Ah> {
+        verbs::create_kernel_ah(attr)
+    }
+
+    fn create_kernel_cq(
+        dev: &rdma::Device<Self>,
+        cqe: u32,
+        comp_vector: u32,
+    ) -> Result<(Cq, u32, u32)> {
+        verbs::create_kernel_cq(dev, cqe, comp_vector)
+    }
+
+    fn poll_cq(dev: &rdma::Device<Self>, cq: &Cq, out: &mut rdma::WcOut<'_, Self>) {
+        if let Some(k) = cq.kernel() {
+            k.poll(dev, out);
+        }
+    }
+
+    fn req_notify_cq(
+        dev: &rdma::Device<Self>,
+        cq: &Cq,
+        solicited_only: bool,
+        report_missed: bool,
+    ) -> Result<bool> {
+        let missed = cq.kernel().ok_or(EINVAL)?.arm(dev, cq.cqn, solicited_only)?;
+        Ok(report_missed && missed)
+    }
+
+    fn create_kernel_qp(dev: &rdma::Device<Self>, init: &mut QpInit<'_, Cq, Pd>) -> Result<(Qp, u32)> {
+        verbs::create_kernel_qp(dev, init)
+    }
+
+    fn post_send(dev: &rdma::Device<Self>, qp: &Qp, wrs: &mut rdma::SendWrs<'_, Self>) -> Result {
+        verbs::post_send(dev, qp, wrs)
+    }
+
+    fn post_recv(dev: &rdma::Device<Self>, qp: &Qp, wrs: &mut rdma::RecvWrs<'_>) -> Result {
+        verbs::post_recv(dev, qp, wrs)
+    }
+
+    fn get_dma_mr(dev: &rdma::Device<Self>, pd: &Pd, access: u32) -> Result<(Mr, u32)> {
+        verbs::get_dma_mr(dev, pd, access)
+    }
+
+    fn alloc_mr(dev: &rdma::Device<Self>, pd: &Pd, max_pages: u32) -> Result<(Mr, u32)> {
+        verbs::alloc_mr(dev, pd, max_pages)
+    }
+
+    fn map_mr_sg_start(mr: &Mr) {
+        verbs::map_mr_sg_start(mr)
+    }
+
+    fn map_mr_sg_page(mr: &Mr, addr: u64) -> Result {
+        verbs::map_mr_sg_page(mr, addr)
     }
 
     fn add_gid(dev: &rdma::Device<Self>, attr: &GidAttr<'_>) -> Result {

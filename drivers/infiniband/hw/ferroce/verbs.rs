@@ -12,10 +12,11 @@ use crate::{
     bindings as hw,
     gid::Gid,
     ib::{gid_network_type, IbDev},
-    rdma::{self, AhAttr, QpAttr, QpInit, QpType, UData, Umem},
+    kqueue::{KernelCq, KernelQp, QpGeometry},
+    rdma::{self, AhAttr, QpAttr, QpInit, QpType, RegSeg, UData, Umem},
 };
-use core::sync::atomic::{AtomicU64, Ordering};
-use kernel::prelude::*;
+use core::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use kernel::{dma::Coherent, io::io_write, prelude::*};
 
 /// Pages of the kernel's 4 KiB page size as the device sees them.
 const PAGE_SHIFT: u32 = 12;
@@ -66,32 +67,99 @@ pub(crate) struct UContext {
     pub(crate) db_page: u32,
 }
 
-/// Driver state of a CQ: its number and the pinned ring and record.
+/// Where a CQ's ring and doorbell record live.
+enum CqMem {
+    /// In the process, pinned.
+    User { _ring: Umem, _dbrec: Umem },
+    /// In coherent memory of the driver.
+    Kernel(Pin<KBox<KernelCq>>),
+}
+
+/// Driver state of a CQ: its number and its memory.
 pub(crate) struct Cq {
     pub(crate) cqn: u32,
-    _ring: Umem,
-    _dbrec: Umem,
+    mem: CqMem,
+}
+
+impl Cq {
+    /// The rings of a kernel CQ.
+    pub(crate) fn kernel(&self) -> Option<&KernelCq> {
+        match &self.mem {
+            CqMem::Kernel(k) => Some(k),
+            CqMem::User { .. } => None,
+        }
+    }
+}
+
+/// What a QP was created with.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct QpCaps {
+    pub(crate) max_send_wr: u32,
+    pub(crate) max_recv_wr: u32,
+    pub(crate) max_send_sge: u32,
+    pub(crate) max_recv_sge: u32,
+    pub(crate) max_inline: u32,
+}
+
+/// Where a QP's rings and doorbell records live.
+enum QpMem {
+    /// In the process, pinned: SQ ring and record, RQ ring and record.
+    User {
+        _sq: Umem,
+        _sq_dbrec: Umem,
+        _rq: Option<(Umem, Umem)>,
+    },
+    /// In coherent memory of the driver.
+    Kernel(Pin<KBox<KernelQp>>),
 }
 
 /// Driver state of a QP.
 pub(crate) struct Qp {
     pub(crate) qpn: u32,
-    /// What the QP was created with: send/recv WRs, send/recv SGEs, inline.
-    cap: [u32; 5],
-    _sq: Umem,
-    _sq_dbrec: Umem,
-    _rq: Option<(Umem, Umem)>,
+    cap: QpCaps,
+    mem: QpMem,
+}
+
+impl Qp {
+    /// The rings of a kernel QP.
+    pub(crate) fn kernel(&self) -> Option<&KernelQp> {
+        match &self.mem {
+            QpMem::Kernel(k) => Some(k),
+            QpMem::User { .. } => None,
+        }
+    }
+}
+
+/// The page list of a fast-register MR, which `map_mr_sg` fills and an
+/// `IB_WR_REG_MR` hands to the device (a level-1 list).
+pub(crate) struct FastRegPages {
+    pages: Coherent<[u64]>,
+    max: u32,
+    count: AtomicU32,
+}
+
+/// What an MR translates.
+enum MrMem {
+    /// Pinned user memory.
+    User { _umem: Umem },
+    /// Every DMA address (`get_dma_mr`).
+    Dma,
+    /// Pages a REG_MR work request gives it.
+    FastReg(FastRegPages),
 }
 
 /// Driver state of an MR.
 pub(crate) struct Mr {
     pub(crate) key: u32,
-    _umem: Umem,
+    mem: MrMem,
 }
 
-/// Driver state of an AH.
+/// Driver state of an AH: the device's AH number of a user AH, or 0 for a
+/// kernel AH, whose address vector goes into each WQE (kernel AHs are
+/// created in atomic context, where no admin command can run).
 pub(crate) struct Ah {
     pub(crate) ahn: u32,
+    pub(crate) av: hw::ferroce_av,
 }
 
 /// Pins a queue ring of `len` bytes at the page-aligned `va` and returns it
@@ -197,8 +265,10 @@ pub(crate) fn create_cq(
     })?;
     let cq = Cq {
         cqn: out.out[0],
-        _ring: ring,
-        _dbrec: dbrec,
+        mem: CqMem::User {
+            _ring: ring,
+            _dbrec: dbrec,
+        },
     };
     if let Err(e) = udata.respond(&hw::ferroce_uresp_create_cq {
         cqn: cq.cqn,
@@ -278,10 +348,7 @@ pub(crate) fn create_qp(
     } else {
         None
     };
-    let qp_type = match init.qp_type {
-        QpType::Rc => hw::FERROCE_QPT_RC,
-        QpType::Ud => hw::FERROCE_QPT_UD,
-    };
+    let qp_type = hw_qp_type(init.qp_type);
     let out = dev.shared.exec_with_lists(|lists| {
         let mut cmd = hw::ferroce_cmd_create_qp {
             sq_buf: lists.add(&sq_pages, PAGE_SHIFT)?,
@@ -293,7 +360,7 @@ pub(crate) fn create_qp(
             rq_depth: req.rq_depth,
             db_page: ctx.db_page,
             max_inline,
-            qp_type: qp_type as u8,
+            qp_type,
             sq_wqe_shift: req.sq_wqe_shift,
             rq_wqe_shift: req.rq_wqe_shift,
             flags: if init.sq_sig_all {
@@ -309,19 +376,21 @@ pub(crate) fn create_qp(
         }
         Ok(cmd)
     })?;
-    let granted = [
-        req.sq_depth,
-        req.rq_depth,
+    let granted = QpCaps {
+        max_send_wr: req.sq_depth,
+        max_recv_wr: req.rq_depth,
         max_send_sge,
         max_recv_sge,
         max_inline,
-    ];
+    };
     let qp = Qp {
         qpn: out.out[0],
         cap: granted,
-        _sq: sq,
-        _sq_dbrec: sq_dbrec,
-        _rq: rq.map(|(rq, _, dbrec, _)| (rq, dbrec)),
+        mem: QpMem::User {
+            _sq: sq,
+            _sq_dbrec: sq_dbrec,
+            _rq: rq.map(|(rq, _, dbrec, _)| (rq, dbrec)),
+        },
     };
     set_cap(cap, &granted);
     if let Err(e) = udata.respond(&hw::ferroce_uresp_create_qp {
@@ -401,12 +470,20 @@ pub(crate) fn modify_qp(
     dev.shared.exec(&cmd).map(|_| ())
 }
 
-fn set_cap(cap: &mut hw::ib_qp_cap, v: &[u32; 5]) {
-    cap.max_send_wr = v[0];
-    cap.max_recv_wr = v[1];
-    cap.max_send_sge = v[2];
-    cap.max_recv_sge = v[3];
-    cap.max_inline_data = v[4];
+fn set_cap(cap: &mut hw::ib_qp_cap, v: &QpCaps) {
+    cap.max_send_wr = v.max_send_wr;
+    cap.max_recv_wr = v.max_recv_wr;
+    cap.max_send_sge = v.max_send_sge;
+    cap.max_recv_sge = v.max_recv_sge;
+    cap.max_inline_data = v.max_inline;
+}
+
+fn hw_qp_type(t: QpType) -> u8 {
+    (match t {
+        QpType::Rc => hw::FERROCE_QPT_RC,
+        QpType::Ud => hw::FERROCE_QPT_UD,
+        QpType::Gsi => hw::FERROCE_QPT_GSI,
+    }) as u8
 }
 
 /// `query_qp`: the device's view of the QP (it keeps every attribute's
@@ -498,7 +575,13 @@ pub(crate) fn reg_user_mr(
         })
     })?;
     let key = out.out[0];
-    Ok((Mr { key, _umem: umem }, key))
+    Ok((
+        Mr {
+            key,
+            mem: MrMem::User { _umem: umem },
+        },
+        key,
+    ))
 }
 
 pub(crate) fn dereg_mr(dev: &rdma::Device<IbDev>, mr: &Mr) -> Result {
@@ -523,6 +606,7 @@ pub(crate) fn create_ah(
     };
     let ah = Ah {
         ahn: dev.shared.exec(&cmd)?.out[0],
+        av: cmd.av,
     };
     if let Some(udata) = udata {
         if let Err(e) = udata.respond(&hw::ferroce_uresp_create_ah {
@@ -537,9 +621,314 @@ pub(crate) fn create_ah(
 }
 
 pub(crate) fn destroy_ah(dev: &rdma::Device<IbDev>, ah: &Ah) -> Result {
+    if ah.ahn == 0 {
+        // A kernel AH: the device never knew it.
+        return Ok(());
+    }
     let cmd = hw::ferroce_cmd_destroy_ah {
         ahn: ah.ahn,
         ..Default::default()
     };
     dev.shared.exec(&cmd).map(|_| ())
+}
+
+/// `create_cq` of a kernel CQ: the ring in coherent memory, the record
+/// from the device's pool, doorbells through the kernel page.
+pub(crate) fn create_kernel_cq(
+    dev: &rdma::Device<IbDev>,
+    cqe: u32,
+    comp_vector: u32,
+) -> Result<(Cq, u32, u32)> {
+    if comp_vector >= dev.num_ceqs {
+        return Err(EINVAL);
+    }
+    let depth = cqe.saturating_add(1).max(2).next_power_of_two();
+    if depth > dev.caps.max_cqe || depth > u32::from(u16::MAX) {
+        return Err(EINVAL);
+    }
+    let (ring, pages) = KernelCq::new(dev, depth as u16)?;
+    let out = dev.shared.exec_with_lists(|lists| {
+        Ok(hw::ferroce_cmd_create_cq {
+            buf: lists.add(&pages, PAGE_SHIFT)?,
+            dbrec_addr: ring.dbrec_addr(),
+            depth,
+            eqn: comp_vector + 1,
+            db_page: KERNEL_DB_PAGE,
+            ..Default::default()
+        })
+    })?;
+    let cq = Cq {
+        cqn: out.out[0],
+        mem: CqMem::Kernel(ring),
+    };
+    let cqn = cq.cqn;
+    Ok((cq, cqn, depth))
+}
+
+/// The doorbell page of kernel queues (device.rst, "Doorbell pages").
+const KERNEL_DB_PAGE: u32 = 0;
+const _: () = assert!(KERNEL_DB_PAGE < hw::FERROCE_DB_KERNEL_PAGES);
+
+/// The smallest `shift` in `min..=max` with `1 << shift >= bytes`.
+fn stride_shift(bytes: u32, min: u32, max: u32) -> Result<u32> {
+    let shift = bytes.max(1).next_power_of_two().trailing_zeros().max(min);
+    if shift > max {
+        return Err(EINVAL);
+    }
+    Ok(shift)
+}
+
+/// The rings a kernel QP needs for what its consumer asks.
+fn kernel_qp_geometry(dev: &rdma::Device<IbDev>, init: &QpInit<'_, Cq, crate::ib::Pd>) -> Result<QpGeometry> {
+    let c = &dev.caps;
+    let cap = &*init.cap;
+    let datagram = init.qp_type != QpType::Rc;
+    let data = if datagram {
+        hw::FERROCE_SQ_WQE_AV_DATA_OFFSET
+    } else {
+        hw::FERROCE_SQ_WQE_DATA_OFFSET
+    };
+    if cap.max_send_sge > c.max_sge || cap.max_recv_sge > c.max_sge {
+        return Err(EINVAL);
+    }
+    if cap.max_inline_data > c.max_inline {
+        return Err(EINVAL);
+    }
+    // Room for a REG_MR's page list on RC, one SGE at least.
+    let room = (cap.max_send_sge.max(1) * 16).max(cap.max_inline_data);
+    let sq_shift = stride_shift(
+        data + room,
+        hw::FERROCE_SQ_WQE_SHIFT_MIN,
+        hw::FERROCE_SQ_WQE_SHIFT_MAX,
+    )?;
+    let sq_room = (1 << sq_shift) - data;
+    let depth = |wr: u32| wr.max(1).next_power_of_two();
+    let sq_depth = depth(cap.max_send_wr);
+    let (rq_depth, rq_shift) = if cap.max_recv_wr == 0 {
+        (0, 0)
+    } else {
+        (
+            depth(cap.max_recv_wr),
+            stride_shift(
+                hw::FERROCE_RQ_WQE_DATA_OFFSET + cap.max_recv_sge.max(1) * 16,
+                hw::FERROCE_RQ_WQE_SHIFT_MIN,
+                hw::FERROCE_RQ_WQE_SHIFT_MAX,
+            )?,
+        )
+    };
+    if sq_depth > c.max_qp_wr || rq_depth > c.max_qp_wr {
+        return Err(EINVAL);
+    }
+    Ok(QpGeometry {
+        sq_depth,
+        sq_shift,
+        rq_depth,
+        rq_shift,
+        max_send_sge: (sq_room / 16).min(c.max_sge),
+        max_recv_sge: if rq_depth == 0 {
+            0
+        } else {
+            (((1 << rq_shift) - hw::FERROCE_RQ_WQE_DATA_OFFSET) / 16).min(c.max_sge)
+        },
+        max_inline: sq_room.min(c.max_inline),
+        sq_data_offset: data,
+        datagram,
+    })
+}
+
+/// `create_qp` of a kernel RC, UD or GSI QP.
+pub(crate) fn create_kernel_qp(
+    dev: &rdma::Device<IbDev>,
+    init: &mut QpInit<'_, Cq, crate::ib::Pd>,
+) -> Result<(Qp, u32)> {
+    if init.send_cq.kernel().is_none() || init.recv_cq.kernel().is_none() {
+        return Err(EINVAL);
+    }
+    let geo = kernel_qp_geometry(dev, init)?;
+    let (rings, mem) = KernelQp::new(dev, geo)?;
+    let out = dev.shared.exec_with_lists(|lists| {
+        let mut cmd = hw::ferroce_cmd_create_qp {
+            sq_buf: lists.add(&mem.sq_pages, PAGE_SHIFT)?,
+            sq_dbrec_addr: mem.sq_dbrec,
+            pdn: init.pd.pdn,
+            send_cqn: init.send_cq.cqn,
+            recv_cqn: init.recv_cq.cqn,
+            sq_depth: geo.sq_depth,
+            rq_depth: geo.rq_depth,
+            db_page: KERNEL_DB_PAGE,
+            max_inline: geo.max_inline,
+            qp_type: hw_qp_type(init.qp_type),
+            sq_wqe_shift: geo.sq_shift as u8,
+            rq_wqe_shift: geo.rq_shift as u8,
+            flags: if init.sq_sig_all {
+                hw::FERROCE_QP_FLAG_SQ_SIG_ALL as u8
+            } else {
+                0
+            },
+            ..Default::default()
+        };
+        if let Some(pages) = mem.rq_pages.as_ref() {
+            cmd.rq_buf = lists.add(pages, PAGE_SHIFT)?;
+            cmd.rq_dbrec_addr = mem.rq_dbrec;
+        }
+        Ok(cmd)
+    })?;
+    let granted = QpCaps {
+        max_send_wr: geo.sq_depth,
+        max_recv_wr: geo.rq_depth,
+        max_send_sge: geo.max_send_sge,
+        max_recv_sge: geo.max_recv_sge,
+        max_inline: geo.max_inline,
+    };
+    set_cap(init.cap, &granted);
+    let qp = Qp {
+        qpn: out.out[0],
+        cap: granted,
+        mem: QpMem::Kernel(rings),
+    };
+    let qpn = qp.qpn;
+    Ok((qp, qpn))
+}
+
+/// `post_send` on a kernel QP.
+pub(crate) fn post_send(
+    dev: &rdma::Device<IbDev>,
+    qp: &Qp,
+    wrs: &mut rdma::SendWrs<'_, IbDev>,
+) -> Result {
+    qp.kernel().ok_or(EINVAL)?.post_send(dev, qp.qpn, wrs)
+}
+
+/// `post_recv` on a kernel QP.
+pub(crate) fn post_recv(
+    dev: &rdma::Device<IbDev>,
+    qp: &Qp,
+    wrs: &mut rdma::RecvWrs<'_>,
+) -> Result {
+    qp.kernel().ok_or(EINVAL)?.post_recv(dev, qp.qpn, wrs)
+}
+
+/// The access flags the device takes (optional flags may be ignored by
+/// definition); `EOPNOTSUPP` for others.
+fn mr_access(access: u32) -> Result<u32> {
+    let access = access & !hw::ib_access_flags_IB_ACCESS_OPTIONAL;
+    if access & !hw::FERROCE_ACCESS_QP_MASK != 0 {
+        return Err(EOPNOTSUPP);
+    }
+    Ok(access)
+}
+
+/// `get_dma_mr`: a physical MR of the PD (device.rst, REG_MR types).
+pub(crate) fn get_dma_mr(
+    dev: &rdma::Device<IbDev>,
+    pd: &crate::ib::Pd,
+    access: u32,
+) -> Result<(Mr, u32)> {
+    if dev.caps.device_caps & hw::FERROCE_CAP_PHYS_MR == 0 {
+        return Err(EOPNOTSUPP);
+    }
+    let cmd = hw::ferroce_cmd_reg_mr {
+        pdn: pd.pdn,
+        access: mr_access(access)?,
+        key_variant: dev.next_key_variant(),
+        mr_type: hw::FERROCE_MR_TYPE_PHYS as u8,
+        ..Default::default()
+    };
+    let key = dev.shared.exec(&cmd)?.out[0];
+    Ok((Mr { key, mem: MrMem::Dma }, key))
+}
+
+/// `alloc_mr` of a fast-register MR with room for `max_pages` pages.
+pub(crate) fn alloc_mr(
+    dev: &rdma::Device<IbDev>,
+    pd: &crate::ib::Pd,
+    max_pages: u32,
+) -> Result<(Mr, u32)> {
+    if dev.caps.device_caps & hw::FERROCE_CAP_MEM_MGT_EXT == 0 {
+        return Err(EOPNOTSUPP);
+    }
+    if max_pages == 0 || max_pages > hw::FERROCE_FAST_REG_MAX_PAGES {
+        return Err(EINVAL);
+    }
+    let pages = Coherent::<u64>::zeroed_slice(dev.dma_device(), max_pages as usize, GFP_KERNEL)?;
+    let cmd = hw::ferroce_cmd_reg_mr {
+        pdn: pd.pdn,
+        key_variant: dev.next_key_variant(),
+        mr_type: hw::FERROCE_MR_TYPE_FAST_REG as u8,
+        max_pages,
+        ..Default::default()
+    };
+    let key = dev.shared.exec(&cmd)?.out[0];
+    let mr = Mr {
+        key,
+        mem: MrMem::FastReg(FastRegPages {
+            pages,
+            max: max_pages,
+            count: AtomicU32::new(0),
+        }),
+    };
+    Ok((mr, key))
+}
+
+/// `map_mr_sg` begins: the page list is empty again.
+pub(crate) fn map_mr_sg_start(mr: &Mr) {
+    if let MrMem::FastReg(f) = &mr.mem {
+        f.count.store(0, Ordering::Relaxed);
+    }
+}
+
+/// `map_mr_sg` adds a page; `ENOMEM` when the MR is full.
+pub(crate) fn map_mr_sg_page(mr: &Mr, addr: u64) -> Result {
+    let MrMem::FastReg(f) = &mr.mem else {
+        return Err(EINVAL);
+    };
+    let n = f.count.load(Ordering::Relaxed);
+    if n >= f.max {
+        return Err(ENOMEM);
+    }
+    io_write!(&f.pages, [try: n as usize], addr.to_le());
+    f.count.store(n + 1, Ordering::Relaxed);
+    Ok(())
+}
+
+/// The segment and page list of an `IB_WR_REG_MR` WQE (device.rst, REG_MR
+/// WQE).
+pub(crate) fn reg_mr_wqe(
+    reg: &RegSeg<'_, Mr>,
+) -> Result<(hw::ferroce_pbl, hw::ferroce_sq_wqe_reg_mr)> {
+    let MrMem::FastReg(f) = &reg.mr.mem else {
+        return Err(EINVAL);
+    };
+    let count = f.count.load(Ordering::Relaxed);
+    let page_shift = reg.page_size.trailing_zeros();
+    if count == 0
+        || !reg.page_size.is_power_of_two()
+        || !(hw::FERROCE_PAGE_SHIFT_MIN..=hw::FERROCE_PAGE_SHIFT_MAX).contains(&page_shift)
+    {
+        return Err(EINVAL);
+    }
+    let pbl = hw::ferroce_pbl {
+        addr: f.pages.dma_address(),
+        page_count: count,
+        page_shift: page_shift as u8,
+        level: hw::FERROCE_PBL_LEVEL_1 as u8,
+        ..Default::default()
+    };
+    let seg = hw::ferroce_sq_wqe_reg_mr {
+        iova: reg.iova,
+        length: reg.length,
+        key: reg.key,
+        access: mr_access(reg.access)?,
+        ..Default::default()
+    };
+    Ok((pbl, seg))
+}
+
+/// `create_ah` for a kernel consumer: only the address vector, kept for the
+/// WQEs (no admin command: this runs in atomic context).
+pub(crate) fn create_kernel_ah(attr: &AhAttr<'_>) -> Result<Ah> {
+    Ok(Ah {
+        ahn: 0,
+        av: av_of(attr)?,
+    })
 }

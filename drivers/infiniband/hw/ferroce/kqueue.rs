@@ -1,0 +1,532 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Kernel queues: CQ, SQ and RQ rings in coherent memory owned by the
+//! driver, their doorbell records (from [`crate::dbrec`]) and the kernel
+//! doorbell page of BAR2 (page 0), for kernel consumers (ib_mad and the
+//! GSI QP, rdma_cm, NVMe over RDMA, ...). The formats are the device's
+//! (`Documentation/ferroce/device.rst`, "Work queues"); the provider does
+//! the same in user memory.
+//!
+//! Posting and polling run in any context (hard IRQ included), under one
+//! IRQ-safe spinlock per ring; the lock order is CQ, then (through the QP
+//! table) a QP's ring.
+
+#![forbid(unsafe_code)]
+
+use crate::{
+    bindings::{self as hw},
+    dbrec::{DbRec, DbRecPool},
+    ib::IbDev,
+    rdma::{self, kext, NetType, RecvWrs, SendOp, SendWr, SendWrs, Wc, WcOp, WcOut},
+};
+use kernel::{
+    dma::Coherent,
+    io::{io_read, io_write},
+    new_spinlock_irq,
+    prelude::*,
+    sync::SpinLockIrq,
+    transmute::{AsBytes, FromBytes},
+};
+
+/// 4 KiB: the page size of the rings' page lists.
+const RING_PAGE: usize = 4096;
+
+/// Allocates a zeroed ring of at least `bytes` bytes (whole 4 KiB pages)
+/// and returns it with the bus addresses of its pages.
+fn alloc_ring(dev: &rdma::Device<IbDev>, bytes: usize) -> Result<(Coherent<[u64]>, KVec<u64>)> {
+    let bytes = bytes.div_ceil(RING_PAGE) * RING_PAGE;
+    let ring = Coherent::<u64>::zeroed_slice(dev.dma_device(), bytes / 8, GFP_KERNEL)?;
+    let base = ring.dma_address();
+    let n = bytes / RING_PAGE;
+    let mut pages = KVec::with_capacity(n, GFP_KERNEL)?;
+    for i in 0..n {
+        pages.push(base + (i * RING_PAGE) as u64, GFP_KERNEL)?;
+    }
+    Ok((ring, pages))
+}
+
+/// Writes `bytes` (a multiple of 8 long) at byte `offset` of `ring`.
+fn put_bytes(ring: &Coherent<[u64]>, offset: usize, bytes: &[u8]) -> Result {
+    for (i, chunk) in bytes.chunks(8).enumerate() {
+        let mut w = [0u8; 8];
+        w[..chunk.len()].copy_from_slice(chunk);
+        io_write!(ring, [try: offset / 8 + i], u64::from_ne_bytes(w));
+    }
+    Ok(())
+}
+
+fn put<S: AsBytes>(ring: &Coherent<[u64]>, offset: usize, s: &S) -> Result {
+    put_bytes(ring, offset, s.as_bytes())
+}
+
+/// Rings a doorbell of the kernel page.
+fn ring_doorbell(dev: &rdma::Device<IbDev>, offset: u32, value: u64) -> Result {
+    dev.shared.kernel_doorbell(offset as usize, value)
+}
+
+/// Producer and consumer index of a ring (16-bit, free-running).
+struct Indices {
+    pi: u16,
+    ci: u16,
+}
+
+/// A kernel CQ.
+#[pin_data]
+pub(crate) struct KernelCq {
+    ring: Coherent<[u64]>,
+    dbrec: DbRec,
+    depth: u16,
+    /// The consumer index.
+    #[pin]
+    ci: SpinLockIrq<u16>,
+}
+
+impl KernelCq {
+    /// Allocates a CQ of `depth` entries (a power of two); returns it with
+    /// the page addresses of its ring and its record's address.
+    pub(crate) fn new(
+        dev: &rdma::Device<IbDev>,
+        depth: u16,
+    ) -> Result<(Pin<KBox<Self>>, KVec<u64>)> {
+        let bytes = usize::from(depth) * hw::FERROCE_CQE_SIZE as usize;
+        let (ring, pages) = alloc_ring(dev, bytes)?;
+        let dbrec = DbRecPool::alloc(&dev.dbrecs, dev.dma_device())?;
+        let cq = KBox::pin_init(
+            try_pin_init!(Self {
+                ring,
+                dbrec,
+                depth,
+                ci <- new_spinlock_irq!(0),
+            }? Error),
+            GFP_KERNEL,
+        )?;
+        Ok((cq, pages))
+    }
+
+    pub(crate) fn dbrec_addr(&self) -> u64 {
+        self.dbrec.dma_addr()
+    }
+
+    /// Reads the CQE at index `ci` if the device has written it (phase
+    /// rule), else `None`.
+    fn cqe_at(&self, ci: u16) -> Result<Option<hw::ferroce_cqe>> {
+        const WORDS: usize = hw::FERROCE_CQE_SIZE as usize / 8;
+        let slot = usize::from(ci & (self.depth - 1)) * WORDS;
+        let phase = ((ci >> self.depth.trailing_zeros()) & 1) ^ 1;
+        // The owner byte is the last of the entry: check it first, then
+        // read barrier, then the body (device.rst, phase rule).
+        let last: u64 = io_read!(&self.ring, [try: slot + WORDS - 1]);
+        let owner = last.to_ne_bytes()[7] & hw::FERROCE_CQE_OWNER as u8;
+        if u16::from(owner) != phase {
+            return Ok(None);
+        }
+        kext::dma_rmb();
+        let mut bytes = [0u8; hw::FERROCE_CQE_SIZE as usize];
+        for (i, chunk) in bytes.chunks_exact_mut(8).enumerate() {
+            let w: u64 = io_read!(&self.ring, [try: slot + i]);
+            chunk.copy_from_slice(&w.to_ne_bytes());
+        }
+        Ok(hw::ferroce_cqe::from_bytes_copy(&bytes))
+    }
+
+    /// Polls up to `out.room()` completions.
+    pub(crate) fn poll(&self, dev: &rdma::Device<IbDev>, out: &mut WcOut<'_, IbDev>) {
+        let mut ci = self.ci.lock();
+        let start = *ci;
+        while out.room() > 0 {
+            let Ok(Some(cqe)) = self.cqe_at(*ci) else {
+                break;
+            };
+            *ci = ci.wrapping_add(1);
+            let wc = wc_of(&cqe);
+            // Retire the WQEs this completion covers (unsignaled ones
+            // before it included).
+            let idx = cqe.wqe_idx;
+            let recv = matches!(wc.op, WcOp::Recv | WcOp::RecvRdmaWithImm);
+            dev.with_qp(wc.qpn, |qp| {
+                if let Some(k) = qp.kernel() {
+                    k.retire(recv, idx);
+                }
+            });
+            // A completion of a QP that is gone is dropped.
+            out.push(&wc);
+        }
+        if *ci != start {
+            // The record tells the device how far the ring is consumed.
+            let _ = self.dbrec.write(u32::from(*ci));
+        }
+    }
+
+    /// Arms the CQ; returns whether a completion is already waiting.
+    pub(crate) fn arm(
+        &self,
+        dev: &rdma::Device<IbDev>,
+        cqn: u32,
+        solicited: bool,
+    ) -> Result<bool> {
+        let ci = *self.ci.lock();
+        let cmd = if solicited {
+            hw::FERROCE_CQ_CMD_ARM_SOLICITED
+        } else {
+            hw::FERROCE_CQ_CMD_ARM_NEXT
+        };
+        let value = u64::from(cqn) & u64::from(hw::FERROCE_DB_QN_MASK)
+            | (u64::from(cmd) << hw::FERROCE_DB_CQ_CMD_SHIFT) & u64::from(hw::FERROCE_DB_CQ_CMD_MASK)
+            | u64::from(ci) << hw::FERROCE_DB_CQ_CI_SHIFT;
+        ring_doorbell(dev, hw::FERROCE_DB_CQ, value)?;
+        Ok(self.cqe_at(ci)?.is_some())
+    }
+}
+
+/// The work completion of a CQE.
+fn wc_of(cqe: &hw::ferroce_cqe) -> Wc {
+    let flags = u32::from(cqe.flags);
+    let op = match u32::from(cqe.opcode) {
+        hw::FERROCE_WC_SEND => WcOp::Send,
+        hw::FERROCE_WC_RDMA_WRITE => WcOp::RdmaWrite,
+        hw::FERROCE_WC_RDMA_READ => WcOp::RdmaRead,
+        hw::FERROCE_WC_LOCAL_INV => WcOp::LocalInv,
+        hw::FERROCE_WC_REG_MR => WcOp::RegMr,
+        hw::FERROCE_WC_RECV_RDMA_WITH_IMM => WcOp::RecvRdmaWithImm,
+        _ => WcOp::Recv,
+    };
+    let status = u32::from(cqe.status).min(hw::FERROCE_WC_GENERAL_ERR);
+    let grh = flags & hw::FERROCE_CQE_GRH != 0;
+    let net_type = match (flags & hw::FERROCE_CQE_NET_TYPE_MASK) >> hw::FERROCE_CQE_NET_TYPE_SHIFT {
+        hw::FERROCE_NET_ROCE_V1 => NetType::RoceV1,
+        hw::FERROCE_NET_IPV4 => NetType::Ipv4,
+        _ => NetType::Ipv6,
+    };
+    Wc {
+        wr_id: cqe.wr_id,
+        status,
+        op,
+        vendor_err: u32::from(cqe.vendor_err),
+        byte_len: cqe.byte_len,
+        qpn: cqe.qpn & hw::FERROCE_QPN_MASK,
+        src_qp: cqe.src_qp & hw::FERROCE_QPN_MASK,
+        imm_be: (flags & hw::FERROCE_CQE_WITH_IMM != 0).then_some(cqe.imm_data),
+        invalidated: (flags & hw::FERROCE_CQE_WITH_INV != 0).then(|| u32::from_be(cqe.imm_data)),
+        grh,
+        net_type: grh.then_some(net_type),
+    }
+}
+
+/// Geometry of a kernel QP's rings and what the consumer was granted.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct QpGeometry {
+    pub(crate) sq_depth: u32,
+    pub(crate) sq_shift: u32,
+    pub(crate) rq_depth: u32,
+    pub(crate) rq_shift: u32,
+    pub(crate) max_send_sge: u32,
+    pub(crate) max_recv_sge: u32,
+    pub(crate) max_inline: u32,
+    /// Where SGEs and inline data start in a send WQE.
+    pub(crate) sq_data_offset: u32,
+    /// Sends carry an inline address vector (UD, GSI).
+    pub(crate) datagram: bool,
+}
+
+/// A kernel QP's rings.
+#[pin_data]
+pub(crate) struct KernelQp {
+    geo: QpGeometry,
+    sq: Coherent<[u64]>,
+    sq_dbrec: DbRec,
+    rq: Option<(Coherent<[u64]>, DbRec)>,
+    #[pin]
+    sq_idx: SpinLockIrq<Indices>,
+    #[pin]
+    rq_idx: SpinLockIrq<Indices>,
+}
+
+/// The page lists and records of a new kernel QP, for CREATE_QP.
+pub(crate) struct KernelQpMem {
+    pub(crate) sq_pages: KVec<u64>,
+    pub(crate) sq_dbrec: u64,
+    pub(crate) rq_pages: Option<KVec<u64>>,
+    pub(crate) rq_dbrec: u64,
+}
+
+impl KernelQp {
+    /// Allocates the rings of a QP of geometry `geo`.
+    pub(crate) fn new(
+        dev: &rdma::Device<IbDev>,
+        geo: QpGeometry,
+    ) -> Result<(Pin<KBox<Self>>, KernelQpMem)> {
+        let (sq, sq_pages) = alloc_ring(dev, (geo.sq_depth << geo.sq_shift) as usize)?;
+        let sq_dbrec = DbRecPool::alloc(&dev.dbrecs, dev.dma_device())?;
+        let (rq, rq_pages) = if geo.rq_depth != 0 {
+            let (ring, pages) = alloc_ring(dev, (geo.rq_depth << geo.rq_shift) as usize)?;
+            (Some((ring, DbRecPool::alloc(&dev.dbrecs, dev.dma_device())?)), Some(pages))
+        } else {
+            (None, None)
+        };
+        let mem = KernelQpMem {
+            sq_pages,
+            sq_dbrec: sq_dbrec.dma_addr(),
+            rq_dbrec: rq.as_ref().map_or(0, |(_, r)| r.dma_addr()),
+            rq_pages,
+        };
+        let qp = KBox::pin_init(
+            try_pin_init!(Self {
+                geo,
+                sq,
+                sq_dbrec,
+                rq,
+                sq_idx <- new_spinlock_irq!(Indices { pi: 0, ci: 0 }),
+                rq_idx <- new_spinlock_irq!(Indices { pi: 0, ci: 0 }),
+            }? Error),
+            GFP_KERNEL,
+        )?;
+        Ok((qp, mem))
+    }
+
+    /// Retires the WQEs up to and including `wqe_idx` of the SQ (or RQ).
+    fn retire(&self, recv: bool, wqe_idx: u16) {
+        let lock = if recv { &self.rq_idx } else { &self.sq_idx };
+        let mut idx = lock.lock();
+        // Only move forward, and never beyond what was posted.
+        let next = wqe_idx.wrapping_add(1);
+        if next.wrapping_sub(idx.ci) <= idx.pi.wrapping_sub(idx.ci) {
+            idx.ci = next;
+        }
+    }
+
+    /// Posts a chain of send WRs and rings the SQ doorbell once.
+    pub(crate) fn post_send(
+        &self,
+        dev: &rdma::Device<IbDev>,
+        qpn: u32,
+        wrs: &mut SendWrs<'_, IbDev>,
+    ) -> Result {
+        let mut idx = self.sq_idx.lock();
+        let start = idx.pi;
+        let mut r = Ok(());
+        for wr in wrs.by_ref() {
+            if idx.pi.wrapping_sub(idx.ci) >= self.geo.sq_depth as u16 {
+                r = Err(ENOMEM);
+                break;
+            }
+            let slot = usize::from(idx.pi) & (self.geo.sq_depth as usize - 1);
+            if let Err(e) = self.write_send_wqe(slot << self.geo.sq_shift, &wr) {
+                r = Err(e);
+                break;
+            }
+            idx.pi = idx.pi.wrapping_add(1);
+        }
+        if idx.pi != start {
+            // WQEs, then the record, then the doorbell (device.rst,
+            // posting rules); the MMIO write orders the record before it.
+            kext::dma_wmb();
+            self.sq_dbrec.write(u32::from(idx.pi))?;
+            let value = u64::from(qpn) & u64::from(hw::FERROCE_DB_QN_MASK)
+                | u64::from(idx.pi) << hw::FERROCE_DB_PI_SHIFT;
+            ring_doorbell(dev, hw::FERROCE_DB_SQ, value)?;
+        }
+        r
+    }
+
+    fn write_send_wqe(&self, base: usize, wr: &SendWr<'_, IbDev>) -> Result {
+        let geo = &self.geo;
+        let flags = wr.flags();
+        let op = wr.op();
+        let mut hdr = hw::ferroce_sq_wqe_hdr {
+            wr_id: wr.wr_id(),
+            ..Default::default()
+        };
+        let mut wqe_flags = 0u32;
+        if flags.signaled {
+            wqe_flags |= hw::FERROCE_WQE_SIGNALED;
+        }
+        if flags.solicited {
+            wqe_flags |= hw::FERROCE_WQE_SOLICITED;
+        }
+        if flags.fence {
+            wqe_flags |= hw::FERROCE_WQE_FENCE;
+        }
+        let opcode = match op {
+            SendOp::RdmaWrite => hw::FERROCE_WR_RDMA_WRITE,
+            SendOp::RdmaWriteImm => hw::FERROCE_WR_RDMA_WRITE_IMM,
+            SendOp::Send => hw::FERROCE_WR_SEND,
+            SendOp::SendImm => hw::FERROCE_WR_SEND_IMM,
+            SendOp::RdmaRead => hw::FERROCE_WR_RDMA_READ,
+            SendOp::SendInv(_) => hw::FERROCE_WR_SEND_INV,
+            SendOp::LocalInv(_) => hw::FERROCE_WR_LOCAL_INV,
+            SendOp::RegMr => hw::FERROCE_WR_REG_MR,
+            SendOp::Unsupported(_) => return Err(EINVAL),
+        };
+        let datagram_ok = matches!(op, SendOp::Send | SendOp::SendImm);
+        if geo.datagram && !datagram_ok {
+            return Err(EINVAL);
+        }
+        match op {
+            SendOp::RdmaWriteImm | SendOp::SendImm => hdr.imm_data = wr.imm_data_be(),
+            SendOp::SendInv(key) | SendOp::LocalInv(key) => hdr.imm_data = key.to_be(),
+            _ => {}
+        }
+        hdr.opcode = opcode as u8;
+
+        // Segment at 32.
+        let seg = hw::FERROCE_SQ_WQE_SEG_OFFSET as usize;
+        let data = geo.sq_data_offset as usize;
+        if let Some(rdma) = wr.rdma() {
+            put(
+                &self.sq,
+                base + seg,
+                &hw::ferroce_sq_wqe_rdma {
+                    remote_addr: rdma.remote_addr,
+                    rkey: rdma.rkey,
+                    ..Default::default()
+                },
+            )?;
+        } else if geo.datagram {
+            let ud = wr.ud().ok_or(EINVAL)?;
+            wqe_flags |= hw::FERROCE_WQE_AV;
+            put(
+                &self.sq,
+                base + seg,
+                &hw::ferroce_sq_wqe_ud {
+                    ahn: 0,
+                    remote_qpn: ud.remote_qpn & hw::FERROCE_QPN_MASK,
+                    remote_qkey: ud.remote_qkey,
+                    ..Default::default()
+                },
+            )?;
+            // The address vector and its 8 reserved bytes.
+            put(&self.sq, base + hw::FERROCE_SQ_WQE_DATA_OFFSET as usize, &ud.ah.av)?;
+            put_bytes(
+                &self.sq,
+                base + hw::FERROCE_SQ_WQE_DATA_OFFSET as usize + 40,
+                &[0; 8],
+            )?;
+        } else if let Some(reg) = wr.reg() {
+            let (pbl, seg_reg) = crate::verbs::reg_mr_wqe(&reg)?;
+            put(&self.sq, base + seg, &seg_reg)?;
+            put(&self.sq, base + data, &pbl)?;
+        } else {
+            put_bytes(&self.sq, base + seg, &[0; 32])?;
+        }
+
+        // Data: SGEs or inline bytes (nothing for LOCAL_INV / REG_MR).
+        if matches!(op, SendOp::LocalInv(_) | SendOp::RegMr) {
+            hdr.num_sge = 0;
+        } else if flags.inline {
+            if matches!(op, SendOp::RdmaRead) {
+                return Err(EINVAL);
+            }
+            wqe_flags |= hw::FERROCE_WQE_INLINE;
+            let mut len = 0usize;
+            let mut word = [0u8; 8];
+            let mut fill = 0usize;
+            let room = geo.max_inline as usize;
+            wr.for_each_inline(|bytes| {
+                for &b in bytes {
+                    if len >= room {
+                        return Err(EINVAL);
+                    }
+                    word[fill] = b;
+                    fill += 1;
+                    len += 1;
+                    if fill == 8 {
+                        put_bytes(&self.sq, base + data + len - 8, &word)?;
+                        fill = 0;
+                    }
+                }
+                Ok(())
+            })?;
+            if fill != 0 {
+                word[fill..].fill(0);
+                put_bytes(&self.sq, base + data + len - fill, &word)?;
+            }
+            hdr.inline_len = len as u32;
+        } else {
+            let n = wr.num_sge();
+            if n > geo.max_send_sge as usize {
+                return Err(EINVAL);
+            }
+            for (i, sge) in wr.sges().enumerate() {
+                put(
+                    &self.sq,
+                    base + data + i * 16,
+                    &hw::ferroce_sge {
+                        addr: sge.addr,
+                        length: sge.length,
+                        lkey: sge.lkey,
+                    },
+                )?;
+            }
+            hdr.num_sge = n as u8;
+        }
+        hdr.flags = wqe_flags as u8;
+        // The header last: the device reads WQEs only up to the doorbell's
+        // index, so the order inside a WQE does not matter to it.
+        put(&self.sq, base, &hdr)
+    }
+
+    /// Posts a chain of receive WRs and updates the RQ record (and rings
+    /// the RQ doorbell, so a QP in ERR flushes them at once).
+    pub(crate) fn post_recv(
+        &self,
+        dev: &rdma::Device<IbDev>,
+        qpn: u32,
+        wrs: &mut RecvWrs<'_>,
+    ) -> Result {
+        let Some((ring, dbrec)) = self.rq.as_ref() else {
+            return Err(EINVAL);
+        };
+        let geo = &self.geo;
+        let mut idx = self.rq_idx.lock();
+        let start = idx.pi;
+        let mut r = Ok(());
+        for wr in wrs.by_ref() {
+            if idx.pi.wrapping_sub(idx.ci) >= geo.rq_depth as u16 {
+                r = Err(ENOMEM);
+                break;
+            }
+            let n = wr.num_sge();
+            if n > geo.max_recv_sge as usize {
+                r = Err(EINVAL);
+                break;
+            }
+            let base = (usize::from(idx.pi) & (geo.rq_depth as usize - 1)) << geo.rq_shift;
+            let data = hw::FERROCE_RQ_WQE_DATA_OFFSET as usize;
+            let w = (|| -> Result {
+                for (i, sge) in wr.sges().enumerate() {
+                    put(
+                        ring,
+                        base + data + i * 16,
+                        &hw::ferroce_sge {
+                            addr: sge.addr,
+                            length: sge.length,
+                            lkey: sge.lkey,
+                        },
+                    )?;
+                }
+                put(
+                    ring,
+                    base,
+                    &hw::ferroce_rq_wqe_hdr {
+                        wr_id: wr.wr_id(),
+                        num_sge: n as u8,
+                        ..Default::default()
+                    },
+                )
+            })();
+            if let Err(e) = w {
+                r = Err(e);
+                break;
+            }
+            idx.pi = idx.pi.wrapping_add(1);
+        }
+        if idx.pi != start {
+            kext::dma_wmb();
+            dbrec.write(u32::from(idx.pi))?;
+            let value = u64::from(qpn) & u64::from(hw::FERROCE_DB_QN_MASK)
+                | u64::from(idx.pi) << hw::FERROCE_DB_PI_SHIFT;
+            ring_doorbell(dev, hw::FERROCE_DB_RQ, value)?;
+        }
+        r
+    }
+}
