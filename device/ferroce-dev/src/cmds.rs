@@ -536,8 +536,12 @@ impl State {
             sq_doorbells: 0,
             rq_doorbells: 0,
         };
-        let min = if gsi { GSI_QPN } else { FIRST_QPN };
-        let qpn = self.qps.insert_min(min, qp).ok_or(STATUS_NO_RESOURCES)?;
+        let qpn = if gsi {
+            self.qps.insert_min(GSI_QPN, qp)
+        } else {
+            self.qps.insert_next(FIRST_QPN, qp)
+        }
+        .ok_or(STATUS_NO_RESOURCES)?;
         if gsi && qpn != GSI_QPN {
             self.qps.remove(qpn);
             return Err(STATUS_BUSY);

@@ -10,6 +10,8 @@ use crate::hw::{self, Av, QpAttr};
 pub struct Table<T> {
     first: u32,
     slots: Vec<Option<T>>,
+    /// Where [`Table::insert_next`] starts looking.
+    cursor: usize,
 }
 
 impl<T> Table<T> {
@@ -17,7 +19,11 @@ impl<T> Table<T> {
     pub fn new(first: u32, capacity: u32) -> Self {
         let mut slots = Vec::new();
         slots.resize_with(capacity as usize, || None);
-        Self { first, slots }
+        Self {
+            first,
+            slots,
+            cursor: 0,
+        }
     }
 
     fn index(&self, handle: u32) -> Option<usize> {
@@ -36,6 +42,23 @@ impl<T> Table<T> {
         let i = skip + self.slots.iter().skip(skip).position(Option::is_none)?;
         let slot = self.slots.get_mut(i)?;
         *slot = Some(v);
+        self.first.checked_add(u32::try_from(i).ok()?)
+    }
+
+    /// Inserts `v` at the first free handle `>= min` after the one this
+    /// function handed out last, wrapping around: a freed handle is reused
+    /// only after every other one was (QPNs: late packets and CM timewait
+    /// entries of a destroyed QP do not meet a new QP with its number).
+    /// `None` when full.
+    pub fn insert_next(&mut self, min: u32, v: T) -> Option<u32> {
+        let skip = min.saturating_sub(self.first) as usize;
+        let n = self.slots.len().checked_sub(skip).filter(|&n| n > 0)?;
+        let start = self.cursor.max(skip) - skip;
+        let i = (0..n)
+            .map(|k| skip + (start + k) % n)
+            .find(|&i| self.slots[i].is_none())?;
+        self.slots[i] = Some(v);
+        self.cursor = i + 1;
         self.first.checked_add(u32::try_from(i).ok()?)
     }
 
@@ -390,4 +413,27 @@ pub fn state_name(state: u8) -> &'static str {
 
 fn ser_state<S: serde::Serializer>(state: &u8, s: S) -> Result<S::Ok, S::Error> {
     s.serialize_str(state_name(*state))
+}
+
+#[cfg(test)]
+mod table_tests {
+    use super::Table;
+
+    #[test]
+    fn insert_next_reuses_a_handle_only_after_all_others() {
+        let mut t = Table::new(1, 4);
+        assert_eq!(t.insert_min(1, 'g'), Some(1));
+        assert_eq!(t.insert_next(2, 'a'), Some(2));
+        t.remove(2);
+        // 2 is free again, but 3 and 4 come first.
+        assert_eq!(t.insert_next(2, 'b'), Some(3));
+        assert_eq!(t.insert_next(2, 'c'), Some(4));
+        assert_eq!(t.insert_next(2, 'd'), Some(2));
+        assert_eq!(t.insert_next(2, 'e'), None);
+        t.remove(3);
+        assert_eq!(t.insert_next(2, 'f'), Some(3));
+        // The handle below `min` is never handed out by insert_next.
+        t.remove(1);
+        assert_eq!(t.insert_next(2, 'h'), None);
+    }
 }
