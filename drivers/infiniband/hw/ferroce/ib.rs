@@ -8,10 +8,10 @@
 
 use crate::{
     bindings as hw,
+    dbrec::DbRecPool,
     dev::{Caps, PortInfo, Shared},
     gid::{self, Gid, GidKind},
     port,
-    dbrec::DbRecPool,
     rdma::{self, AhAttr, GidAttr, GidType, LinkLayer, QpAttr, QpInit, UData},
     verbs::{self, Ah, Cq, DbPages, Mr, Qp, UContext},
 };
@@ -313,11 +313,17 @@ impl rdma::Driver for IbDev {
         solicited_only: bool,
         report_missed: bool,
     ) -> Result<bool> {
-        let missed = cq.kernel().ok_or(EINVAL)?.arm(dev, cq.cqn, solicited_only)?;
+        let missed = cq
+            .kernel()
+            .ok_or(EINVAL)?
+            .arm(dev, cq.cqn, solicited_only)?;
         Ok(report_missed && missed)
     }
 
-    fn create_kernel_qp(dev: &rdma::Device<Self>, init: &mut QpInit<'_, Cq, Pd>) -> Result<(Qp, u32)> {
+    fn create_kernel_qp(
+        dev: &rdma::Device<Self>,
+        init: &mut QpInit<'_, Cq, Pd>,
+    ) -> Result<(Qp, u32)> {
         verbs::create_kernel_qp(dev, init)
     }
 

@@ -158,12 +158,7 @@ impl KernelCq {
     }
 
     /// Arms the CQ; returns whether a completion is already waiting.
-    pub(crate) fn arm(
-        &self,
-        dev: &rdma::Device<IbDev>,
-        cqn: u32,
-        solicited: bool,
-    ) -> Result<bool> {
+    pub(crate) fn arm(&self, dev: &rdma::Device<IbDev>, cqn: u32, solicited: bool) -> Result<bool> {
         let ci = *self.ci.lock();
         let cmd = if solicited {
             hw::FERROCE_CQ_CMD_ARM_SOLICITED
@@ -171,7 +166,8 @@ impl KernelCq {
             hw::FERROCE_CQ_CMD_ARM_NEXT
         };
         let value = u64::from(cqn) & u64::from(hw::FERROCE_DB_QN_MASK)
-            | (u64::from(cmd) << hw::FERROCE_DB_CQ_CMD_SHIFT) & u64::from(hw::FERROCE_DB_CQ_CMD_MASK)
+            | (u64::from(cmd) << hw::FERROCE_DB_CQ_CMD_SHIFT)
+                & u64::from(hw::FERROCE_DB_CQ_CMD_MASK)
             | u64::from(ci) << hw::FERROCE_DB_CQ_CI_SHIFT;
         ring_doorbell(dev, hw::FERROCE_DB_CQ, value)?;
         Ok(self.cqe_at(ci)?.is_some())
@@ -259,7 +255,10 @@ impl KernelQp {
         let sq_dbrec = DbRecPool::alloc(&dev.dbrecs, dev.dma_device())?;
         let (rq, rq_pages) = if geo.rq_depth != 0 {
             let (ring, pages) = alloc_ring(dev, (geo.rq_depth << geo.rq_shift) as usize)?;
-            (Some((ring, DbRecPool::alloc(&dev.dbrecs, dev.dma_device())?)), Some(pages))
+            (
+                Some((ring, DbRecPool::alloc(&dev.dbrecs, dev.dma_device())?)),
+                Some(pages),
+            )
         } else {
             (None, None)
         };
@@ -395,7 +394,11 @@ impl KernelQp {
                 },
             )?;
             // The address vector and its 8 reserved bytes.
-            put(&self.sq, base + hw::FERROCE_SQ_WQE_DATA_OFFSET as usize, &ud.ah.av)?;
+            put(
+                &self.sq,
+                base + hw::FERROCE_SQ_WQE_DATA_OFFSET as usize,
+                &ud.ah.av,
+            )?;
             put_bytes(
                 &self.sq,
                 base + hw::FERROCE_SQ_WQE_DATA_OFFSET as usize + 40,

@@ -679,7 +679,10 @@ fn stride_shift(bytes: u32, min: u32, max: u32) -> Result<u32> {
 }
 
 /// The rings a kernel QP needs for what its consumer asks.
-fn kernel_qp_geometry(dev: &rdma::Device<IbDev>, init: &QpInit<'_, Cq, crate::ib::Pd>) -> Result<QpGeometry> {
+fn kernel_qp_geometry(
+    dev: &rdma::Device<IbDev>,
+    init: &QpInit<'_, Cq, crate::ib::Pd>,
+) -> Result<QpGeometry> {
     let c = &dev.caps;
     let cap = &*init.cap;
     let datagram = init.qp_type != QpType::Rc;
@@ -800,11 +803,7 @@ pub(crate) fn post_send(
 }
 
 /// `post_recv` on a kernel QP.
-pub(crate) fn post_recv(
-    dev: &rdma::Device<IbDev>,
-    qp: &Qp,
-    wrs: &mut rdma::RecvWrs<'_>,
-) -> Result {
+pub(crate) fn post_recv(dev: &rdma::Device<IbDev>, qp: &Qp, wrs: &mut rdma::RecvWrs<'_>) -> Result {
     qp.kernel().ok_or(EINVAL)?.post_recv(dev, qp.qpn, wrs)
 }
 
@@ -835,7 +834,13 @@ pub(crate) fn get_dma_mr(
         ..Default::default()
     };
     let key = dev.shared.exec(&cmd)?.out[0];
-    Ok((Mr { key, mem: MrMem::Dma }, key))
+    Ok((
+        Mr {
+            key,
+            mem: MrMem::Dma,
+        },
+        key,
+    ))
 }
 
 /// `alloc_mr` of a fast-register MR with room for `max_pages` pages.

@@ -186,7 +186,11 @@ pub(crate) trait Driver: Send + Sync + Sized + 'static {
 
     /// Creates a kernel address handle. Called in atomic context: must not
     /// sleep.
-    fn create_kernel_ah(_dev: &Device<Self>, _pd: &Self::Pd, _attr: &AhAttr<'_>) -> Result<Self::Ah> {
+    fn create_kernel_ah(
+        _dev: &Device<Self>,
+        _pd: &Self::Pd,
+        _attr: &AhAttr<'_>,
+    ) -> Result<Self::Ah> {
         build_error!(VTABLE_DEFAULT_ERROR)
     }
 
@@ -493,7 +497,6 @@ pub(super) fn ptr_result<P>(r: Result<*mut P>) -> *mut P {
 /// [`Builder::new`] for the same `T`, with the arguments its
 /// `struct ib_device_ops` documents; the `// SAFETY` comments rely on that.
 pub(crate) struct Adapter<T: Driver>(PhantomData<T>);
-
 
 // The module object made by modpost (`ferroce.mod.c`); only its address is
 // used. (`struct module` may contain field-less structs, hence the lint.)

@@ -125,7 +125,10 @@ impl<T: Driver> Adapter<T> {
         out.filled() as c_int
     }
 
-    pub(super) extern "C" fn req_notify_cq(ibcq: *mut b::ib_cq, flags: b::ib_cq_notify_flags) -> c_int {
+    pub(super) extern "C" fn req_notify_cq(
+        ibcq: *mut b::ib_cq,
+        flags: b::ib_cq_notify_flags,
+    ) -> c_int {
         // SAFETY: a kernel CQ of ours, alive for the call.
         let (dev, cq) = unsafe {
             (
