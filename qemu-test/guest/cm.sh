@@ -92,7 +92,8 @@ cm_pair_retry() {
 	set_marker "$name.$side-retry$try" "$mine"
 	peer=$(wait_marker "$name.$other-retry$try" 60) || peer=0
 	[ "$mine" != 0 ] || [ "$peer" != 0 ] || return 1
-	note perftest_retry "$name, try $try ($([ "$mine" != 0 ] && echo "$mine, $side" || echo "$peer, $other"))"
+	# Noted by the side that saw the reason.
+	[ "$mine" = 0 ] || note cm_pair_retry "$name, try $try: $mine ($side)"
 	mv "/mnt/work/$name.$side.log" "/mnt/work/$name.try$try.$side.log"
 }
 
