@@ -102,6 +102,18 @@ impl DbRecPool {
         })
     }
 
+    /// The debugfs `dbrecs` file: pages and records in use.
+    pub(crate) fn show(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        let pages = self.pages.lock();
+        let records: u32 = pages
+            .iter()
+            .flat_map(|s| s.used.iter())
+            .map(|w| w.count_ones())
+            .sum();
+        writeln!(f, "pages {}", pages.len())?;
+        writeln!(f, "records {}", records)
+    }
+
     fn free(&self, page: &Arc<DbRecPage>, index: usize) {
         let mut pages = self.pages.lock();
         let Some(pos) = pages.iter().position(|s| Arc::ptr_eq(&s.page, page)) else {

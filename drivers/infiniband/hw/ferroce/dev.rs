@@ -175,6 +175,8 @@ pub(crate) struct Shared {
     bar: Regs,
     /// Doorbells of kernel queues.
     db: DevresDbPage,
+    /// Doorbell records of kernel queues.
+    pub(crate) dbrecs: Arc<DbRecPool>,
     pdev: ARef<pci::Device>,
     #[pin]
     cmdq: Mutex<CmdQ>,
@@ -554,6 +556,7 @@ impl Debugfs {
         let root = debugfs::Dir::new(c"ferroce");
         let scope = root.scope(shared.clone(), name, |shared, dir| {
             dir.read_callback_file(c"counters", &shared.stats, &Stats::show);
+            dir.read_callback_file(c"dbrecs", &*shared.dbrecs, &DbRecPool::show);
         });
         let scope = KBox::pin_init(scope, GFP_KERNEL).ok()?;
         Some(Self {
@@ -798,10 +801,16 @@ impl<'bound> Ferroce<'bound> {
             )
             .and_then(|b| b.into_devres()),
         )?;
+        let dbrecs = step(
+            pdev,
+            "allocate doorbell-record pool",
+            Arc::pin_init(DbRecPool::new(), GFP_KERNEL),
+        )?;
         let shared = Arc::pin_init(
             try_pin_init!(Shared {
                 bar: Regs(bar),
                 db,
+                dbrecs,
                 pdev: pdev.into(),
                 cmdq <- new_mutex!(cmdq),
                 pbl <- new_mutex!(pbl),
@@ -908,11 +917,6 @@ impl<'bound> Ferroce<'bound> {
                 hw::FERROCE_DB_KERNEL_PAGES,
             ),
             key_variant: AtomicU32::new(0),
-            dbrecs: step(
-                pdev,
-                "allocate doorbell-record pool",
-                Arc::pin_init(DbRecPool::new(), GFP_KERNEL),
-            )?,
         };
         let mut builder = step(pdev, "allocate ib_device", rdma::Builder::new(ibdev))?;
         builder.set_node_guid(node_guid);

@@ -8,7 +8,6 @@
 
 use crate::{
     bindings as hw,
-    dbrec::DbRecPool,
     dev::{Caps, PortInfo, Shared},
     gid::{self, Gid, GidKind},
     port,
@@ -32,8 +31,6 @@ pub(crate) struct IbDev {
     pub(crate) db_pages: DbPages,
     /// Last MR key variant handed out.
     pub(crate) key_variant: AtomicU32,
-    /// Doorbell records of kernel queues.
-    pub(crate) dbrecs: Arc<DbRecPool>,
 }
 
 impl IbDev {

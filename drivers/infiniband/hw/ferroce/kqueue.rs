@@ -90,7 +90,7 @@ impl KernelCq {
     ) -> Result<(Pin<KBox<Self>>, KVec<u64>)> {
         let bytes = usize::from(depth) * hw::FERROCE_CQE_SIZE as usize;
         let (ring, pages) = alloc_ring(dev, bytes)?;
-        let dbrec = DbRecPool::alloc(&dev.dbrecs, dev.dma_device())?;
+        let dbrec = DbRecPool::alloc(&dev.shared.dbrecs, dev.dma_device())?;
         let cq = KBox::pin_init(
             try_pin_init!(Self {
                 ring,
@@ -251,14 +251,12 @@ impl KernelQp {
         dev: &rdma::Device<IbDev>,
         geo: QpGeometry,
     ) -> Result<(Pin<KBox<Self>>, KernelQpMem)> {
+        let new_dbrec = || DbRecPool::alloc(&dev.shared.dbrecs, dev.dma_device());
         let (sq, sq_pages) = alloc_ring(dev, (geo.sq_depth << geo.sq_shift) as usize)?;
-        let sq_dbrec = DbRecPool::alloc(&dev.dbrecs, dev.dma_device())?;
+        let sq_dbrec = new_dbrec()?;
         let (rq, rq_pages) = if geo.rq_depth != 0 {
             let (ring, pages) = alloc_ring(dev, (geo.rq_depth << geo.rq_shift) as usize)?;
-            (
-                Some((ring, DbRecPool::alloc(&dev.dbrecs, dev.dma_device())?)),
-                Some(pages),
-            )
+            (Some((ring, new_dbrec()?)), Some(pages))
         } else {
             (None, None)
         };
