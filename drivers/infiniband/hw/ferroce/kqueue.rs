@@ -17,8 +17,9 @@ use crate::{
     bindings::{self as hw},
     dbrec::{DbRec, DbRecPool},
     ib::IbDev,
-    rdma::{self, kext, NetType, RecvWrs, SendOp, SendWr, SendWrs, Wc, WcOp, WcOut},
+    rdma::{self, kext, NetType, RecvWrs, SendOp, SendWr, SendWrs, Sge, Wc, WcOp, WcOut},
 };
+use core::mem::size_of;
 use kernel::{
     dma::Coherent,
     io::{io_read, io_write},
@@ -57,6 +58,24 @@ fn put_bytes(ring: &Coherent<[u64]>, offset: usize, bytes: &[u8]) -> Result {
 
 fn put<S: AsBytes>(ring: &Coherent<[u64]>, offset: usize, s: &S) -> Result {
     put_bytes(ring, offset, s.as_bytes())
+}
+
+/// Writes a WQE's scatter/gather list at byte `offset` of `ring`.
+fn put_sges(ring: &Coherent<[u64]>, offset: usize, sges: impl Iterator<Item = Sge>) -> Result {
+    for (i, sge) in sges.enumerate() {
+        let seg = hw::ferroce_sge {
+            addr: sge.addr,
+            length: sge.length,
+            lkey: sge.lkey,
+        };
+        put(ring, offset + i * size_of::<hw::ferroce_sge>(), &seg)?;
+    }
+    Ok(())
+}
+
+/// The value of an SQ or RQ doorbell (device.rst, "Doorbell pages").
+fn qp_doorbell(qpn: u32, pi: u16) -> u64 {
+    u64::from(qpn) & u64::from(hw::FERROCE_DB_QN_MASK) | u64::from(pi) << hw::FERROCE_DB_PI_SHIFT
 }
 
 /// Rings a doorbell of the kernel page.
@@ -318,9 +337,7 @@ impl KernelQp {
             // posting rules); the MMIO write orders the record before it.
             kext::dma_wmb();
             self.sq_dbrec.write(u32::from(idx.pi))?;
-            let value = u64::from(qpn) & u64::from(hw::FERROCE_DB_QN_MASK)
-                | u64::from(idx.pi) << hw::FERROCE_DB_PI_SHIFT;
-            ring_doorbell(dev, hw::FERROCE_DB_SQ, value)?;
+            ring_doorbell(dev, hw::FERROCE_DB_SQ, qp_doorbell(qpn, idx.pi))?;
         }
         r
     }
@@ -447,17 +464,7 @@ impl KernelQp {
             if n > geo.max_send_sge as usize {
                 return Err(EINVAL);
             }
-            for (i, sge) in wr.sges().enumerate() {
-                put(
-                    &self.sq,
-                    base + data + i * 16,
-                    &hw::ferroce_sge {
-                        addr: sge.addr,
-                        length: sge.length,
-                        lkey: sge.lkey,
-                    },
-                )?;
-            }
+            put_sges(&self.sq, base + data, wr.sges())?;
             hdr.num_sge = n as u8;
         }
         hdr.flags = wqe_flags as u8;
@@ -494,17 +501,7 @@ impl KernelQp {
             let base = (usize::from(idx.pi) & (geo.rq_depth as usize - 1)) << geo.rq_shift;
             let data = hw::FERROCE_RQ_WQE_DATA_OFFSET as usize;
             let w = (|| -> Result {
-                for (i, sge) in wr.sges().enumerate() {
-                    put(
-                        ring,
-                        base + data + i * 16,
-                        &hw::ferroce_sge {
-                            addr: sge.addr,
-                            length: sge.length,
-                            lkey: sge.lkey,
-                        },
-                    )?;
-                }
+                put_sges(ring, base + data, wr.sges())?;
                 put(
                     ring,
                     base,
@@ -524,9 +521,7 @@ impl KernelQp {
         if idx.pi != start {
             kext::dma_wmb();
             dbrec.write(u32::from(idx.pi))?;
-            let value = u64::from(qpn) & u64::from(hw::FERROCE_DB_QN_MASK)
-                | u64::from(idx.pi) << hw::FERROCE_DB_PI_SHIFT;
-            ring_doorbell(dev, hw::FERROCE_DB_RQ, value)?;
+            ring_doorbell(dev, hw::FERROCE_DB_RQ, qp_doorbell(qpn, idx.pi))?;
         }
         r
     }

@@ -1299,22 +1299,7 @@ impl<T: Driver> Adapter<T> {
             let slot = KBox::<MrObj<T>>::new_uninit(GFP_KERNEL)?;
             let (data, key) =
                 T::reg_user_mr(dev, pd_data, start, length, iova, access, &mut udata)?;
-            let obj = KBox::write(
-                slot,
-                MrObj::<T> {
-                    ib: Opaque::zeroed(),
-                    data,
-                },
-            );
-            let raw = KBox::into_raw(obj);
-            // SAFETY: `raw` is ours; ib_core fills in the remaining fields
-            // (device, pd, uobject) after we return.
-            unsafe {
-                let ib = (*raw).ib.get();
-                (*ib).lkey = key;
-                (*ib).rkey = key;
-                Ok(ib)
-            }
+            Ok(Self::new_mr(slot, data, key))
         })())
     }
 

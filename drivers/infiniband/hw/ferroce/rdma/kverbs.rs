@@ -198,8 +198,8 @@ impl<T: Driver> Adapter<T> {
     }
 
     /// Boxes the state of a new MR and returns its `ib_mr` with the key set
-    /// (ib_core fills in the rest).
-    fn new_mr(
+    /// (ib_core fills in the rest: device, pd, uobject).
+    pub(super) fn new_mr(
         slot: KBox<core::mem::MaybeUninit<MrObj<T>>>,
         data: T::Mr,
         key: u32,
