@@ -26,8 +26,10 @@ setup() {
 	# rxe, or an unknown kind that the guests refuse (rdma_up).
 	[ "$NVMEOF_KIND" = ferroce ] && opt=(ferroce)
 	segment lan
-	vm vm1 "$NVMEOF_KIND" lan 10.0.1.1/24 mem=768 "${opt[@]}"
-	vm vm2 "$NVMEOF_KIND" lan 10.0.1.2/24 mem=768 "${opt[@]}"
+	# Two vCPUs each: two completion vectors, over which the NVMe queues'
+	# CQs spread (checked in /proc/interrupts).
+	vm vm1 "$NVMEOF_KIND" lan 10.0.1.1/24 smp=2 mem=768 "${opt[@]}"
+	vm vm2 "$NVMEOF_KIND" lan 10.0.1.2/24 smp=2 mem=768 "${opt[@]}"
 	# The guests' parameters (qemu-test/scenarios/nvmeof.guest).
 	cat >"$RUN_DIR/shared/nvmeof.env" <<-EOF
 		NVMEOF_MIB=${NVMEOF_MIB:-64}
