@@ -1067,7 +1067,6 @@ impl<T: Driver> Adapter<T> {
         attr: *const b::ib_cq_init_attr,
         attrs: *mut b::uverbs_attr_bundle,
     ) -> c_int {
-        let obj = ibcq.cast::<CqObj<T>>();
         // SAFETY: ib_core allocated `size_ib_cq` = `size_of::<CqObj<T>>()`
         // bytes for `ibcq` and set its `device`; `attr` is valid for the call;
         // `attrs` is the command's bundle (or NULL), whose driver udata is
@@ -1087,18 +1086,38 @@ impl<T: Driver> Adapter<T> {
             }
             // SAFETY: a uverbs command of our device, in a context of ours.
             let ctx = unsafe { ctx_of::<T>(&udata) };
-            let (data, id, cqe) = T::create_cq(dev, ctx, attr.cqe, attr.comp_vector, &mut udata)?;
-            if let Err(e) = T::cq_table(dev).insert(id, ibcq) {
-                destroy_or_leak(data, |d| T::destroy_cq(dev, d));
-                return Err(e);
-            }
-            // SAFETY: `obj` is valid for writes; `cqe` is ib_core's to read.
-            unsafe {
-                (*obj).data.write((id, data));
-                (*ibcq).cqe = i32::try_from(cqe).unwrap_or(i32::MAX);
-            }
+            let created = T::create_cq(dev, ctx, attr.cqe, attr.comp_vector, &mut udata)?;
+            // SAFETY: `ibcq` is the CQ being created, of `size_ib_cq` bytes.
+            unsafe { Self::publish_cq(dev, ibcq, created) }?;
             Ok(0)
         })
+    }
+
+    /// Puts a created CQ's state in place and the CQ in the [`CqTable`];
+    /// if that fails, destroys the device's CQ again.
+    ///
+    /// # Safety
+    ///
+    /// `ibcq` must be the CQ of a `create_cq` call of a device of ours, of
+    /// `size_of::<CqObj<T>>()` bytes, whose state is not written yet.
+    pub(super) unsafe fn publish_cq(
+        dev: &Device<T>,
+        ibcq: *mut b::ib_cq,
+        (data, id, cqe): (T::Cq, u32, u32),
+    ) -> Result {
+        if let Err(e) = T::cq_table(dev).insert(id, ibcq) {
+            destroy_or_leak(data, |d| T::destroy_cq(dev, d));
+            return Err(e);
+        }
+        let obj = ibcq.cast::<CqObj<T>>();
+        // SAFETY: per the safety requirements `obj` is valid for writes;
+        // `cqe` is ib_core's to read. No completion event reaches the CQ
+        // before it is armed, which needs the state written here.
+        unsafe {
+            (*obj).data.write((id, data));
+            (*ibcq).cqe = i32::try_from(cqe).unwrap_or(i32::MAX);
+        }
+        Ok(())
     }
 
     pub(super) extern "C" fn destroy_cq(ibcq: *mut b::ib_cq, _udata: *mut b::ib_udata) -> c_int {

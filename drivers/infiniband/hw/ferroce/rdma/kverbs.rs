@@ -6,9 +6,7 @@
 //! (`kverbs_provider`) and attaches ib_mad, the CM and rdma_cm to it.
 
 use super::{
-    device::{
-        destroy_or_leak, ptr_result, Adapter, AhObj, CqObj, Device, Driver, MrObj, PdObj, QpObj,
-    },
+    device::{ptr_result, Adapter, AhObj, CqObj, Device, Driver, MrObj, PdObj, QpObj},
     objects::AhAttr,
     wr::{RecvWrs, SendWrs, WcOut},
 };
@@ -80,7 +78,6 @@ impl<T: Driver> Adapter<T> {
         if !attrs.is_null() {
             return Self::create_user_cq(ibcq, attr, attrs);
         }
-        let obj = ibcq.cast::<CqObj<T>>();
         // SAFETY: ib_core allocated `size_ib_cq` bytes for `ibcq` and set its
         // `device`; `attr` is valid for the call.
         let (dev, attr) = unsafe { (Device::<T>::from_raw((*ibcq).device), &*attr) };
@@ -88,18 +85,9 @@ impl<T: Driver> Adapter<T> {
             if attr.flags != 0 {
                 return Err(EOPNOTSUPP);
             }
-            let (data, id, cqe) = T::create_kernel_cq(dev, attr.cqe, attr.comp_vector)?;
-            if let Err(e) = T::cq_table(dev).insert(id, ibcq) {
-                destroy_or_leak(data, |d| T::destroy_cq(dev, d));
-                return Err(e);
-            }
-            // SAFETY: `obj` is valid for writes; `cqe` is ib_core's to read.
-            // No completion event reaches the CQ before it is armed, which
-            // needs the state written here.
-            unsafe {
-                (*obj).data.write((id, data));
-                (*ibcq).cqe = i32::try_from(cqe).unwrap_or(i32::MAX);
-            }
+            let created = T::create_kernel_cq(dev, attr.cqe, attr.comp_vector)?;
+            // SAFETY: `ibcq` is the CQ being created, of `size_ib_cq` bytes.
+            unsafe { Self::publish_cq(dev, ibcq, created) }?;
             Ok(0)
         })
     }
