@@ -40,15 +40,12 @@ setup() {
 }
 
 check() {
-	local dir=$1 rc=0 cm v
+	local dir=$1 rc=0 cm
 	cm=$(cm_expected "$dir" rc)
 	echo "wire: the host reports $cm RDMA connections (NVMe queues) set up through the CM"
 	[ "$cm" -gt 0 ] || { echo "wire: the host reported no CM connection"; rc=1; }
 	cm_wire_check "$dir/wire-lan.pcap" "bridge wire (MADs)" "$cm" 0 10.0.1.1 10.0.1.2 || rc=1
-	for v in "${VMS[@]}"; do
-		[ -n "${VM_FERROCE[$v]}" ] || continue
-		cm_wire_check "$dir/$v/wire.pcap" "$v device wire" 1 0 "${VM_IPADDR[$v]%/*}" || rc=1
-	done
+	cm_device_wire_checks "$dir" || rc=1
 	return "$rc"
 }
 

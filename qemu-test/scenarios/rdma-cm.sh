@@ -81,10 +81,17 @@ check() {
 	echo "wire: the clients report $cm RC connections and $sidr SIDR exchanges made through the CM"
 	[ "$cm" -gt 0 ] || { echo "wire: no CM connection was reported by any client"; rc=1; }
 	cm_wire_check "$dir/wire-lan.pcap" "bridge wire" "$cm" "$sidr" "${srcs[@]}" || rc=1
-	# Each ferroce device's own capture: the handshakes it took part in.
+	cm_device_wire_checks "$dir" || rc=1
+	return "$rc"
+}
+
+# cm_device_wire_checks RUN_DIR: each ferroce device's own capture holds a
+# handshake it took part in (cm_wire_check, from its own address).
+cm_device_wire_checks() {
+	local v rc=0
 	for v in "${VMS[@]}"; do
 		[ -n "${VM_FERROCE[$v]}" ] || continue
-		cm_wire_check "$dir/$v/wire.pcap" "$v device wire" 1 0 "${VM_IPADDR[$v]%/*}" || rc=1
+		cm_wire_check "$1/$v/wire.pcap" "$v device wire" 1 0 "${VM_IPADDR[$v]%/*}" || rc=1
 	done
 	return "$rc"
 }
