@@ -1,0 +1,271 @@
+// SPDX-License-Identifier: GPL-2.0
+//! BAR0 register file: reads and writes, DEV_CTRL (reset and the enable
+//! handshake with its configuration check), FATAL and the capabilities
+//! QUERY_CAPS reports.
+
+use super::{is_pow2_in, AdminQ, State};
+use crate::hw::{self, *};
+use crate::objects::Eq;
+
+impl State {
+    fn device_caps() -> u32 {
+        CAP_RC
+            | CAP_UD
+            | CAP_RDMA_READ
+            | CAP_INLINE
+            | CAP_SEND_IMM
+            | CAP_WRITE_IMM
+            | CAP_MR_2LEVEL
+            | CAP_ZERO_BASED_MR
+            | CAP_ROCE_V1
+            | CAP_ROCE_V2
+            | CAP_GSI
+            | CAP_PHYS_MR
+            | CAP_MEM_MGT_EXT
+    }
+
+    pub(crate) fn caps(&self) -> hw::Caps {
+        let l = &self.cfg.limits;
+        hw::Caps {
+            device_caps: Self::device_caps(),
+            max_qp: l.max_qp,
+            max_qp_wr: l.max_qp_wr,
+            max_sge: l.max_sge,
+            max_inline: l.max_inline,
+            max_cq: l.max_cq,
+            max_cqe: l.max_cqe,
+            max_mr: l.max_mr,
+            max_pd: l.max_pd,
+            max_ah: l.max_ah,
+            max_eq: u32::from(self.cfg.num_vectors),
+            max_eqe: EQ_DEPTH_MAX,
+            max_qp_rd_atom: u32::from(MAX_RD_ATOMIC),
+            max_qp_init_rd_atom: u32::from(MAX_RD_ATOMIC),
+            gid_table_len: GID_TABLE_LEN as u32,
+            pkey_table_len: PKEY_TABLE_LEN,
+            num_ports: NUM_PORTS,
+            max_msg_size: 1 << 31,
+            max_pbl_pages: PBL_MAX_PAGES,
+            db_pages: DB_PAGES,
+            local_ca_ack_delay: 15,
+            max_path_mtu: u32::from(MTU_4096),
+            max_mr_size: l.max_mr_size,
+            page_size_cap: PAGE_SIZE_CAP,
+            fw_version: u64::from(VERSION_MAJOR) << 32 | u64::from(VERSION_MINOR) << 16,
+        }
+    }
+
+    fn mac_lo(&self) -> u32 {
+        let m = self.cfg.mac;
+        u32::from_be_bytes([m[2], m[3], m[4], m[5]])
+    }
+
+    fn mac_hi(&self) -> u32 {
+        let m = self.cfg.mac;
+        u32::from(u16::from_be_bytes([m[0], m[1]]))
+    }
+
+    pub(super) fn reg_read(&mut self, off: u64) -> u32 {
+        let Ok(off32) = u32::try_from(off) else {
+            return 0;
+        };
+        match off32 {
+            REG_VERSION => VERSION_MAJOR << VERSION_MAJOR_SHIFT | VERSION_MINOR,
+            REG_DEV_CAPS => Self::device_caps(),
+            REG_MAGIC => MAGIC_VALUE,
+            REG_DEV_CTRL if self.enabled => CTRL_ENABLE,
+            REG_DEV_CTRL => 0,
+            REG_DEV_STATUS => self.status,
+            REG_FATAL_CODE => self.fatal_code,
+            REG_RESET_TIMEOUT_MS => RESET_TIMEOUT_MS,
+            REG_CMD_TIMEOUT_MS => CMD_TIMEOUT_MS,
+            REG_SCRATCH => self.scratch,
+            REG_ADMINQ_BASE_LO => self.adminq_base as u32,
+            REG_ADMINQ_BASE_HI => (self.adminq_base >> 32) as u32,
+            REG_ADMINCQ_BASE_LO => self.admincq_base as u32,
+            REG_ADMINCQ_BASE_HI => (self.admincq_base >> 32) as u32,
+            REG_ADMINQ_DEPTH => self.adminq_depth,
+            REG_ADMINQ_CI => self.adminq.as_ref().map_or(0, |a| u32::from(a.ci)),
+            REG_AEQ_BASE_LO => self.aeq_base as u32,
+            REG_AEQ_BASE_HI => (self.aeq_base >> 32) as u32,
+            REG_AEQ_DEPTH => self.aeq_depth,
+            REG_NUM_VECTORS => u32::from(self.cfg.num_vectors),
+            REG_DB_PAGES => DB_PAGES,
+            REG_DB_KERNEL_PAGES => DB_KERNEL_PAGES,
+            REG_PORT_MAC_LO => self.mac_lo(),
+            REG_PORT_MAC_HI => self.mac_hi(),
+            REG_PORT_MTU => self.mtu,
+            REG_PORT_STATE if self.link_up => PORT_STATE_LINK_UP,
+            REG_PORT_STATE => 0,
+            // write-only, reserved, MSI-X table and PBA (QEMU owns those)
+            _ => 0,
+        }
+    }
+
+    pub(super) fn reg_write(&mut self, off: u64, v: u32) {
+        let Ok(off32) = u32::try_from(off) else {
+            return;
+        };
+        let config_reg = matches!(
+            off32,
+            REG_ADMINQ_BASE_LO
+                | REG_ADMINQ_BASE_HI
+                | REG_ADMINCQ_BASE_LO
+                | REG_ADMINCQ_BASE_HI
+                | REG_ADMINQ_DEPTH
+                | REG_AEQ_BASE_LO
+                | REG_AEQ_BASE_HI
+                | REG_AEQ_DEPTH
+        );
+        if config_reg && self.enabled {
+            self.counters.hw.bad_reg_access += 1;
+            self.note(format!("write {v:#x} to {off32:#x} while enabled"));
+            return;
+        }
+        let set_lo = |r: &mut u64, v: u32| *r = (*r & !0xffff_ffff) | u64::from(v);
+        let set_hi = |r: &mut u64, v: u32| *r = (*r & 0xffff_ffff) | u64::from(v) << 32;
+        match off32 {
+            REG_DEV_CTRL => self.write_ctrl(v),
+            REG_SCRATCH => self.scratch = v,
+            REG_ADMINQ_BASE_LO => set_lo(&mut self.adminq_base, v),
+            REG_ADMINQ_BASE_HI => set_hi(&mut self.adminq_base, v),
+            REG_ADMINCQ_BASE_LO => set_lo(&mut self.admincq_base, v),
+            REG_ADMINCQ_BASE_HI => set_hi(&mut self.admincq_base, v),
+            REG_ADMINQ_DEPTH => self.adminq_depth = v,
+            REG_AEQ_BASE_LO => set_lo(&mut self.aeq_base, v),
+            REG_AEQ_BASE_HI => set_hi(&mut self.aeq_base, v),
+            REG_AEQ_DEPTH => self.aeq_depth = v,
+            REG_ADMINQ_DB => self.adminq_doorbell(v),
+            REG_EQ_DB => self.eq_doorbell(v),
+            REG_PORT_MTU => {
+                if (PORT_MTU_MIN..=PORT_MTU_MAX).contains(&v) {
+                    self.mtu = v;
+                } else {
+                    self.counters.hw.bad_reg_access += 1;
+                    self.note(format!("PORT_MTU {v} out of range"));
+                }
+            }
+            _ => {
+                // read-only or reserved
+                self.counters.hw.bad_reg_access += 1;
+                self.note(format!("write {v:#x} to RO/reserved {off32:#x}"));
+            }
+        }
+    }
+
+    fn write_ctrl(&mut self, v: u32) {
+        if v & !CTRL_VALID_MASK != 0 {
+            self.counters.hw.bad_reg_access += 1;
+            self.note(format!("DEV_CTRL reserved bits {v:#x}"));
+            return;
+        }
+        if v & CTRL_RESET != 0 {
+            self.reset();
+            return;
+        }
+        let enable = v & CTRL_ENABLE != 0;
+        if enable == self.enabled {
+            return;
+        }
+        if !enable {
+            self.reset();
+            return;
+        }
+        self.enabled = true;
+        match self.check_config() {
+            Ok(()) => {
+                self.adminq = Some(AdminQ {
+                    sq_base: self.adminq_base,
+                    cq_base: self.admincq_base,
+                    depth: self.adminq_depth,
+                    ci: 0,
+                });
+                if let Some(slot) = self.eqs.get_mut(0) {
+                    *slot = Some(Eq {
+                        vector: 0,
+                        base: self.aeq_base,
+                        depth: self.aeq_depth,
+                        pi: 0,
+                        ci: 0,
+                        armed: true,
+                        posted: 0,
+                        overflows: 0,
+                    });
+                }
+                self.status = DEV_STATUS_READY;
+            }
+            Err(code) => self.fatal(code),
+        }
+    }
+
+    fn check_config(&mut self) -> Result<(), u32> {
+        let d = self.adminq_depth;
+        let a = self.aeq_depth;
+        let aligned = |x: u64| x != 0 && x % u64::from(RING_ALIGN) == 0;
+        if !is_pow2_in(d, ADMINQ_DEPTH_MIN, ADMINQ_DEPTH_MAX)
+            || !is_pow2_in(a, EQ_DEPTH_MIN, EQ_DEPTH_MAX)
+            || !aligned(self.adminq_base)
+            || !aligned(self.admincq_base)
+            || !aligned(self.aeq_base)
+        {
+            self.note("ENABLE with bad admin queue/AEQ configuration".into());
+            return Err(FATAL_BAD_CONFIG);
+        }
+        let sq = self
+            .mem
+            .check_range(self.adminq_base, u64::from(d) * CMD_SIZE as u64);
+        let cq = self
+            .mem
+            .check_range(self.admincq_base, u64::from(d) * CMD_COMP_SIZE as u64);
+        if sq.is_err() || cq.is_err() {
+            self.counters.hw.bad_dma += 1;
+            self.note("admin queue not DMA-able".into());
+            return Err(FATAL_ADMINQ_DMA);
+        }
+        if self
+            .mem
+            .check_range(self.aeq_base, u64::from(a) * EQE_SIZE as u64)
+            .is_err()
+        {
+            self.counters.hw.bad_dma += 1;
+            self.note("AEQ not DMA-able".into());
+            return Err(FATAL_AEQ_DMA);
+        }
+        Ok(())
+    }
+
+    pub(crate) fn fatal(&mut self, code: u32) {
+        self.status = (self.status & !DEV_STATUS_READY) | DEV_STATUS_FATAL;
+        self.fatal_code = code;
+        self.note(format!("device fatal, code {code}"));
+        // Best effort: tell the driver through the AEQ if it still works.
+        if code != FATAL_AEQ_DMA {
+            self.post_eqe_raw(0, EQE_DEVICE_FATAL, 0, code, 0);
+        }
+    }
+
+    pub(crate) fn reset(&mut self) {
+        self.enabled = false;
+        self.status = 0;
+        self.fatal_code = FATAL_NONE;
+        self.scratch = 0;
+        self.adminq_base = 0;
+        self.admincq_base = 0;
+        self.adminq_depth = 0;
+        self.aeq_base = 0;
+        self.aeq_depth = 0;
+        self.adminq = None;
+        self.eqs.iter_mut().for_each(|e| *e = None);
+        self.pds.clear();
+        self.mrs.clear();
+        self.cqs.clear();
+        self.qps.clear();
+        self.ahs.clear();
+        self.gids.iter_mut().for_each(|g| *g = None);
+        self.engines.clear();
+        self.tx.clear();
+        self.loopback.clear();
+        self.ack_list.clear();
+        self.counters.hw.resets += 1;
+    }
+}
