@@ -262,7 +262,7 @@ impl Device {
         if !(PORT_MTU_MIN..=PORT_MTU_MAX).contains(&cfg.mtu) {
             cfg.mtu = PORT_MTU_DEFAULT;
         }
-        let l = cfg.limits.clone();
+        let limits = cfg.limits.clone();
         let st = State {
             mem,
             irq,
@@ -279,12 +279,12 @@ impl Device {
             link_up: true,
             adminq: None,
             eqs: vec![None; usize::from(cfg.num_vectors)],
-            pds: Table::new(1, l.max_pd),
-            mrs: Table::new(1, l.max_mr),
-            cqs: Table::new(1, l.max_cq),
+            pds: Table::new(1, limits.max_pd),
+            mrs: Table::new(1, limits.max_mr),
+            cqs: Table::new(1, limits.max_cq),
             // qpn 1 is the GSI QP, regular QPs start at FIRST_QPN.
-            qps: Table::new(GSI_QPN, l.max_qp.saturating_add(1)),
-            ahs: Table::new(1, l.max_ah),
+            qps: Table::new(GSI_QPN, limits.max_qp.saturating_add(1)),
+            ahs: Table::new(1, limits.max_ah),
             gids: vec![None; GID_TABLE_LEN],
             counters: Counters::default(),
             engines: BTreeMap::new(),
@@ -338,15 +338,14 @@ impl Device {
         let mut st = self.lock();
         match u32::from(bar) {
             BAR_REGS => {
-                let ok_size = data.len() == 4 && offset % 4 == 0 && offset < BAR0_SIZE;
-                let mut b = [0u8; 4];
-                if !ok_size || data.len() != 4 {
+                let aligned = offset % 4 == 0 && offset < BAR0_SIZE;
+                let word = <[u8; 4]>::try_from(data).ok().filter(|_| aligned);
+                let Some(word) = word else {
                     st.counters.hw.bad_reg_access += 1;
                     st.note(format!("bad BAR0 write size {} at {offset:#x}", data.len()));
                     return;
-                }
-                b.copy_from_slice(data);
-                st.reg_write(offset, u32::from_le_bytes(b));
+                };
+                st.reg_write(offset, u32::from_le_bytes(word));
             }
             BAR_DB => {
                 st.update_clock();
@@ -427,14 +426,14 @@ impl Device {
 
     /// A copy of the counters.
     pub fn counters(&self) -> Counters {
-        let (mut c, stats) = {
+        let (mut counters, port_stats) = {
             let st = self.lock();
-            let mut c = st.counters.clone();
-            c.data = st.data.clone();
-            (c, st.port_stats.clone())
+            let mut counters = st.counters.clone();
+            counters.data = st.data.clone();
+            (counters, st.port_stats.clone())
         };
-        c.port = stats.map(|f| f());
-        c
+        counters.port = port_stats.map(|stats| stats());
+        counters
     }
 
     /// Installs the function reporting the attached port's counters.

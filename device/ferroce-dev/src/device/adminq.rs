@@ -18,25 +18,27 @@ pub(crate) struct AdminQ {
 }
 
 impl State {
-    pub(super) fn adminq_doorbell(&mut self, v: u32) {
+    pub(super) fn adminq_doorbell(&mut self, value: u32) {
         if !self.ready() {
-            return self.bad_doorbell(format!("ADMINQ_DB {v:#x} while not ready"));
+            return self.bad_doorbell(format!("ADMINQ_DB {value:#x} while not ready"));
         }
-        if v & !ADMINQ_IDX_MASK != 0 {
-            return self.bad_doorbell(format!("ADMINQ_DB reserved bits {v:#x}"));
+        if value & !ADMINQ_IDX_MASK != 0 {
+            return self.bad_doorbell(format!("ADMINQ_DB reserved bits {value:#x}"));
         }
-        let Some(aq) = self.adminq.clone() else {
+        let Some(adminq) = self.adminq.clone() else {
             return;
         };
-        let pi = v as u16;
-        if u32::from(pi.wrapping_sub(aq.ci)) > aq.depth {
-            return self.bad_doorbell(format!("ADMINQ_DB pi {pi} > ci {} + depth", aq.ci));
+        let pi = value as u16;
+        if u32::from(pi.wrapping_sub(adminq.ci)) > adminq.depth {
+            return self.bad_doorbell(format!("ADMINQ_DB pi {pi} > ci {} + depth", adminq.ci));
         }
-        let mut ci = aq.ci;
+        let mut ci = adminq.ci;
         while ci != pi && self.ready() {
-            let slot = u32::from(ci) & (aq.depth - 1);
+            let slot = u32::from(ci) & (adminq.depth - 1);
             let mut raw = [0u8; CMD_SIZE];
-            let cmd_addr = aq.sq_base.wrapping_add(u64::from(slot) * CMD_SIZE as u64);
+            let cmd_addr = adminq
+                .sq_base
+                .wrapping_add(u64::from(slot) * CMD_SIZE as u64);
             if self.mem.read(cmd_addr, &mut raw).is_err() {
                 self.counters.hw.bad_dma += 1;
                 self.fatal(FATAL_ADMINQ_DMA);
@@ -50,8 +52,8 @@ impl State {
                 let op = raw[0];
                 self.note(format!("command {op:#04x} id {cmd_id} -> status {status}"));
             }
-            if let Some(c) = self.counters.hw.cmd_status.get_mut(usize::from(status)) {
-                *c += 1;
+            if let Some(count) = self.counters.hw.cmd_status.get_mut(usize::from(status)) {
+                *count += 1;
             }
             let next_ci = ci.wrapping_add(1);
             let comp = hw::CmdComp {
@@ -64,8 +66,8 @@ impl State {
                 reserved2: [0; 3],
                 flags: 0,
             };
-            let phase = ((u32::from(ci) >> aq.depth.trailing_zeros()) & 1) as u8 ^ 1;
-            let comp_addr = aq
+            let phase = ((u32::from(ci) >> adminq.depth.trailing_zeros()) & 1) as u8 ^ 1;
+            let comp_addr = adminq
                 .cq_base
                 .wrapping_add(u64::from(slot) * CMD_COMP_SIZE as u64);
             let bytes = comp.as_bytes();
@@ -86,8 +88,8 @@ impl State {
                 return;
             }
             ci = next_ci;
-            if let Some(a) = self.adminq.as_mut() {
-                a.ci = ci;
+            if let Some(adminq) = self.adminq.as_mut() {
+                adminq.ci = ci;
             }
             self.post_eqe_raw(
                 0,
@@ -103,9 +105,9 @@ impl State {
         &mut self,
         addr: u64,
         len: u32,
-        v: &T,
+        resp: &T,
     ) -> Result<(), u8> {
-        let bytes = v.as_bytes();
+        let bytes = resp.as_bytes();
         if (len as usize) < bytes.len() {
             return Err(STATUS_BAD_PARAM);
         }

@@ -20,24 +20,24 @@ impl State {
         let Ok(bytes) = <[u8; 8]>::try_from(data) else {
             return self.bad_doorbell(format!("doorbell write of {} bytes", data.len()));
         };
-        let v = u64::from_le_bytes(bytes);
+        let value = u64::from_le_bytes(bytes);
         if !self.ready() {
-            return self.bad_doorbell(format!("doorbell {v:#x} while not ready"));
+            return self.bad_doorbell(format!("doorbell {value:#x} while not ready"));
         }
         match reg {
-            DB_SQ | DB_RQ => self.qp_doorbell(page, reg == DB_SQ, v),
-            DB_CQ => self.cq_doorbell(page, v),
+            DB_SQ | DB_RQ => self.qp_doorbell(page, reg == DB_SQ, value),
+            DB_CQ => self.cq_doorbell(page, value),
             _ => self.bad_doorbell(format!("doorbell at reserved offset {reg:#x}")),
         }
     }
 
-    fn qp_doorbell(&mut self, page: u32, sq: bool, v: u64) {
+    fn qp_doorbell(&mut self, page: u32, sq: bool, value: u64) {
         let which = if sq { "SQ" } else { "RQ" };
-        if v & DB_QP_RSVD_MASK != 0 {
-            return self.bad_doorbell(format!("{which} doorbell reserved bits {v:#x}"));
+        if value & DB_QP_RSVD_MASK != 0 {
+            return self.bad_doorbell(format!("{which} doorbell reserved bits {value:#x}"));
         }
-        let qpn = (v & DB_QN_MASK) as u32;
-        let pi = ((v & DB_IDX_MASK) >> DB_PI_SHIFT) as u16;
+        let qpn = (value & DB_QN_MASK) as u32;
+        let pi = ((value & DB_IDX_MASK) >> DB_PI_SHIFT) as u16;
         let Some(qp) = self.qps.get_mut(qpn) else {
             return self.bad_doorbell(format!("{which} doorbell for missing QP {qpn}"));
         };

@@ -74,12 +74,12 @@ impl State {
         self.post_eqe_raw(0, ty, obj, data, data2);
     }
 
-    pub(super) fn eq_doorbell(&mut self, v: u32) {
-        let eqn = ((v & EQ_DB_EQN_MASK) >> EQ_DB_EQN_SHIFT) as usize;
-        let ci = (v & EQ_DB_CI_MASK) as u16;
-        let arm = v & EQ_DB_ARM != 0;
-        if v & EQ_DB_RSVD_MASK != 0 {
-            return self.bad_doorbell(format!("EQ_DB reserved bits {v:#x}"));
+    pub(super) fn eq_doorbell(&mut self, value: u32) {
+        let eqn = ((value & EQ_DB_EQN_MASK) >> EQ_DB_EQN_SHIFT) as usize;
+        let ci = (value & EQ_DB_CI_MASK) as u16;
+        let arm = value & EQ_DB_ARM != 0;
+        if value & EQ_DB_RSVD_MASK != 0 {
+            return self.bad_doorbell(format!("EQ_DB reserved bits {value:#x}"));
         }
         let Some(Some(eq)) = self.eqs.get_mut(eqn) else {
             return self.bad_doorbell(format!("EQ_DB for missing EQ {eqn}"));
@@ -107,14 +107,14 @@ impl State {
         }
     }
 
-    pub(super) fn cq_doorbell(&mut self, page: u32, v: u64) {
-        if v & DB_CQ_RSVD_MASK != 0 {
-            return self.bad_doorbell(format!("CQ doorbell reserved bits {v:#x}"));
+    pub(super) fn cq_doorbell(&mut self, page: u32, value: u64) {
+        if value & DB_CQ_RSVD_MASK != 0 {
+            return self.bad_doorbell(format!("CQ doorbell reserved bits {value:#x}"));
         }
-        let cqn = (v & DB_QN_MASK) as u32;
-        let sn = ((v & DB_CQ_SN_MASK) >> DB_CQ_SN_SHIFT) as u8;
-        let cmd = ((v & DB_CQ_CMD_MASK) >> DB_CQ_CMD_SHIFT) as u32;
-        let ci = ((v & DB_IDX_MASK) >> DB_CQ_CI_SHIFT) as u16;
+        let cqn = (value & DB_QN_MASK) as u32;
+        let sn = ((value & DB_CQ_SN_MASK) >> DB_CQ_SN_SHIFT) as u8;
+        let cmd = ((value & DB_CQ_CMD_MASK) >> DB_CQ_CMD_SHIFT) as u32;
+        let ci = ((value & DB_IDX_MASK) >> DB_CQ_CI_SHIFT) as u16;
         let Some(cq) = self.cqs.get_mut(cqn) else {
             return self.bad_doorbell(format!("CQ doorbell for missing CQ {cqn}"));
         };
@@ -137,11 +137,11 @@ impl State {
         };
         cq.ci = ci;
         let mut fire = None;
-        if let Some(a) = arm {
+        if let Some(requested) = arm {
             // ARM_NEXT wins over ARM_SOLICITED until the event fires.
-            cq.arm = match (cq.arm, a) {
+            cq.arm = match (cq.arm, requested) {
                 (Arm::Next, _) => Arm::Next,
-                (_, a) => a,
+                (_, requested) => requested,
             };
             cq.arm_sn = sn;
             // CQEs beyond the arm's consumer index fire it at once (mlx4/mlx5

@@ -25,18 +25,18 @@ impl State {
     }
 
     pub(crate) fn caps(&self) -> hw::Caps {
-        let l = &self.cfg.limits;
+        let limits = &self.cfg.limits;
         hw::Caps {
             device_caps: Self::device_caps(),
-            max_qp: l.max_qp,
-            max_qp_wr: l.max_qp_wr,
-            max_sge: l.max_sge,
-            max_inline: l.max_inline,
-            max_cq: l.max_cq,
-            max_cqe: l.max_cqe,
-            max_mr: l.max_mr,
-            max_pd: l.max_pd,
-            max_ah: l.max_ah,
+            max_qp: limits.max_qp,
+            max_qp_wr: limits.max_qp_wr,
+            max_sge: limits.max_sge,
+            max_inline: limits.max_inline,
+            max_cq: limits.max_cq,
+            max_cqe: limits.max_cqe,
+            max_mr: limits.max_mr,
+            max_pd: limits.max_pd,
+            max_ah: limits.max_ah,
             max_eq: u32::from(self.cfg.num_vectors),
             max_eqe: EQ_DEPTH_MAX,
             max_qp_rd_atom: u32::from(MAX_RD_ATOMIC),
@@ -49,20 +49,20 @@ impl State {
             db_pages: DB_PAGES,
             local_ca_ack_delay: 15,
             max_path_mtu: u32::from(MTU_4096),
-            max_mr_size: l.max_mr_size,
+            max_mr_size: limits.max_mr_size,
             page_size_cap: PAGE_SIZE_CAP,
             fw_version: u64::from(VERSION_MAJOR) << 32 | u64::from(VERSION_MINOR) << 16,
         }
     }
 
     fn mac_lo(&self) -> u32 {
-        let m = self.cfg.mac;
-        u32::from_be_bytes([m[2], m[3], m[4], m[5]])
+        let mac = self.cfg.mac;
+        u32::from_be_bytes([mac[2], mac[3], mac[4], mac[5]])
     }
 
     fn mac_hi(&self) -> u32 {
-        let m = self.cfg.mac;
-        u32::from(u16::from_be_bytes([m[0], m[1]]))
+        let mac = self.cfg.mac;
+        u32::from(u16::from_be_bytes([mac[0], mac[1]]))
     }
 
     pub(super) fn reg_read(&mut self, off: u64) -> u32 {
@@ -85,7 +85,10 @@ impl State {
             REG_ADMINCQ_BASE_LO => self.admincq_base as u32,
             REG_ADMINCQ_BASE_HI => (self.admincq_base >> 32) as u32,
             REG_ADMINQ_DEPTH => self.adminq_depth,
-            REG_ADMINQ_CI => self.adminq.as_ref().map_or(0, |a| u32::from(a.ci)),
+            REG_ADMINQ_CI => self
+                .adminq
+                .as_ref()
+                .map_or(0, |adminq| u32::from(adminq.ci)),
             REG_AEQ_BASE_LO => self.aeq_base as u32,
             REG_AEQ_BASE_HI => (self.aeq_base >> 32) as u32,
             REG_AEQ_DEPTH => self.aeq_depth,
@@ -102,7 +105,7 @@ impl State {
         }
     }
 
-    pub(super) fn reg_write(&mut self, off: u64, v: u32) {
+    pub(super) fn reg_write(&mut self, off: u64, value: u32) {
         let Ok(off32) = u32::try_from(off) else {
             return;
         };
@@ -119,51 +122,51 @@ impl State {
         );
         if config_reg && self.enabled {
             self.counters.hw.bad_reg_access += 1;
-            self.note(format!("write {v:#x} to {off32:#x} while enabled"));
+            self.note(format!("write {value:#x} to {off32:#x} while enabled"));
             return;
         }
-        let set_lo = |r: &mut u64, v: u32| *r = (*r & !0xffff_ffff) | u64::from(v);
-        let set_hi = |r: &mut u64, v: u32| *r = (*r & 0xffff_ffff) | u64::from(v) << 32;
+        let set_lo = |r: &mut u64, value: u32| *r = (*r & !0xffff_ffff) | u64::from(value);
+        let set_hi = |r: &mut u64, value: u32| *r = (*r & 0xffff_ffff) | u64::from(value) << 32;
         match off32 {
-            REG_DEV_CTRL => self.write_ctrl(v),
-            REG_SCRATCH => self.scratch = v,
-            REG_ADMINQ_BASE_LO => set_lo(&mut self.adminq_base, v),
-            REG_ADMINQ_BASE_HI => set_hi(&mut self.adminq_base, v),
-            REG_ADMINCQ_BASE_LO => set_lo(&mut self.admincq_base, v),
-            REG_ADMINCQ_BASE_HI => set_hi(&mut self.admincq_base, v),
-            REG_ADMINQ_DEPTH => self.adminq_depth = v,
-            REG_AEQ_BASE_LO => set_lo(&mut self.aeq_base, v),
-            REG_AEQ_BASE_HI => set_hi(&mut self.aeq_base, v),
-            REG_AEQ_DEPTH => self.aeq_depth = v,
-            REG_ADMINQ_DB => self.adminq_doorbell(v),
-            REG_EQ_DB => self.eq_doorbell(v),
+            REG_DEV_CTRL => self.write_ctrl(value),
+            REG_SCRATCH => self.scratch = value,
+            REG_ADMINQ_BASE_LO => set_lo(&mut self.adminq_base, value),
+            REG_ADMINQ_BASE_HI => set_hi(&mut self.adminq_base, value),
+            REG_ADMINCQ_BASE_LO => set_lo(&mut self.admincq_base, value),
+            REG_ADMINCQ_BASE_HI => set_hi(&mut self.admincq_base, value),
+            REG_ADMINQ_DEPTH => self.adminq_depth = value,
+            REG_AEQ_BASE_LO => set_lo(&mut self.aeq_base, value),
+            REG_AEQ_BASE_HI => set_hi(&mut self.aeq_base, value),
+            REG_AEQ_DEPTH => self.aeq_depth = value,
+            REG_ADMINQ_DB => self.adminq_doorbell(value),
+            REG_EQ_DB => self.eq_doorbell(value),
             REG_PORT_MTU => {
-                if (PORT_MTU_MIN..=PORT_MTU_MAX).contains(&v) {
-                    self.mtu = v;
+                if (PORT_MTU_MIN..=PORT_MTU_MAX).contains(&value) {
+                    self.mtu = value;
                 } else {
                     self.counters.hw.bad_reg_access += 1;
-                    self.note(format!("PORT_MTU {v} out of range"));
+                    self.note(format!("PORT_MTU {value} out of range"));
                 }
             }
             _ => {
                 // read-only or reserved
                 self.counters.hw.bad_reg_access += 1;
-                self.note(format!("write {v:#x} to RO/reserved {off32:#x}"));
+                self.note(format!("write {value:#x} to RO/reserved {off32:#x}"));
             }
         }
     }
 
-    fn write_ctrl(&mut self, v: u32) {
-        if v & !CTRL_VALID_MASK != 0 {
+    fn write_ctrl(&mut self, value: u32) {
+        if value & !CTRL_VALID_MASK != 0 {
             self.counters.hw.bad_reg_access += 1;
-            self.note(format!("DEV_CTRL reserved bits {v:#x}"));
+            self.note(format!("DEV_CTRL reserved bits {value:#x}"));
             return;
         }
-        if v & CTRL_RESET != 0 {
+        if value & CTRL_RESET != 0 {
             self.reset();
             return;
         }
-        let enable = v & CTRL_ENABLE != 0;
+        let enable = value & CTRL_ENABLE != 0;
         if enable == self.enabled {
             return;
         }
@@ -199,11 +202,11 @@ impl State {
     }
 
     fn check_config(&mut self) -> Result<(), u32> {
-        let d = self.adminq_depth;
-        let a = self.aeq_depth;
+        let adminq_depth = self.adminq_depth;
+        let aeq_depth = self.aeq_depth;
         let aligned = |x: u64| x != 0 && x % u64::from(RING_ALIGN) == 0;
-        if !is_pow2_in(d, ADMINQ_DEPTH_MIN, ADMINQ_DEPTH_MAX)
-            || !is_pow2_in(a, EQ_DEPTH_MIN, EQ_DEPTH_MAX)
+        if !is_pow2_in(adminq_depth, ADMINQ_DEPTH_MIN, ADMINQ_DEPTH_MAX)
+            || !is_pow2_in(aeq_depth, EQ_DEPTH_MIN, EQ_DEPTH_MAX)
             || !aligned(self.adminq_base)
             || !aligned(self.admincq_base)
             || !aligned(self.aeq_base)
@@ -213,10 +216,11 @@ impl State {
         }
         let sq = self
             .mem
-            .check_range(self.adminq_base, u64::from(d) * CMD_SIZE as u64);
-        let cq = self
-            .mem
-            .check_range(self.admincq_base, u64::from(d) * CMD_COMP_SIZE as u64);
+            .check_range(self.adminq_base, u64::from(adminq_depth) * CMD_SIZE as u64);
+        let cq = self.mem.check_range(
+            self.admincq_base,
+            u64::from(adminq_depth) * CMD_COMP_SIZE as u64,
+        );
         if sq.is_err() || cq.is_err() {
             self.counters.hw.bad_dma += 1;
             self.note("admin queue not DMA-able".into());
@@ -224,7 +228,7 @@ impl State {
         }
         if self
             .mem
-            .check_range(self.aeq_base, u64::from(a) * EQE_SIZE as u64)
+            .check_range(self.aeq_base, u64::from(aeq_depth) * EQE_SIZE as u64)
             .is_err()
         {
             self.counters.hw.bad_dma += 1;
