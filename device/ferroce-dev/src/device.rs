@@ -449,6 +449,7 @@ impl Device {
         st.update_clock();
         st.rx_frame(frame);
         st.pump();
+        st.wake();
     }
 
     /// Hands a batch of received frames to the engine; ACKs are coalesced
@@ -460,6 +461,7 @@ impl Device {
             st.rx_frame(f);
         }
         st.pump();
+        st.wake();
     }
 
     /// Takes the frames the engine queued for the wire.
@@ -518,6 +520,13 @@ impl Device {
     /// The data path clock.
     pub fn now_ns(&self) -> u64 {
         self.lock().now_ns
+    }
+
+    /// Whether work is left over from a bounded entry point (looped-back
+    /// frames beyond [`PUMP_BUDGET`]); the engine thread then calls
+    /// [`Device::tick`] again without waiting.
+    pub fn has_backlog(&self) -> bool {
+        self.lock().has_backlog()
     }
 
     /// The earliest pending data path timer (ns), if any.
@@ -589,19 +598,32 @@ impl Device {
     }
 }
 
-/// Largest number of looped-back frames processed per entry point.
-const PUMP_LIMIT: usize = 1 << 20;
+/// Most looped-back frames one entry point (a BAR write, a received batch,
+/// one [`Device::tick`]) processes while it holds the device lock. A
+/// doorbell write runs on the vCPU that wrote it, so the work it does
+/// synchronously must be bounded; frames left over stay queued, the waker
+/// is called, [`Device::next_timer`] reports them as due now and the
+/// device's engine thread processes them in further bounded ticks.
+pub const PUMP_BUDGET: usize = 256;
 
 impl State {
-    /// Sends pending ACKs and processes looped-back frames until quiet.
+    /// Sends pending ACKs and processes up to [`PUMP_BUDGET`] looped-back
+    /// frames; what is left stays in `loopback` for the engine thread.
     pub(crate) fn pump(&mut self) {
-        for _ in 0..PUMP_LIMIT {
+        for _ in 0..PUMP_BUDGET {
             self.flush_acks();
-            let Some(f) = self.loopback.pop_front() else {
+            let Some(frame) = self.loopback.pop_front() else {
                 return;
             };
-            self.rx_frame(&f);
+            self.rx_frame(&frame);
         }
+        self.flush_acks();
+    }
+
+    /// Whether looped-back frames wait for the engine thread (and it may
+    /// process them: not while the data path is stalled).
+    pub(crate) fn has_backlog(&self) -> bool {
+        !self.loopback.is_empty() && !self.faults.stalled
     }
 
     /// Advances `now_ns` from the real-time clock, if one is in use.
@@ -612,21 +634,25 @@ impl State {
         }
     }
 
+    /// Wakes the engine thread when frames wait for the wire or looped-back
+    /// frames wait to be processed.
     pub(crate) fn wake(&self) {
-        if !self.tx.is_empty() {
-            if let Some(w) = &self.waker {
-                w();
+        if !self.tx.is_empty() || self.has_backlog() {
+            if let Some(waker) = &self.waker {
+                waker();
             }
         }
     }
 
     pub(crate) fn next_timer(&self) -> Option<u64> {
         let held = self.faults.held.as_ref().map(|_| self.now_ns);
+        let backlog = self.has_backlog().then_some(self.now_ns);
         self.engines
             .values()
             .filter_map(|e| e.next_deadline())
             .chain(self.faults.next_release())
             .chain(held)
+            .chain(backlog)
             .min()
     }
 

@@ -149,15 +149,22 @@ fn start_port(dev: &Arc<Device>, a: &PortArgs) -> Result<(), String> {
             return Err("--netdev-socket and --pcap need --tap".into());
         }
         // No wire: still run the engine's clock (loopback retransmissions,
-        // delayed frames) and discard frames for other MACs.
-        let d = dev.clone();
-        d.use_real_clock();
+        // delayed frames, looped-back frames a doorbell left over) and
+        // discard frames for other MACs.
+        let engine = dev.clone();
+        engine.use_real_clock();
+        let (wake_tx, wake_rx) = std::sync::mpsc::sync_channel::<()>(1);
+        engine.set_tx_waker(Box::new(move || {
+            let _ = wake_tx.try_send(());
+        }));
         std::thread::Builder::new()
             .name("engine-clock".into())
             .spawn(move || loop {
-                d.tick(0);
-                drop(d.take_tx());
-                std::thread::sleep(std::time::Duration::from_millis(1));
+                engine.tick(0);
+                drop(engine.take_tx());
+                if !engine.has_backlog() {
+                    let _ = wake_rx.recv_timeout(std::time::Duration::from_millis(1));
+                }
             })
             .map_err(|e| e.to_string())?;
         return Ok(());

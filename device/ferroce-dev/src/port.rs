@@ -468,6 +468,11 @@ impl Port {
         while !self.stop.load(Ordering::Relaxed) {
             self.dev.tick(0); // the device runs on its real-time clock
             self.flush_engine();
+            if self.dev.has_backlog() {
+                // A bounded entry point left work: go on at once (the
+                // device lock was released in between).
+                continue;
+            }
             let now = self.dev.now_ns();
             let wait = self
                 .dev
