@@ -27,11 +27,14 @@ use crate::transport::{DataCounters, Engine};
 use serde::Serialize;
 
 mod adminq;
+mod bus_master;
 mod doorbells;
 mod eq_cq;
 mod registers;
 
 pub(crate) use adminq::AdminQ;
+pub use bus_master::BusMasterCounters;
+use bus_master::{BusMasterGate, Deferred};
 
 /// Resource limits of one device instance (reported by QUERY_CAPS).
 #[derive(Debug, Clone, Serialize)]
@@ -110,6 +113,8 @@ pub struct Counters {
     pub recent_errors: VecDeque<String>,
     /// Data path counters (not part of QUERY_COUNTERS).
     pub data: DataCounters,
+    /// PCI Bus Master Enable and what was held or refused while it was clear.
+    pub bus_master: BusMasterCounters,
     /// Port counters, when a port is attached (control socket only).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub port: Option<serde_json::Value>,
@@ -164,7 +169,13 @@ pub struct StatusInfo {
 /// Everything behind the device lock.
 pub(crate) struct State {
     pub cfg: DeviceConfig,
+    /// Guest memory, behind `gate`.
     pub mem: Arc<dyn GuestMemory>,
+    /// PCI Bus Master Enable: refuses DMA while it is clear.
+    pub gate: Arc<BusMasterGate>,
+    /// What is held while BME is clear.
+    pub deferred: Deferred,
+    pub bus_master_counters: BusMasterCounters,
     pub irq: Arc<dyn IrqSink>,
     // registers
     pub enabled: bool,
@@ -242,6 +253,9 @@ pub enum PostError {
     /// A DMA access failed: the CQ is now in error.
     #[error("DMA error")]
     Dma,
+    /// Bus Master Enable is clear: nothing was written, the CQ is unchanged.
+    #[error("bus mastering disabled")]
+    NoBusMaster,
 }
 
 pub(crate) fn is_pow2_in(v: u32, min: u32, max: u32) -> bool {
@@ -263,8 +277,15 @@ impl Device {
             cfg.mtu = PORT_MTU_DEFAULT;
         }
         let limits = cfg.limits.clone();
+        let gate = Arc::new(BusMasterGate::new(mem));
         let st = State {
-            mem,
+            mem: gate.clone(),
+            gate,
+            deferred: Deferred::default(),
+            bus_master_counters: BusMasterCounters {
+                enabled: true,
+                ..BusMasterCounters::default()
+            },
             irq,
             enabled: false,
             status: 0,
@@ -372,6 +393,22 @@ impl Device {
         self.lock().waker = Some(Arc::from(f));
     }
 
+    /// Follows the PCI COMMAND register's Bus Master Enable bit: while it
+    /// is clear the device issues no DMA and no interrupt; work is held (see
+    /// `Documentation/ferroce/device.rst`, "Bus mastering") and resumes
+    /// when it is set again. A device starts with BME set; the vfio-user
+    /// glue clears it to match a fresh config space.
+    pub fn set_bus_master(&self, on: bool) {
+        let mut st = self.lock();
+        st.set_bus_master(on);
+        st.wake();
+    }
+
+    /// Whether Bus Master Enable is set.
+    pub fn bus_master(&self) -> bool {
+        self.lock().bus_master()
+    }
+
     /// Function-level reset (also what DEV_CTRL.RESET does).
     pub fn reset(&self) {
         self.lock().reset();
@@ -430,6 +467,8 @@ impl Device {
             let st = self.lock();
             let mut counters = st.counters.clone();
             counters.data = st.data.clone();
+            counters.bus_master = st.bus_master_counters;
+            counters.bus_master.dma_refused = st.gate.refused();
             (counters, st.port_stats.clone())
         };
         counters.port = port_stats.map(|stats| stats());
@@ -446,6 +485,10 @@ impl Device {
     /// counted; this never panics.
     pub fn receive(&self, frame: &[u8]) {
         let mut st = self.lock();
+        if !st.bus_master() {
+            st.bus_master_counters.rx_dropped += 1;
+            return;
+        }
         st.update_clock();
         st.rx_frame(frame);
         st.pump();
@@ -456,6 +499,10 @@ impl Device {
     /// over the batch.
     pub fn receive_batch<'a>(&self, frames: impl IntoIterator<Item = &'a [u8]>) {
         let mut st = self.lock();
+        if !st.bus_master() {
+            st.bus_master_counters.rx_dropped += frames.into_iter().count() as u64;
+            return;
+        }
         st.update_clock();
         for f in frames {
             st.rx_frame(f);
@@ -480,7 +527,7 @@ impl Device {
         let mut st = self.lock();
         st.now_ns = st.now_ns.max(now_ns);
         st.update_clock();
-        if st.faults.stalled {
+        if !st.data_path_runs() {
             return;
         }
         let now = st.now_ns;
@@ -507,7 +554,7 @@ impl Device {
     pub fn set_stall(&self, on: bool) {
         let mut st = self.lock();
         st.faults.stalled = on;
-        if !on {
+        if st.data_path_runs() {
             let qpns: Vec<u32> = st.qps.iter().map(|(q, _)| q).collect();
             for q in qpns {
                 st.sq_progress(q);
@@ -569,6 +616,9 @@ impl Device {
     /// Returns false (and changes nothing) for any other request.
     pub fn qp_async_transition(&self, qpn: u32, state: u8) -> bool {
         let mut st = self.lock();
+        if !st.bus_master() {
+            return false;
+        }
         let Some(qp) = st.qps.get_mut(qpn) else {
             return false;
         };
@@ -610,6 +660,9 @@ impl State {
     /// Sends pending ACKs and processes up to [`PUMP_BUDGET`] looped-back
     /// frames; what is left stays in `loopback` for the engine thread.
     pub(crate) fn pump(&mut self) {
+        if !self.data_path_runs() {
+            return;
+        }
         for _ in 0..PUMP_BUDGET {
             self.flush_acks();
             let Some(frame) = self.loopback.pop_front() else {
@@ -623,7 +676,7 @@ impl State {
     /// Whether looped-back frames wait for the engine thread (and it may
     /// process them: not while the data path is stalled).
     pub(crate) fn has_backlog(&self) -> bool {
-        !self.loopback.is_empty() && !self.faults.stalled
+        !self.loopback.is_empty() && self.data_path_runs()
     }
 
     /// Advances `now_ns` from the real-time clock, if one is in use.

@@ -30,6 +30,9 @@ pub mod vfio;
 pub mod wire;
 
 pub use cmds::active_ib_mtu;
-pub use device::{Counters, Device, DeviceConfig, Limits, ObjectsSnapshot, PostError, StatusInfo};
+pub use device::{
+    BusMasterCounters, Counters, Device, DeviceConfig, Limits, ObjectsSnapshot, PostError,
+    StatusInfo,
+};
 pub use mem::{DmaError, FakeMemory, GuestMemory, IrqSink, NullIrq, NullMemory, RecordingIrq};
 pub use transport::DataCounters;

@@ -124,7 +124,7 @@ fn device_main(args: &[String]) -> Result<(), String> {
         ctl_path.display()
     );
     server
-        .run(&VfioDevice(dev))
+        .run(&VfioDevice::new(dev))
         .map_err(|e| format!("vfio-user: {e}"))?;
     eprintln!("ferroce-dev: client disconnected, shutting down");
     Ok(())

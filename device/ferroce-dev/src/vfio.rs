@@ -81,8 +81,20 @@ impl IrqSink for VfioIrq {
     }
 }
 
+/// PCI COMMAND register: Bus Master Enable.
+pub const PCI_COMMAND_MASTER: u16 = 0x4;
+
 /// The control plane as a vfio-user device.
 pub struct VfioDevice(pub Arc<Device>);
+
+impl VfioDevice {
+    /// Wraps `dev` for the server; BME starts clear, as in the server's
+    /// fresh config space (the driver sets it with `pci_set_master`).
+    pub fn new(dev: Arc<Device>) -> Self {
+        dev.set_bus_master(false);
+        Self(dev)
+    }
+}
 
 impl vfio_user::Device for VfioDevice {
     fn bar_read(&self, bar: u8, offset: u64, data: &mut [u8]) {
@@ -94,7 +106,13 @@ impl vfio_user::Device for VfioDevice {
     }
 
     fn reset(&self) {
+        // The server has restored the config space: COMMAND is 0.
         self.0.reset();
+        self.0.set_bus_master(false);
+    }
+
+    fn config_written(&self, _offset: u16, _data: &[u8], command: u16) {
+        self.0.set_bus_master(command & PCI_COMMAND_MASTER != 0);
     }
 }
 

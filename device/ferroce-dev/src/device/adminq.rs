@@ -32,6 +32,12 @@ impl State {
         if u32::from(pi.wrapping_sub(adminq.ci)) > adminq.depth {
             return self.bad_doorbell(format!("ADMINQ_DB pi {pi} > ci {} + depth", adminq.ci));
         }
+        if !self.bus_master() {
+            // No command fetch while BME is clear: done when it is set.
+            self.deferred.adminq_pi = Some(pi);
+            self.bus_master_counters.adminq_deferred += 1;
+            return;
+        }
         let mut ci = adminq.ci;
         while ci != pi && self.ready() {
             let slot = u32::from(ci) & (adminq.depth - 1);

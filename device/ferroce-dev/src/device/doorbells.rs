@@ -64,14 +64,16 @@ impl State {
             qp.sq_pi = pi;
             qp.sq_doorbells += 1;
             self.counters.hw.sq_doorbells += 1;
-            if !self.faults.stalled {
+            if self.data_path_runs() {
                 self.sq_progress(qpn);
             }
         } else {
             qp.rq_pi = pi;
             qp.rq_doorbells += 1;
             self.counters.hw.rq_doorbells += 1;
-            self.rq_progress(qpn);
+            if self.bus_master() {
+                self.rq_progress(qpn);
+            }
         }
     }
 }

@@ -5,6 +5,7 @@
 
 use zerocopy::IntoBytes;
 
+use super::bus_master::DeferredEvent;
 use super::{PostError, State};
 use crate::hw::{self, *};
 use crate::objects::Arm;
@@ -12,6 +13,16 @@ use crate::objects::Arm;
 impl State {
     /// Writes one EQE to EQ `eqn`; raises its vector if armed.
     pub(crate) fn post_eqe_raw(&mut self, eqn: usize, ty: u8, obj: u32, data: u32, data2: u32) {
+        if !self.bus_master() {
+            let event_type = ty;
+            return self.defer_event(DeferredEvent {
+                eqn,
+                event_type,
+                obj,
+                data,
+                data2,
+            });
+        }
         let Some(Some(eq)) = self.eqs.get_mut(eqn) else {
             return;
         };
@@ -90,21 +101,33 @@ impl State {
             return self.bad_doorbell(msg);
         }
         eq.ci = ci;
-        let mut fire = None;
         if arm {
-            if eq.pi != eq.ci {
-                // Entries the driver has not consumed yet: interrupt now.
-                eq.armed = false;
-                fire = Some(eq.vector);
-            } else {
-                eq.armed = true;
-            }
+            eq.armed = true;
         }
         self.counters.hw.eq_doorbells += 1;
-        if let Some(vec) = fire {
-            self.counters.hw.interrupts += 1;
-            self.irq.trigger(vec);
+        if arm {
+            // Entries the driver has not consumed yet: interrupt now.
+            self.eq_fire_if_pending(eqn);
         }
+    }
+
+    /// Raises the vector of EQ `eqn` if it is armed and holds entries the
+    /// driver has not consumed; not while BME is clear (an MSI-X message
+    /// is a bus-master write): the EQ stays armed and fires when BME is set.
+    pub(super) fn eq_fire_if_pending(&mut self, eqn: usize) {
+        if !self.bus_master() {
+            return;
+        }
+        let Some(Some(eq)) = self.eqs.get_mut(eqn) else {
+            return;
+        };
+        if !eq.armed || eq.pi == eq.ci {
+            return;
+        }
+        eq.armed = false;
+        let vector = eq.vector;
+        self.counters.hw.interrupts += 1;
+        self.irq.trigger(vector);
     }
 
     pub(super) fn cq_doorbell(&mut self, page: u32, value: u64) {
@@ -175,6 +198,9 @@ impl State {
     }
 
     pub(crate) fn post_cqe(&mut self, cqn: u32, mut cqe: Cqe) -> Result<(), PostError> {
+        if !self.bus_master() {
+            return Err(PostError::NoBusMaster);
+        }
         let cq = self.cqs.get(cqn).ok_or(PostError::NoCq)?;
         if cq.error {
             return Err(PostError::CqError);

@@ -270,6 +270,7 @@ impl State {
         self.tx.clear();
         self.loopback.clear();
         self.ack_list.clear();
+        self.deferred = Default::default();
         self.counters.hw.resets += 1;
     }
 }
