@@ -14,8 +14,11 @@
 //! from the engine go out on the wire. The engine's frames for its own MAC
 //! never leave the device (loopback inside the engine).
 //!
-//! Threads: one reads the wire, one serves the netdev socket, one drives
-//! the engine's clock and sends its frames (woken by doorbells).
+//! Threads: one reads the wire, one serves the netdev socket, one writes
+//! to the netdev socket, one drives the engine's clock and sends its frames
+//! (woken by doorbells). The wire thread never waits for the netdev: it
+//! queues frames for the netdev writer (at most [`NETDEV_QUEUE`]) and drops
+//! them, counted, when the guest does not keep up.
 
 use std::io::{self, Read, Write};
 use std::os::unix::net::{UnixDatagram, UnixListener, UnixStream};
@@ -33,6 +36,12 @@ use crate::wire::{self, pcap::PcapWriter};
 pub const MAX_FRAME: usize = 16384;
 /// Most frames read from the wire in one burst.
 pub const BURST: usize = 64;
+/// Most frames waiting for the netdev writer; beyond, frames for the
+/// netdev are dropped (counted in `netdev_dropped`).
+pub const NETDEV_QUEUE: usize = 256;
+/// How long the netdev writer waits for a guest that stopped reading before
+/// it drops the connection (QEMU reconnects with `reconnect-ms`).
+pub const NETDEV_WRITE_TIMEOUT: Duration = Duration::from_millis(500);
 
 /// Where a frame from the wire goes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -206,7 +215,8 @@ pub struct PortCounters {
     pub to_engine: AtomicU64,
     /// Wire frames handed to the netdev.
     pub to_netdev: AtomicU64,
-    /// Wire frames for the netdev dropped (not connected, write failed).
+    /// Wire frames for the netdev dropped (not connected, queue full,
+    /// write failed).
     pub netdev_dropped: AtomicU64,
     /// Frames received from the netdev.
     pub from_netdev: AtomicU64,
@@ -225,7 +235,8 @@ pub struct PortStats {
     pub to_engine: u64,
     /// Wire frames handed to the netdev.
     pub to_netdev: u64,
-    /// Wire frames for the netdev dropped.
+    /// Wire frames for the netdev dropped (not connected, queue full,
+    /// write failed).
     pub netdev_dropped: u64,
     /// Frames received from the netdev.
     pub from_netdev: u64,
@@ -239,6 +250,11 @@ pub struct Port {
     mac: [u8; 6],
     wire: Arc<dyn FrameLink>,
     netdev: Mutex<Option<UnixStream>>,
+    /// Whether a netdev connection is attached (read without the writer's
+    /// lock, which a slow write holds).
+    netdev_connected: AtomicBool,
+    netdev_queue: SyncSender<Vec<u8>>,
+    netdev_queue_rx: Mutex<Option<Receiver<Vec<u8>>>>,
     pcap: Option<Mutex<PcapWriter<std::fs::File>>>,
     start: Instant,
     stop: AtomicBool,
@@ -269,11 +285,15 @@ impl Port {
             None => None,
         };
         let (wake_tx, wake_rx) = sync_channel(1);
+        let (netdev_queue, netdev_queue_rx) = sync_channel(NETDEV_QUEUE);
         let port = Arc::new(Self {
             dev,
             mac,
             wire,
             netdev: Mutex::new(None),
+            netdev_connected: AtomicBool::new(false),
+            netdev_queue,
+            netdev_queue_rx: Mutex::new(Some(netdev_queue_rx)),
             pcap,
             start: Instant::now(),
             stop: AtomicBool::new(false),
@@ -357,21 +377,55 @@ impl Port {
         }
     }
 
+    /// Queues a wire frame for the netdev writer; never waits: without a
+    /// connection or with a full queue the frame is dropped and counted.
     fn to_netdev(&self, frame: &[u8]) {
-        let mut g = self.netdev.lock().unwrap_or_else(|e| e.into_inner());
-        let Some(s) = g.as_mut() else {
+        if !self.netdev_connected.load(Ordering::Relaxed) {
             bump(&self.counters.netdev_dropped);
             return;
-        };
+        }
         let len = (frame.len() as u32).to_be_bytes();
         let mut msg = Vec::with_capacity(frame.len() + 4);
         msg.extend_from_slice(&len);
         msg.extend_from_slice(frame);
-        if s.write_all(&msg).is_ok() {
-            bump(&self.counters.to_netdev);
-        } else {
+        match self.netdev_queue.try_send(msg) {
+            Ok(()) => bump(&self.counters.to_netdev),
+            Err(_) => bump(&self.counters.netdev_dropped),
+        }
+    }
+
+    /// Writes one queued frame to the netdev connection; a write that
+    /// cannot finish within [`NETDEV_WRITE_TIMEOUT`] drops the connection.
+    fn write_netdev(&self, msg: &[u8]) {
+        let mut netdev = self.netdev.lock().unwrap_or_else(|e| e.into_inner());
+        let Some(stream) = netdev.as_mut() else {
             bump(&self.counters.netdev_dropped);
-            *g = None;
+            return;
+        };
+        if stream.write_all(msg).is_err() {
+            bump(&self.counters.netdev_dropped);
+            *netdev = None;
+            self.netdev_connected.store(false, Ordering::Relaxed);
+        }
+    }
+
+    /// Writes the frames the wire thread queued for the netdev until
+    /// stopped.
+    pub fn netdev_writer_loop(&self) {
+        let Some(queue) = self
+            .netdev_queue_rx
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take()
+        else {
+            return;
+        };
+        while !self.stop.load(Ordering::Relaxed) {
+            match queue.recv_timeout(Duration::from_millis(10)) {
+                Ok(msg) => self.write_netdev(&msg),
+                Err(RecvTimeoutError::Timeout) => {}
+                Err(RecvTimeoutError::Disconnected) => return,
+            }
         }
     }
 
@@ -379,11 +433,12 @@ impl Port {
     /// its frames go to the wire; wire frames for the netdev go to it.
     pub fn serve_netdev(&self, stream: UnixStream) -> io::Result<()> {
         let writer = stream.try_clone()?;
-        // A guest that stops reading must not stall the wire thread: a
-        // write that cannot finish in time drops the connection (QEMU
-        // reconnects with `reconnect-ms`).
-        writer.set_write_timeout(Some(Duration::from_millis(500)))?;
+        // A guest that stops reading stalls only the netdev writer, and
+        // not for long: a write that cannot finish in time drops the
+        // connection (QEMU reconnects with `reconnect-ms`).
+        writer.set_write_timeout(Some(NETDEV_WRITE_TIMEOUT))?;
         *self.netdev.lock().unwrap_or_else(|e| e.into_inner()) = Some(writer);
+        self.netdev_connected.store(true, Ordering::Relaxed);
         let mut r = io::BufReader::new(stream);
         let mut buf = vec![0u8; MAX_FRAME];
         loop {
@@ -401,6 +456,7 @@ impl Port {
             bump(&self.counters.from_netdev);
             self.send_wire(&buf[..n]);
         }
+        self.netdev_connected.store(false, Ordering::Relaxed);
         *self.netdev.lock().unwrap_or_else(|e| e.into_inner()) = None;
         Ok(())
     }
@@ -486,8 +542,13 @@ impl Port {
         }
     }
 
-    /// Starts the wire and engine threads, and the netdev listener if given.
+    /// Starts the wire, engine and netdev writer threads, and the netdev
+    /// listener if given.
     pub fn spawn(self: &Arc<Self>, netdev: Option<UnixListener>) -> io::Result<()> {
+        let p = Arc::clone(self);
+        std::thread::Builder::new()
+            .name("port-netdev-tx".into())
+            .spawn(move || p.netdev_writer_loop())?;
         let p = Arc::clone(self);
         std::thread::Builder::new()
             .name("port-wire".into())
