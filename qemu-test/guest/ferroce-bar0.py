@@ -126,6 +126,15 @@ def main():
     # Memory decoding on (what pci_enable_device does for a driver).
     with open(os.path.join(devdir, "enable"), "w") as f:
         f.write("1")
+
+    def set_bus_master(on):
+        """PCI COMMAND.BME, what pci_set_master / pci_clear_master do."""
+        with open(os.path.join(devdir, "config"), "r+b") as f:
+            f.seek(4)
+            command = struct.unpack("<H", f.read(2))[0]
+            command = command | 0x4 if on else command & ~0x4
+            f.seek(4)
+            f.write(struct.pack("<H", command))
     bar = Bar0(devdir, d["FERROCE_BAR0_SIZE"])
 
     magic = bar.read(d["FERROCE_REG_MAGIC"])
@@ -171,7 +180,7 @@ def main():
           f"status {status:#x} fatal code {bar.read(d['FERROCE_REG_FATAL_CODE'])}")
 
     # 3. admin commands through the rings (DMA both ways, phase bit).
-    def command(slot, opcode, cmd_id, body=b""):
+    def command(slot, opcode, cmd_id, body=b"", timeout=None):
         cmd = bytearray(lay["ferroce_cmd"])
         cmd[lay["ferroce_cmd_hdr.opcode"]] = opcode
         struct.pack_into("<H", cmd, lay["ferroce_cmd_hdr.cmd_id"], cmd_id)
@@ -179,18 +188,32 @@ def main():
             struct.pack_into(fmt, cmd, off, val)
         page.put(sq + slot * lay["ferroce_cmd"], bytes(cmd))
         bar.write(d["FERROCE_REG_ADMINQ_DB"], slot + 1)
+        return completion(slot, timeout)
+
+    def completion(slot, timeout=None):
+        if timeout is None:
+            timeout = d["FERROCE_CMD_TIMEOUT_MS"] / 1000.0
         comp = cq + slot * lay["ferroce_cmd_comp"]
         start = time.monotonic()
         while not page.get(comp + lay["ferroce_cmd_comp.flags"], 1)[0] & d["FERROCE_COMP_PHASE"]:
-            if time.monotonic() - start > d["FERROCE_CMD_TIMEOUT_MS"] / 1000.0:
+            if time.monotonic() - start > timeout:
                 return None
             time.sleep(0.001)
         got_id = struct.unpack_from("<H", page.get(comp + lay["ferroce_cmd_comp.cmd_id"], 2))[0]
         return got_id, page.get(comp + lay["ferroce_cmd_comp.status"], 1)[0]
 
+    # Bus Master Enable clear (sysfs "enable" leaves it so): the device
+    # must not fetch the command nor write its completion (device.rst,
+    # "Bus mastering"); setting BME runs it.
     q = lay["ferroce_cmd_query_caps.resp_addr"], lay["ferroce_cmd_query_caps.resp_len"]
     res = command(0, d["FERROCE_CMD_QUERY_CAPS"], 0x1234,
-                  [(q[0], "<Q", page.phys + resp), (q[1], "<I", lay["ferroce_caps"])])
+                  [(q[0], "<Q", page.phys + resp), (q[1], "<I", lay["ferroce_caps"])],
+                  timeout=0.3)
+    ci = bar.read(d["FERROCE_REG_ADMINQ_CI"])
+    check("with Bus Master Enable clear the device DMAs nothing",
+          res is None and ci == 0, f"completion {res}, ADMINQ_CI {ci}")
+    set_bus_master(True)
+    res = completion(0)
     check("QUERY_CAPS completes with SUCCESS and its cmd_id",
           res == (0x1234, d["FERROCE_STATUS_SUCCESS"]), f"completion {res}")
     caps = struct.unpack_from("<I", page.get(resp + lay["ferroce_caps.device_caps"], 4))[0]
