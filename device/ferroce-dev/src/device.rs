@@ -12,8 +12,9 @@
 //! This file holds the [`Device`] handle and the [`State`] behind its lock;
 //! the parts of the programming model live in submodules: `registers`
 //! (BAR0, DEV_CTRL, the enable check), `adminq` (ADMINQ_DB and command
-//! completions), `eq_cq` (EQEs, EQ_DB, CQ doorbells, CQEs) and `doorbells`
-//! (BAR2 decoding, SQ/RQ doorbells).
+//! completions), `eq_cq` (EQEs, EQ_DB, CQ doorbells, CQEs), `doorbells`
+//! (BAR2 decoding, SQ/RQ doorbells) and `bus_master` (PCI Bus Master
+//! Enable: the DMA gate and what is held while it is clear).
 
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard};
