@@ -1246,3 +1246,34 @@ fn duplicate_reads_are_served_from_responder_resources() {
 fn psn_next(psn: u32) -> u32 {
     ferroce_dev::wire::psn_add(psn, 1)
 }
+
+/// IBTA 9.7.5.2.8 / rxe `rnr_nak_timer`: after an RNR NAK the requester
+/// waits for the RNR timer before it resends; a new doorbell in the
+/// meantime queues the WQE but sends nothing (rxe's `req_next_wqe` checks
+/// `qp->req.wait_for_rnr_timer`).
+#[test]
+fn rnr_wait_is_respected_by_new_doorbells() {
+    let (mut a, b) = pair(|a| a.min_rnr_timer = 1);
+    let m = a.reg_mr(4096, ACCESS_LOCAL_WRITE);
+    let mut s = wr(1, WR_SEND);
+    s.sges = vec![(m.va(0), 100, m.key)];
+    a.post_send(0, &s);
+    let f = a.h.dev.take_tx();
+    assert_eq!(f.len(), 1);
+    b.h.dev.receive_batch(f.iter().map(|f| f.as_slice()));
+    let nak = b.h.dev.take_tx();
+    assert_eq!(b.h.dev.counters().data.rnr_naks_sent, 1);
+    a.h.dev.receive_batch(nak.iter().map(|f| f.as_slice()));
+    assert!(a.h.dev.take_tx().is_empty(), "nothing before the RNR timer");
+    let mut s2 = wr(2, WR_SEND);
+    s2.sges = vec![(m.va(0), 100, m.key)];
+    a.post_send(0, &s2);
+    assert!(
+        a.h.dev.take_tx().is_empty(),
+        "a new doorbell must not resend before the RNR timer"
+    );
+    let t = a.h.dev.next_timer().expect("the RNR timer is armed");
+    a.h.dev.tick(t);
+    let resent = a.h.dev.take_tx();
+    assert_eq!(resent.len(), 2, "both SENDs go once the timer fired");
+}

@@ -1203,6 +1203,11 @@ impl State {
 
     /// Sends every packet that the window, the read limit and fences allow.
     fn rc_transmit(&mut self, c: &QpCtx, e: &mut Engine, mtu: u64) {
+        // After an RNR NAK nothing goes out until the RNR timer fires, new
+        // doorbells included (IBTA 9.7.5.2.8; rxe `wait_for_rnr_timer`).
+        if e.rnr_wait.is_some() {
+            return;
+        }
         let Some(path) = self.path_of(&c.attr.av, c.qpn, c.attr.dest_qp_num) else {
             if e.inflight.iter().any(|w| w.error.is_none()) {
                 self.qp_fail(c, e, Some(WC_LOC_QP_OP_ERR));
