@@ -1277,3 +1277,45 @@ fn rnr_wait_is_respected_by_new_doorbells() {
     let resent = a.h.dev.take_tx();
     assert_eq!(resent.len(), 2, "both SENDs go once the timer fired");
 }
+
+/// Re-encodes ACK frame `f` with another AETH syndrome.
+fn with_syndrome(f: &[u8], syndrome: u8) -> Vec<u8> {
+    let mut p = ferroce_dev::wire::decode(f).unwrap();
+    p.aeth.syndrome = syndrome;
+    let mut out = Vec::new();
+    assert!(ferroce_dev::wire::encode(&p, &mut out));
+    out
+}
+
+/// IBTA 9.7.5.1.1 / rxe `check_psn` in rxe_comp.c: a NAK or RNR NAK whose
+/// PSN is behind the oldest unacknowledged PSN (`una`) is stale (a
+/// duplicate of one already acted on) and is ignored; it must not fail or
+/// delay the WQE now at the head.
+#[test]
+fn stale_naks_behind_una_are_ignored() {
+    use ferroce_dev::wire::aeth;
+    let (mut a, mut b) = pair(|_| {});
+    let src = a.reg_mr(8192, ACCESS_LOCAL_WRITE);
+    let dst = b.reg_mr(8192, ALL_ACCESS);
+    a.post_send(0, &write_wr(1, &src, 0, &dst, 0, 100));
+    let f = a.h.dev.take_tx();
+    b.h.dev.receive_batch(f.iter().map(|f| f.as_slice()));
+    let ack = b.h.dev.take_tx();
+    assert_eq!(ack.len(), 1);
+    a.h.dev.receive_batch(ack.iter().map(|f| f.as_slice()));
+    assert_eq!(statuses(&a.poll()), vec![(1, WC_RDMA_WRITE, 0)]);
+    a.post_send(0, &write_wr(2, &src, 0, &dst, 0, 100));
+    let f2 = a.h.dev.take_tx();
+    let before = a.h.dev.counters().data.stale_responses;
+    for syn in [aeth::NAK_REM_ACCESS, aeth::RNR_NAK | 1, aeth::NAK_PSN_SEQ] {
+        a.h.dev.receive(&with_syndrome(&ack[0], syn));
+    }
+    assert_eq!(a.h.dev.counters().data.stale_responses, before + 3);
+    assert!(a.poll().is_empty());
+    assert_eq!(a.h.dev.qp_state(a.qps[0].qpn), Some(QPS_RTS));
+    assert!(a.h.dev.take_tx().is_empty(), "no rewind on a stale NAK");
+    b.h.dev.receive_batch(f2.iter().map(|f| f.as_slice()));
+    let ack2 = b.h.dev.take_tx();
+    a.h.dev.receive_batch(ack2.iter().map(|f| f.as_slice()));
+    assert_eq!(statuses(&a.poll()), vec![(2, WC_RDMA_WRITE, 0)]);
+}

@@ -1481,12 +1481,15 @@ impl State {
         match p.bth.opcode {
             op::RC_ACK => {
                 let syn = p.aeth.syndrome;
+                // A NAK names the PSN that failed: one behind `una` was
+                // already acted on (a duplicate or a stale NAK, IBTA
+                // 9.7.5.1.1; rxe `check_psn`). An ACK behind `una` is old.
+                if psn_diff(psn, e.una) < 0 {
+                    self.data.stale_responses += 1;
+                    return;
+                }
                 match syn & aeth::TYPE_MASK {
                     aeth::ACK => {
-                        if psn_diff(psn, e.una) < 0 {
-                            self.data.stale_responses += 1;
-                            return;
-                        }
                         self.ack_before(c, e, psn_add(psn, 1));
                         // An ACK beyond an incomplete READ: its responses were lost.
                         let mut implied = None;
