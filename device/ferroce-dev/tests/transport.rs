@@ -1319,3 +1319,23 @@ fn stale_naks_behind_una_are_ignored() {
     a.h.dev.receive_batch(ack2.iter().map(|f| f.as_slice()));
     assert_eq!(statuses(&a.poll()), vec![(2, WC_RDMA_WRITE, 0)]);
 }
+
+/// IBTA 11.4.2.1 (a work completion carries the WR ID of its WQE, error
+/// or not) / rxe `do_complete`: a UD receive WQE that cannot be used (bad
+/// lkey) completes with an error and with its own `wr_id`.
+#[test]
+fn failed_ud_receive_carries_its_wr_id() {
+    let (mut a, mut b, qkey) = ud_pair(1);
+    let ahn = a.create_ah(av_to(&b, NET_IPV4));
+    let bm = b.reg_mr(4096, ACCESS_LOCAL_WRITE);
+    b.post_recv(0, 0xfeed, &[(bm.va(0), 100, bm.key ^ 0x100)]);
+    let mut s = wr(1, WR_SEND);
+    s.inline = Some(vec![1; 8]);
+    s.ud = Some((ahn, b.qps[0].qpn, qkey));
+    a.post_send(0, &s);
+    Wire::new(1, Impair::default()).run(&a, &b, 100);
+    assert_eq!(
+        statuses(&b.poll()),
+        vec![(0xfeed, WC_RECV, WC_LOC_PROT_ERR)]
+    );
+}

@@ -1752,9 +1752,11 @@ impl State {
             Ok(wqe) => wqe,
             Err(st) => {
                 e.rq_ci = idx.wrapping_add(1);
+                let wr_id = self.wqe_wr_id(c.qpn, false, idx);
                 self.post_data_cqe(
                     c.recv_cqn,
                     Cqe {
+                        wr_id,
                         qpn: c.qpn,
                         opcode: WC_RECV,
                         status: st,
