@@ -1339,3 +1339,43 @@ fn failed_ud_receive_carries_its_wr_id() {
         vec![(0xfeed, WC_RECV, WC_LOC_PROT_ERR)]
     );
 }
+
+fn set_port_mtu(n: &mut Node, mtu: u32) {
+    let mut m = CmdSetPortMtu::zeroed();
+    m.hdr.opcode = CMD_SET_PORT_MTU;
+    m.port = 1;
+    m.mtu = mtu;
+    n.h.ok(&m);
+}
+
+/// IBTA 9.7.1 / rxe `qp->mtu`: messages are segmented by the QP's path
+/// MTU (set at INIT->RTR), which a later change of the port's MTU does not
+/// touch; a retransmission is cut exactly as the original was, and the
+/// responder checks segment lengths against the same path MTU.
+#[test]
+fn segmentation_follows_the_path_mtu_not_the_port_mtu() {
+    let (mut a, mut b) = pair(|_| {});
+    let src = a.reg_mr(8192, ACCESS_LOCAL_WRITE);
+    let dst = b.reg_mr(8192, ALL_ACCESS);
+    a.fill(src.gpa, &pattern(3, 8192));
+    b.post_recv(0, 5, &[(dst.va(0), 8192, dst.key)]);
+    let mut s = wr(1, WR_SEND);
+    s.sges = vec![(src.va(0), 8192, src.key)];
+    a.post_send(0, &s);
+    let lost = a.h.dev.take_tx();
+    assert_eq!(lost.len(), 8, "8192 bytes at the 1024-byte path MTU");
+    // Both ports shrink (active MTU 256) while the message is outstanding.
+    set_port_mtu(&mut a, 576);
+    set_port_mtu(&mut b, 576);
+    let t = a.h.dev.next_timer().unwrap();
+    a.h.dev.tick(t);
+    let again = a.h.dev.take_tx();
+    assert_eq!(again.len(), 8, "the retransmission is cut as the original");
+    b.h.dev.receive_batch(again.iter().map(|f| f.as_slice()));
+    Wire::new(1, Impair::default()).run(&a, &b, 100);
+    assert_eq!(statuses(&a.poll()), vec![(1, WC_SEND, 0)]);
+    let c = b.poll();
+    assert_eq!(statuses(&c), vec![(5, WC_RECV, 0)]);
+    assert_eq!(c[0].byte_len, 8192);
+    assert_eq!(b.bytes(dst.gpa, 8192), pattern(3, 8192));
+}

@@ -197,6 +197,9 @@ struct SendWqe {
     local: Option<LocalOp>,
     first_psn: u32,
     npkts: u32,
+    /// Segment size of this message in bytes, fixed when it was fetched:
+    /// retransmissions are cut exactly as the first transmission.
+    mtu: u64,
     /// Packets (READ: 0 or npkts = request) transmitted since the last rewind.
     sent: u32,
     /// READ: response packets received.
@@ -245,6 +248,8 @@ struct ReadRes {
     va: u64,
     rkey: u32,
     len: u32,
+    /// Segment size of the responses (the path MTU when it was accepted).
+    mtu: u64,
     /// MSN carried by the responses.
     msn: u32,
     /// The responses have not been sent yet (end of the received batch).
@@ -396,13 +401,14 @@ impl State {
         self.qps.get(qpn).map(|q| QpCtx::of(qpn, q))
     }
 
-    /// Path MTU in bytes: the QP's path MTU capped by the port's active MTU.
+    /// Path MTU in bytes: the QP's path MTU (IBTA 9.7.1; rxe `qp->mtu`),
+    /// which a later change of the port's MTU does not touch; the port's
+    /// active MTU for a QP without one (UD, GSI).
     fn mtu_of(&self, attr: &QpAttr) -> u64 {
-        let active = crate::cmds::active_ib_mtu(self.mtu);
         let m = if attr.path_mtu == 0 {
-            active
+            crate::cmds::active_ib_mtu(self.mtu)
         } else {
-            attr.path_mtu.min(active)
+            attr.path_mtu
         };
         wire::mtu_bytes(m) as u64
     }
@@ -914,6 +920,7 @@ impl State {
             local: None,
             first_psn: 0,
             npkts: 1,
+            mtu,
             sent: 0,
             read_rcvd: 0,
             error: None,
@@ -1098,7 +1105,7 @@ impl State {
                 self.ud_transmit(c, e);
                 return;
             }
-            self.rc_transmit(c, e, mtu);
+            self.rc_transmit(c, e);
             // A local operation that executed lets the WQEs after it in.
             if !self.complete_head(c, e) {
                 break;
@@ -1202,7 +1209,7 @@ impl State {
     }
 
     /// Sends every packet that the window, the read limit and fences allow.
-    fn rc_transmit(&mut self, c: &QpCtx, e: &mut Engine, mtu: u64) {
+    fn rc_transmit(&mut self, c: &QpCtx, e: &mut Engine) {
         // After an RNR NAK nothing goes out until the RNR timer fires, new
         // doorbells included (IBTA 9.7.5.2.8; rxe `wait_for_rnr_timer`).
         if e.rnr_wait.is_some() {
@@ -1241,7 +1248,7 @@ impl State {
                     if psn_diff(psn, e.una) >= WINDOW {
                         break;
                     }
-                    let off = u64::from(w.read_rcvd) * mtu;
+                    let off = u64::from(w.read_rcvd) * w.mtu;
                     let reth = Reth {
                         va: w.remote_addr.wrapping_add(off),
                         rkey: w.rkey,
@@ -1272,7 +1279,7 @@ impl State {
                 reads_pending += 1;
                 continue;
             }
-            let (npkts, first_psn, len) = (w.npkts, w.first_psn, w.len);
+            let (npkts, first_psn, len, mtu) = (w.npkts, w.first_psn, w.len, w.mtu);
             let write = matches!(w.opcode, WR_RDMA_WRITE | WR_RDMA_WRITE_IMM);
             let with_imm = matches!(w.opcode, WR_RDMA_WRITE_IMM | WR_SEND_IMM);
             let with_inv = w.opcode == WR_SEND_INV;
@@ -1477,7 +1484,6 @@ impl State {
             self.data.stale_responses += 1;
             return;
         }
-        let mtu = self.mtu_of(&c.attr);
         match p.bth.opcode {
             op::RC_ACK => {
                 let syn = p.aeth.syndrome;
@@ -1582,8 +1588,8 @@ impl State {
                     }
                     return;
                 }
-                let off = u64::from(w.read_rcvd) * mtu;
-                let want = (w.len - off.min(w.len)).min(mtu) as usize;
+                let off = u64::from(w.read_rcvd) * w.mtu;
+                let want = (w.len - off.min(w.len)).min(w.mtu) as usize;
                 let last = w.read_rcvd + 1 == w.npkts;
                 let op_ok = match p.bth.opcode {
                     op::RC_READ_RESPONSE_ONLY | op::RC_READ_RESPONSE_LAST => last,
@@ -2215,7 +2221,8 @@ impl State {
             // More READs outstanding than max_dest_rd_atomic.
             return Err(RespErr::Fatal(aeth::NAK_INVALID_REQ, None));
         }
-        let n = pkts_for(len, self.mtu_of(&c.attr));
+        let mtu = self.mtu_of(&c.attr);
+        let n = pkts_for(len, mtu);
         e.epsn = psn_add(p.bth.psn, n);
         e.msn = (e.msn + 1) & 0xff_ffff;
         e.reads.push_back(ReadRes {
@@ -2224,6 +2231,7 @@ impl State {
             va: p.reth.va,
             rkey: p.reth.rkey,
             len: p.reth.len,
+            mtu,
             msn: e.msn,
             unanswered: true,
         });
@@ -2276,7 +2284,7 @@ impl State {
         let Some(path) = self.path_of(&c.attr.av, c.qpn, c.attr.dest_qp_num) else {
             return true;
         };
-        let mtu = self.mtu_of(&c.attr);
+        let mtu = r.mtu;
         let n = r.npkts;
         let mut payload = Vec::with_capacity(mtu as usize);
         for k in from..n {
