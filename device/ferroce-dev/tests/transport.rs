@@ -1379,3 +1379,54 @@ fn segmentation_follows_the_path_mtu_not_the_port_mtu() {
     assert_eq!(c[0].byte_len, 8192);
     assert_eq!(b.bytes(dst.gpa, 8192), pattern(3, 8192));
 }
+
+/// A 2 GiB MR of two 1 GiB pages on lazily allocated memory of `n`.
+fn huge_mr(n: &mut Node, access: u32) -> MrInfo {
+    let gpa = 0x1_0000_0000u64;
+    n.h.mem.add_region(gpa, 2 << 30);
+    let mut c = CmdRegMr::zeroed();
+    c.hdr.opcode = CMD_REG_MR;
+    c.pbl = n.h.pbl_contig(gpa, 2, 30);
+    c.iova = gpa;
+    c.length = 2 << 30;
+    c.pdn = n.pdn;
+    c.access = access;
+    c.key_variant = 0x22;
+    let key = n.h.ok(&c);
+    MrInfo {
+        key,
+        iova: gpa,
+        gpa,
+        len: 2 << 30,
+    }
+}
+
+/// IBTA 9.7.1 (PSNs are compared modulo 2^24 within half the space): a
+/// message must take fewer than 2^23 - 512 (the window) PSNs or its PSNs
+/// alias. At path MTU 256 a 2 GiB WRITE needs 2^23 PSNs: it completes
+/// with LOC_LEN_ERR and sends nothing; the largest allowed one is sent.
+#[test]
+fn messages_that_would_overflow_the_psn_space_are_refused() {
+    let (mut a, _b) = pair(|a| a.path_mtu = MTU_256);
+    let big = huge_mr(&mut a, ACCESS_LOCAL_WRITE);
+    let mut w = wr(1, WR_RDMA_WRITE);
+    w.remote_addr = 0x1000;
+    w.rkey = 0x1234;
+    w.sges = vec![(big.va(0), 1 << 31, big.key)];
+    let mut ok = w.clone();
+    ok.wr_id = 2;
+    ok.sges = vec![(big.va(0), ((1 << 23) - 513) * 256, big.key)];
+    a.post_send(0, &ok);
+    assert_eq!(a.h.dev.take_tx().len(), 512, "the largest message is sent");
+    assert!(a.poll().is_empty());
+
+    let (mut a, _b) = pair(|a| a.path_mtu = MTU_256);
+    let big = huge_mr(&mut a, ACCESS_LOCAL_WRITE);
+    w.sges = vec![(big.va(0), 1 << 31, big.key)];
+    a.post_send(0, &w);
+    assert_eq!(
+        statuses(&a.poll()),
+        vec![(1, WC_RDMA_WRITE, WC_LOC_LEN_ERR)]
+    );
+    assert!(a.h.dev.take_tx().is_empty());
+}

@@ -69,6 +69,13 @@ const MAX_INFLIGHT_WQES: usize = 128;
 pub const TX_QUEUE_MAX: usize = 65536;
 /// Largest message (2 GiB).
 const MAX_MSG: u64 = 1 << 31;
+/// Most PSNs one message may take: fewer than 2^23 - [`WINDOW`], so that
+/// PSNs in flight never span half the 24-bit PSN space and alias (IBTA
+/// 9.7.1). At path MTU 256 this caps a message at (2^23 - 513) x 256 bytes.
+pub const MAX_MSG_PKTS: u32 = (1 << 23) - WINDOW as u32 - 1;
+/// The message size advertised in QUERY_CAPS: the largest that fits
+/// [`MAX_MSG_PKTS`] at every path MTU (the smallest, 256, binds).
+pub const MAX_MSG_ADVERTISED: u32 = MAX_MSG_PKTS * 256;
 /// GRH bytes at the head of a UD receive buffer.
 pub const GRH_LEN: u32 = 40;
 
@@ -1044,6 +1051,9 @@ impl State {
             return Err(WC_LOC_LEN_ERR);
         }
         w.npkts = if ud { 1 } else { pkts_for(w.len, mtu) };
+        if w.npkts > MAX_MSG_PKTS {
+            return Err(WC_LOC_LEN_ERR);
+        }
         Ok(())
     }
 
@@ -2223,6 +2233,9 @@ impl State {
         }
         let mtu = self.mtu_of(&c.attr);
         let n = pkts_for(len, mtu);
+        if n > MAX_MSG_PKTS {
+            return Err(RespErr::Fatal(aeth::NAK_INVALID_REQ, None));
+        }
         e.epsn = psn_add(p.bth.psn, n);
         e.msn = (e.msn + 1) & 0xff_ffff;
         e.reads.push_back(ReadRes {
