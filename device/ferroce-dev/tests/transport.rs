@@ -1430,3 +1430,45 @@ fn messages_that_would_overflow_the_psn_space_are_refused() {
     );
     assert!(a.h.dev.take_tx().is_empty());
 }
+
+/// rxe `check_addr` (rxe_recv.c), IBTA 9.6.1.5 (the GRH/IP addresses of an
+/// RC packet are those of the connection): a request or response whose
+/// source or destination address is not the QP's peer and local address
+/// is dropped and counted, so a third host that guesses QPN and PSN writes
+/// nothing.
+#[test]
+fn rc_packets_from_a_foreign_address_are_dropped() {
+    let (mut a, mut b) = pair(|_| {});
+    let src = a.reg_mr(4096, ACCESS_LOCAL_WRITE);
+    let dst = b.reg_mr(4096, ALL_ACCESS);
+    a.fill(src.gpa, &[7; 100]);
+    a.post_send(0, &write_wr(1, &src, 0, &dst, 0, 100));
+    let f = a.h.dev.take_tx();
+    let forged = |edit: &dyn Fn(&mut ferroce_dev::wire::Packet<'_>)| {
+        let mut p = ferroce_dev::wire::decode(&f[0]).unwrap();
+        edit(&mut p);
+        let mut out = Vec::new();
+        assert!(ferroce_dev::wire::encode(&p, &mut out));
+        out
+    };
+    let other_src = forged(&|p| p.net.sgid = ipv4_gid([10, 0, 1, 99]));
+    let other_dst = forged(&|p| p.net.dgid = ipv4_gid([10, 0, 1, 98]));
+    b.h.dev
+        .receive_batch([other_src.as_slice(), other_dst.as_slice()]);
+    assert_eq!(b.bytes(dst.gpa, 100), vec![0; 100]);
+    assert!(b.h.dev.take_tx().is_empty(), "no ACK for a foreign packet");
+    assert_eq!(b.h.dev.counters().data.rx_bad_addr, 2);
+    // The same from the real peer is accepted; a forged ACK is not.
+    b.h.dev.receive(&f[0]);
+    assert_eq!(b.bytes(dst.gpa, 100), vec![7; 100]);
+    let ack = b.h.dev.take_tx();
+    let mut p = ferroce_dev::wire::decode(&ack[0]).unwrap();
+    p.net.sgid = ipv4_gid([10, 0, 1, 99]);
+    let mut bad_ack = Vec::new();
+    assert!(ferroce_dev::wire::encode(&p, &mut bad_ack));
+    a.h.dev.receive(&bad_ack);
+    assert!(a.poll().is_empty());
+    assert_eq!(a.h.dev.counters().data.rx_bad_addr, 1);
+    a.h.dev.receive(&ack[0]);
+    assert_eq!(statuses(&a.poll()), vec![(1, WC_RDMA_WRITE, 0)]);
+}

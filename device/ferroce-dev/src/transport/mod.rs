@@ -152,6 +152,9 @@ pub struct DataCounters {
     pub rx_no_qp: u64,
     /// Dropped: P_Key or Q_Key mismatch.
     pub rx_bad_key: u64,
+    /// RC packets dropped: source or destination address is not the QP's
+    /// peer and local address (rxe `check_addr`).
+    pub rx_bad_addr: u64,
     /// UD datagrams dropped for want of a receive WQE.
     pub rx_ud_no_wqe: u64,
     /// Duplicate requests seen by the responder.
@@ -1718,6 +1721,11 @@ impl State {
             return;
         };
         let ud_op = p.bth.opcode >> 5 == 3;
+        let connected = matches!(c.state, QPS_RTR | QPS_RTS | QPS_SQD);
+        if c.rc() && !ud_op && connected && !self.is_from_peer(&c, &p) {
+            self.data.rx_bad_addr += 1;
+            return;
+        }
         let mut e = self.take_engine(qpn);
         if c.rc() && !ud_op {
             match p.bth.opcode {
@@ -1750,6 +1758,16 @@ impl State {
             self.data.rx_no_qp += 1;
         }
         self.engines.insert(qpn, e);
+    }
+
+    /// An RC packet comes from the QP's peer to the QP's own address: its
+    /// encapsulation, source and destination GID/IP are those of the QP's
+    /// address vector (rxe `check_addr`).
+    fn is_from_peer(&self, c: &QpCtx, p: &Packet<'_>) -> bool {
+        self.path_of(&c.attr.av, c.qpn, c.attr.dest_qp_num)
+            .is_some_and(|path| {
+                p.net.kind == path.kind && p.net.sgid == path.dgid && p.net.dgid == path.sgid
+            })
     }
 
     fn ud_receive(&mut self, c: &QpCtx, e: &mut Engine, p: &Packet<'_>, frame: &[u8]) {
