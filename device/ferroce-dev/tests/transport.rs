@@ -1472,3 +1472,19 @@ fn rc_packets_from_a_foreign_address_are_dropped() {
     a.h.dev.receive(&ack[0]);
     assert_eq!(statuses(&a.poll()), vec![(1, WC_RDMA_WRITE, 0)]);
 }
+
+/// rxe's `rxe_mr_copy` walks the MR's map once per copy; here a message
+/// over physically contiguous pages is one segment, so gathering a packet
+/// does not walk one segment per page (a 1 GiB message at MTU 256 took
+/// longer than the command timeout).
+#[test]
+fn contiguous_pages_translate_to_one_segment() {
+    let mut a = Node::new(36);
+    let m = a.reg_mr(64 << 10, ALL_ACCESS);
+    let objs = a.h.dev.objects();
+    let mr = &objs.mrs.iter().find(|o| o.obj.key == m.key).unwrap().obj;
+    assert_eq!(
+        mr.translate(m.va(100), (64 << 10) - 200, ACCESS_REMOTE_READ),
+        Ok(vec![(m.gpa + 100, (64 << 10) - 200)])
+    );
+}
