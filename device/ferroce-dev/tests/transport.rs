@@ -1488,3 +1488,31 @@ fn contiguous_pages_translate_to_one_segment() {
         Ok(vec![(m.gpa + 100, (64 << 10) - 200)])
     );
 }
+
+/// rxe `read_reply` sends one response packet per responder pass and
+/// yields: READ responses are produced as the TX queue drains, never
+/// queued all at once and never dropped for room. A READ of more than
+/// 65536 (the TX queue) x path MTU completes, byte-exact, with no
+/// retransmission and no frame dropped.
+#[test]
+fn read_larger_than_the_tx_queue_completes() {
+    let (mut a, mut b) = pair(|a| a.path_mtu = MTU_256);
+    let len = (65536 + 3) * 256 + 17;
+    let local = huge_mr(&mut a, ACCESS_LOCAL_WRITE);
+    let remote = huge_mr(&mut b, ALL_ACCESS);
+    let data = pattern(11, len);
+    b.fill(remote.gpa, &data);
+    a.post_send(0, &read_wr(1, &local, 0, &remote, 0, len as u32));
+    let mut wire = Wire::new(1, Impair::default());
+    wire.run(&a, &b, 1000);
+    assert_eq!(statuses(&a.poll()), vec![(1, WC_RDMA_READ, 0)]);
+    assert!(a.bytes(local.gpa, len) == data, "READ data differs");
+    let (da, db) = (a.h.dev.counters().data, b.h.dev.counters().data);
+    assert_eq!((da.retransmits, da.timeouts), (0, 0));
+    assert_eq!(db.tx_overflow, 0);
+    assert_eq!(
+        wire.delivered,
+        1 + 65536 + 4,
+        "the request and its responses"
+    );
+}

@@ -65,8 +65,13 @@ pub const WINDOW: i32 = 512;
 pub const ACK_REQ_EVERY: u32 = 16;
 /// Largest number of fetched, uncompleted WQEs per QP.
 const MAX_INFLIGHT_WQES: usize = 128;
-/// Frames kept for the wire before the oldest are dropped.
+/// Frames queued (wire and loopback) before READ responses wait for the
+/// queue to drain (backpressure); nothing queued is ever dropped for room.
 pub const TX_QUEUE_MAX: usize = 65536;
+/// Last resort if nobody drains the wire queue: new frames beyond this are
+/// dropped (as lost on the wire) and counted in `tx_overflow`. Only reached
+/// by window-bounded requesters on many QPs, never by READ responses.
+const TX_QUEUE_HARD_MAX: usize = 4 * TX_QUEUE_MAX;
 /// Largest message (2 GiB).
 const MAX_MSG: u64 = 1 << 31;
 /// Most PSNs one message may take: fewer than 2^23 - [`WINDOW`], so that
@@ -262,11 +267,20 @@ struct ReadRes {
     mtu: u64,
     /// MSN carried by the responses.
     msn: u32,
-    /// The responses have not been sent yet (end of the received batch).
-    unanswered: bool,
+    /// Packet index the responses being sent start from (FIRST/ONLY).
+    from: u32,
+    /// Next response packet to send; `npkts` once all were sent. The
+    /// responses go out as the TX queue has room (backpressure), never
+    /// all at once.
+    next: u32,
 }
 
 impl ReadRes {
+    /// Responses remain to be sent.
+    fn unanswered(&self) -> bool {
+        self.next < self.npkts
+    }
+
     /// Packet index of `psn` within this READ's responses.
     fn index_of(&self, psn: u32) -> Option<u32> {
         let d = psn_diff(psn, self.psn);
@@ -695,10 +709,9 @@ impl State {
             self.data.loopback_frames += 1;
             self.loopback.push_back(frame);
         } else {
-            if self.tx.len() >= TX_QUEUE_MAX {
-                // Nobody drains the wire queue (no port): drop the oldest.
-                self.tx.pop_front();
+            if self.tx.len() >= TX_QUEUE_HARD_MAX {
                 self.data.tx_overflow += 1;
+                return;
             }
             self.tx.push_back(frame);
         }
@@ -1912,7 +1925,13 @@ impl State {
                 continue;
             };
             e.listed = false;
-            self.answer_reads(&c, &mut e);
+            if !self.answer_reads(&c, &mut e) {
+                // Backpressure: the rest (and the ACK, which must not
+                // overtake the responses) when the TX queue drains.
+                self.schedule_response(qpn, &mut e);
+                self.engines.insert(qpn, e);
+                continue;
+            }
             if e.ack_pending {
                 e.ack_pending = false;
                 let (psn, msn) = (psn_add(e.epsn, 0xff_ffff), e.msn);
@@ -1937,9 +1956,17 @@ impl State {
 
     /// Sends a NAK (or RNR NAK) from the responder, after the responses of
     /// the READs before it.
-    fn send_nak(&mut self, c: &QpCtx, e: &mut Engine, psn: u32, syndrome: u8) {
-        self.answer_reads(c, e);
+    /// A PSN sequence or RNR NAK is not sent while READ responses before
+    /// it wait for room (false): it would overtake them; the requester
+    /// resends and gets it again.
+    fn send_nak(&mut self, c: &QpCtx, e: &mut Engine, psn: u32, syndrome: u8) -> bool {
+        let answered = self.answer_reads(c, e);
+        let fatal = syndrome & aeth::TYPE_MASK == aeth::NAK && syndrome != aeth::NAK_PSN_SEQ;
+        if !answered && !fatal {
+            return false;
+        }
         self.send_ack(c, psn, syndrome, e.msn);
+        true
     }
 
     /// The responder: one request packet on RC QP `c`.
@@ -1948,9 +1975,8 @@ impl State {
         let d = psn_diff(psn, e.epsn);
         if d > 0 {
             if !e.nak_sent {
-                e.nak_sent = true;
                 let epsn = e.epsn;
-                self.send_nak(c, e, epsn, aeth::NAK_PSN_SEQ);
+                e.nak_sent = self.send_nak(c, e, epsn, aeth::NAK_PSN_SEQ);
             }
             return;
         }
@@ -1996,10 +2022,10 @@ impl State {
         match r {
             Ok(()) => {}
             Err(RespErr::Rnr) => {
-                self.send_nak(c, e, psn, aeth::RNR_NAK | (c.attr.min_rnr_timer & 0x1f));
+                let _ = self.send_nak(c, e, psn, aeth::RNR_NAK | (c.attr.min_rnr_timer & 0x1f));
             }
             Err(RespErr::Fatal(syn, recv_status)) => {
-                self.send_nak(c, e, psn, syn);
+                let _ = self.send_nak(c, e, psn, syn);
                 if syn == aeth::NAK_REM_ACCESS {
                     self.post_async(EQE_QP_ACCESS_ERR, c.qpn, u32::from(syn), 0);
                 }
@@ -2242,7 +2268,7 @@ impl State {
             return Err(RespErr::Fatal(aeth::NAK_REM_ACCESS, None));
         }
         // Reuse the oldest answered resources; unanswered ones stay.
-        while e.reads.len() >= limit && e.reads.front().is_some_and(|r| !r.unanswered) {
+        while e.reads.len() >= limit && e.reads.front().is_some_and(|r| !r.unanswered()) {
             e.reads.pop_front();
         }
         if e.reads.len() >= limit {
@@ -2264,61 +2290,79 @@ impl State {
             len: p.reth.len,
             mtu,
             msn: e.msn,
-            unanswered: true,
+            from: 0,
+            next: 0,
         });
         self.schedule_response(c.qpn, e);
         Ok(())
     }
 
     /// A duplicate READ request: answered again from the responder resource
-    /// holding its PSN, from that PSN on (IBTA 9.7.5.1.4); one still
-    /// unanswered is answered once, at the end of the batch. Without a
-    /// resource, or when the memory is no longer readable, it is dropped.
+    /// holding its PSN, from that PSN on (IBTA 9.7.5.1.4); one whose
+    /// responses are still going out restarts from that PSN if it is
+    /// behind them. Without a resource it is dropped. The responses go out
+    /// at the end of the batch, as the TX queue has room.
     fn read_duplicate(&mut self, c: &QpCtx, e: &mut Engine, psn: u32) {
-        let Some((r, k)) = e
-            .reads
-            .iter()
-            .find_map(|r| r.index_of(psn).map(|k| (*r, k)))
-        else {
+        let Some(r) = e.reads.iter_mut().find(|r| r.index_of(psn).is_some()) else {
             return;
         };
-        if !r.unanswered {
-            let _ = self.read_responses(c, &r, k);
+        let Some(k) = r.index_of(psn) else {
+            return;
+        };
+        if !r.unanswered() || k < r.next {
+            r.from = k;
+            r.next = k;
+            self.schedule_response(c.qpn, e);
         }
     }
 
-    /// Sends the responses of every unanswered READ; a READ whose memory
+    /// Sends the responses of the READs in order, as far as the TX queue
+    /// has room; true once every READ is answered. A READ whose memory
     /// vanished NAKs remote operational error and moves the QP to ERR.
-    fn answer_reads(&mut self, c: &QpCtx, e: &mut Engine) {
+    fn answer_reads(&mut self, c: &QpCtx, e: &mut Engine) -> bool {
         for i in 0..e.reads.len() {
-            let Some(r) = e.reads.get_mut(i).filter(|r| r.unanswered) else {
+            let Some(mut r) = e.reads.get(i).copied().filter(|r| r.unanswered()) else {
                 continue;
             };
-            r.unanswered = false;
-            let r = *r;
-            if !self.read_responses(c, &r, 0) {
+            let ok = self.read_responses(c, &mut r);
+            if let Some(slot) = e.reads.get_mut(i) {
+                *slot = r;
+            }
+            if !ok {
                 e.reads.clear();
                 self.send_ack(c, r.psn, aeth::NAK_REM_OP, r.msn);
                 self.qp_fail(c, e, None);
-                return;
+                return true;
+            }
+            if r.unanswered() {
+                return false;
             }
         }
+        true
     }
 
-    /// Sends the response packets of READ `r` from packet `from` on; false
-    /// if its memory cannot be read.
-    fn read_responses(&mut self, c: &QpCtx, r: &ReadRes, from: u32) -> bool {
+    /// Frames the TX and loopback queues still take before producers that
+    /// can wait (READ responses) stop.
+    pub(crate) fn tx_room(&self) -> usize {
+        TX_QUEUE_MAX.saturating_sub(self.tx.len() + self.loopback.len())
+    }
+
+    /// Sends response packets of READ `r` from `r.next` on while the TX
+    /// queue has room; false if its memory cannot be read.
+    fn read_responses(&mut self, c: &QpCtx, r: &mut ReadRes) -> bool {
         let len = u64::from(r.len);
         let Some(segs) = self.translate(r.rkey, c.pdn, r.va, len, ACCESS_REMOTE_READ) else {
             return false;
         };
         let Some(path) = self.path_of(&c.attr.av, c.qpn, c.attr.dest_qp_num) else {
+            r.next = r.npkts;
             return true;
         };
         let mtu = r.mtu;
         let n = r.npkts;
         let mut payload = Vec::with_capacity(mtu as usize);
-        for k in from..n {
+        while r.next < n && self.tx_room() > 0 {
+            let k = r.next;
             let off = u64::from(k) * mtu;
             let m = (len - off.min(len)).min(mtu) as usize;
             payload.clear();
@@ -2326,7 +2370,7 @@ impl State {
                 return false;
             }
             // A re-requested tail is answered as a READ of its own.
-            let opcode = match (k == from, k + 1 == n) {
+            let opcode = match (k == r.from, k + 1 == n) {
                 (true, true) => op::RC_READ_RESPONSE_ONLY,
                 (true, false) => op::RC_READ_RESPONSE_FIRST,
                 (false, true) => op::RC_READ_RESPONSE_LAST,
@@ -2344,6 +2388,7 @@ impl State {
                 msn: r.msn,
             };
             self.send_response(&path, bth, aeth, &payload);
+            r.next = k + 1;
         }
         true
     }
