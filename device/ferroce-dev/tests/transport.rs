@@ -1516,3 +1516,77 @@ fn read_larger_than_the_tx_queue_completes() {
         "the request and its responses"
     );
 }
+
+fn dereg(n: &mut Node, key: u32) {
+    let mut c = CmdDeregMr::zeroed();
+    c.hdr.opcode = CMD_DEREG_MR;
+    c.key = key;
+    n.h.ok(&c);
+}
+
+/// A READ in flight, its responses captured; then `revoke` runs on the
+/// requester and the responses arrive: not one byte may land in the pages
+/// the READ was to fill.
+fn read_then_revoke(revoke: impl Fn(&mut Node, &MrInfo)) -> Node {
+    let (mut a, mut b) = read_pair(1, 1);
+    let local = a.reg_mr(8192, ACCESS_LOCAL_WRITE);
+    let remote = b.reg_mr(8192, ALL_ACCESS);
+    b.fill(remote.gpa, &[0x5a; 4096]);
+    a.post_send(0, &read_wr(1, &local, 0, &remote, 0, 4096));
+    let req = a.h.dev.take_tx();
+    b.h.dev.receive_batch(req.iter().map(|f| f.as_slice()));
+    let resp = b.h.dev.take_tx();
+    assert_eq!(resp.len(), 4);
+    revoke(&mut a, &local);
+    a.h.dev.receive_batch(resp.iter().map(|f| f.as_slice()));
+    assert_eq!(a.bytes(local.gpa, 4096), vec![0; 4096]);
+    a
+}
+
+/// IBTA 10.6.3.6 (DEREG_MR ends all access through the MR) and rxe
+/// (`rxe_dereg_mr` fails while the MR is referenced; the completer then
+/// finds no MR): after DEREG_MR, DESTROY_QP or a move to RESET completes,
+/// no DMA to the pages of the READ's destination follows, and a
+/// retransmission never re-reads a deregistered source.
+#[test]
+fn dereg_destroy_and_reset_revoke_dma_of_outstanding_wqes() {
+    let mut a = read_then_revoke(|a, mr| dereg(a, mr.key));
+    assert_eq!(
+        statuses(&a.poll()),
+        vec![(1, WC_RDMA_READ, WC_LOC_PROT_ERR)]
+    );
+    let mut a = read_then_revoke(|a, _| {
+        let mut c = CmdDestroyQp::zeroed();
+        c.hdr.opcode = CMD_DESTROY_QP;
+        c.qpn = a.qps[0].qpn;
+        a.h.ok(&c);
+    });
+    assert!(a.poll().is_empty());
+    let mut a = read_then_revoke(|a, _| {
+        let qpn = a.qps[0].qpn;
+        assert_eq!(
+            a.h.modify(attr_with(qpn, QPS_RESET, QP_ATTR_STATE)),
+            STATUS_SUCCESS
+        );
+    });
+    assert!(a.poll().is_empty());
+
+    // A WRITE whose first transmission was lost, source deregistered:
+    // the retransmission reads nothing and the WQE fails locally.
+    let (mut a, mut b) = pair(|_| {});
+    let src = a.reg_mr(4096, ACCESS_LOCAL_WRITE);
+    let dst = b.reg_mr(4096, ALL_ACCESS);
+    a.post_send(0, &write_wr(1, &src, 0, &dst, 0, 100));
+    assert_eq!(a.h.dev.take_tx().len(), 1);
+    dereg(&mut a, src.key);
+    let t = a.h.dev.next_timer().unwrap();
+    a.h.dev.tick(t);
+    assert!(
+        a.h.dev.take_tx().is_empty(),
+        "no retransmission from freed pages"
+    );
+    assert_eq!(
+        statuses(&a.poll()),
+        vec![(1, WC_RDMA_WRITE, WC_LOC_PROT_ERR)]
+    );
+}
