@@ -1590,3 +1590,36 @@ fn dereg_destroy_and_reset_revoke_dma_of_outstanding_wqes() {
         vec![(1, WC_RDMA_WRITE, WC_LOC_PROT_ERR)]
     );
 }
+
+/// rxe `COMPST_ERROR_RETRY` (rxe_comp.c): a PSN sequence error NAK starts a
+/// retry and consumes one of `retry_cnt`, as a timeout does (IBTA
+/// 9.7.5.2.3); with retry_cnt 1 a NAK then a timeout exhaust it.
+#[test]
+fn sequence_naks_consume_retry_cnt() {
+    use ferroce_dev::wire::{aeth, decode, encode};
+    let (mut a, mut b) = pair(|a| a.retry_cnt = 1);
+    let src = a.reg_mr(4096, ACCESS_LOCAL_WRITE);
+    let dst = b.reg_mr(4096, ALL_ACCESS);
+    a.post_send(0, &write_wr(1, &src, 0, &dst, 0, 100));
+    let f = a.h.dev.take_tx();
+    b.h.dev.receive_batch(f.iter().map(|f| f.as_slice()));
+    let ack = b.h.dev.take_tx();
+    a.h.dev.receive_batch(ack.iter().map(|f| f.as_slice()));
+    assert_eq!(statuses(&a.poll()), vec![(1, WC_RDMA_WRITE, 0)]);
+    a.post_send(0, &write_wr(2, &src, 0, &dst, 0, 100));
+    let lost = a.h.dev.take_tx();
+    let mut p = decode(&ack[0]).unwrap();
+    p.bth.psn = decode(&lost[0]).unwrap().bth.psn;
+    p.aeth.syndrome = aeth::NAK_PSN_SEQ;
+    let mut nak = Vec::new();
+    assert!(encode(&p, &mut nak));
+    a.h.dev.receive(&nak);
+    assert_eq!(a.h.dev.take_tx().len(), 1, "the NAK'ed PSN is resent");
+    let t = a.h.dev.next_timer().unwrap();
+    a.h.dev.tick(t);
+    assert!(a.h.dev.take_tx().is_empty(), "the NAK used the last retry");
+    assert_eq!(
+        statuses(&a.poll()),
+        vec![(2, WC_RDMA_WRITE, WC_RETRY_EXC_ERR)]
+    );
+}

@@ -1573,7 +1573,14 @@ impl State {
                         self.complete_head(c, e);
                         if syn == aeth::NAK_PSN_SEQ {
                             self.data.seq_naks_rcvd += 1;
-                            if e.last_rewind != Some(psn) {
+                            // A retry like a timeout's: it consumes one of
+                            // retry_cnt (rxe COMPST_ERROR_RETRY).
+                            if e.last_rewind != Some(psn) && !e.inflight.is_empty() {
+                                if e.retry_left == 0 {
+                                    self.qp_fail(c, e, Some(WC_RETRY_EXC_ERR));
+                                    return;
+                                }
+                                e.retry_left -= 1;
                                 self.rewind(e, psn);
                             }
                         } else {
