@@ -1623,3 +1623,31 @@ fn sequence_naks_consume_retry_cnt() {
         vec![(2, WC_RDMA_WRITE, WC_RETRY_EXC_ERR)]
     );
 }
+
+/// ferroce does not support multicast groups (no ATTACH_MCAST; rxe only
+/// delivers multicast to attached QPs, `rxe_rcv_mcast_pkt`): a frame to a
+/// multicast or broadcast MAC reaches no QP, even with the QPN of one.
+#[test]
+fn multicast_frames_are_rejected() {
+    let (mut a, mut b, qkey) = ud_pair(1);
+    let ahn = a.create_ah(av_to(&b, NET_IPV4));
+    let bm = b.reg_mr(4096, ACCESS_LOCAL_WRITE);
+    b.post_recv(0, 9, &[(bm.va(0), 1000, bm.key)]);
+    let mut s = wr(1, WR_SEND);
+    s.inline = Some(vec![1; 8]);
+    s.ud = Some((ahn, b.qps[0].qpn, qkey));
+    a.post_send(0, &s);
+    let f = a.h.dev.take_tx();
+    let before = b.h.dev.counters().data.rx_no_qp;
+    for dmac in [[0x01, 0x00, 0x5e, 0, 0, 1], [0xff; 6]] {
+        let mut p = ferroce_dev::wire::decode(&f[0]).unwrap();
+        p.dmac = dmac;
+        let mut m = Vec::new();
+        assert!(ferroce_dev::wire::encode(&p, &mut m));
+        b.h.dev.receive(&m);
+    }
+    assert!(b.poll().is_empty());
+    assert_eq!(b.h.dev.counters().data.rx_no_qp, before + 2);
+    b.h.dev.receive(&f[0]);
+    assert_eq!(statuses(&b.poll()), vec![(9, WC_RECV, 0)]);
+}

@@ -1727,7 +1727,9 @@ impl State {
                 return;
             }
         };
-        if p.dmac != self.cfg.mac && p.dmac[0] & 1 == 0 {
+        // Only frames for this port's MAC: no multicast group can be
+        // attached, so a multicast or broadcast frame reaches no QP.
+        if p.dmac != self.cfg.mac {
             self.data.rx_no_qp += 1;
             return;
         }
