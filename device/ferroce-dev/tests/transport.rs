@@ -1651,3 +1651,38 @@ fn multicast_frames_are_rejected() {
     b.h.dev.receive(&f[0]);
     assert_eq!(statuses(&b.poll()), vec![(9, WC_RECV, 0)]);
 }
+
+/// IBTA 10.3.1 (QP state table, SQ Error: work requests submitted to the
+/// send queue are completed with flush error): a WQE posted while a UD QP
+/// is in SQE is flushed, not run after SQE -> RTS; later ones run.
+#[test]
+fn wqes_posted_in_sqe_are_flushed() {
+    let (mut a, mut b, qkey) = ud_pair(1);
+    let ahn = a.create_ah(av_to(&b, NET_IPV4));
+    let m = a.reg_mr(8192, ACCESS_LOCAL_WRITE);
+    let bm = b.reg_mr(4096, ACCESS_LOCAL_WRITE);
+    let mut big = wr(1, WR_SEND);
+    big.sges = vec![(m.va(0), 4096, m.key)];
+    big.ud = Some((ahn, b.qps[0].qpn, qkey));
+    a.post_send(0, &big);
+    assert_eq!(a.h.dev.qp_state(a.qps[0].qpn), Some(QPS_SQE));
+    let mut s = wr(2, WR_SEND);
+    s.inline = Some(vec![2; 8]);
+    s.ud = Some((ahn, b.qps[0].qpn, qkey));
+    a.post_send(0, &s);
+    assert_eq!(
+        statuses(&a.poll()),
+        vec![(1, WC_SEND, WC_LOC_LEN_ERR), (2, WC_SEND, WC_WR_FLUSH_ERR)]
+    );
+    let qpn = a.qps[0].qpn;
+    let mut to_rts = attr_with(qpn, QPS_RTS, QP_ATTR_STATE | QP_ATTR_CUR_STATE);
+    to_rts.cur_qp_state = QPS_SQE;
+    assert_eq!(a.h.modify(to_rts), STATUS_SUCCESS);
+    assert!(a.h.dev.take_tx().is_empty(), "the flushed WQE never runs");
+    b.post_recv(0, 9, &[(bm.va(0), 1000, bm.key)]);
+    s.wr_id = 3;
+    a.post_send(0, &s);
+    assert_eq!(statuses(&a.poll()), vec![(3, WC_SEND, 0)]);
+    Wire::new(1, Impair::default()).run(&a, &b, 100);
+    assert_eq!(statuses(&b.poll()), vec![(9, WC_RECV, 0)]);
+}

@@ -1114,7 +1114,9 @@ impl State {
             return;
         };
         let mut e = self.take_engine(qpn);
-        if c.state == QPS_ERR {
+        // In ERR and in SQE new send WQEs complete with flush error (IBTA
+        // 10.3.1); after SQE -> RTS only WQEs posted later run.
+        if c.state == QPS_ERR || c.state == QPS_SQE {
             self.flush_sq_posted(&c, &mut e);
         } else if c.state == QPS_RTS {
             self.fetch_and_send(&c, &mut e);
