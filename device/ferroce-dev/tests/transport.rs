@@ -1686,3 +1686,33 @@ fn wqes_posted_in_sqe_are_flushed() {
     Wire::new(1, Impair::default()).run(&a, &b, 100);
     assert_eq!(statuses(&b.poll()), vec![(9, WC_RECV, 0)]);
 }
+
+/// IBTA 11.2.4.2 (SQD -> SQD may change RETRY_CNT, RNR_RETRY, TIMEOUT):
+/// the new counts reach the requester at once, for the WQEs still
+/// outstanding, not only after the next acknowledged progress.
+#[test]
+fn sqd_to_sqd_retry_attributes_reach_the_engine() {
+    let (mut a, mut b) = pair(|_| {});
+    let src = a.reg_mr(4096, ACCESS_LOCAL_WRITE);
+    let dst = b.reg_mr(4096, ALL_ACCESS);
+    a.post_send(0, &write_wr(1, &src, 0, &dst, 0, 100));
+    assert_eq!(a.h.dev.take_tx().len(), 1);
+    let qpn = a.qps[0].qpn;
+    assert_eq!(
+        a.h.modify(attr_with(qpn, QPS_SQD, QP_ATTR_STATE)),
+        STATUS_SUCCESS
+    );
+    let mut m = attr_with(qpn, QPS_SQD, QP_ATTR_STATE | QP_ATTR_RETRY_CNT);
+    m.retry_cnt = 0;
+    assert_eq!(a.h.modify(m), STATUS_SUCCESS);
+    let t = a.h.dev.next_timer().unwrap();
+    a.h.dev.tick(t);
+    assert!(
+        a.h.dev.take_tx().is_empty(),
+        "retry_cnt 0: no retransmission"
+    );
+    assert_eq!(
+        statuses(&a.poll()),
+        vec![(1, WC_RDMA_WRITE, WC_RETRY_EXC_ERR)]
+    );
+}

@@ -752,6 +752,12 @@ impl State {
             e.retry_left = c.attr.retry_cnt;
             e.rnr_left = c.attr.rnr_retry;
         }
+        if cur == QPS_SQD && next == QPS_SQD {
+            // SQD -> SQD may change the retry counts (IBTA 11.2.4.2): they
+            // apply to what is outstanding at once.
+            e.retry_left = c.attr.retry_cnt;
+            e.rnr_left = c.attr.rnr_retry;
+        }
         if next == QPS_ERR && cur != QPS_ERR {
             self.flush_all(&c, &mut e, None);
         }
