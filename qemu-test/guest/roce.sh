@@ -284,7 +284,7 @@ device_counters() {
 		d = json.load(open(sys.argv[1]))["data"]
 		for k in ("tx_frames", "rx_frames", "acks_sent", "retransmits", "timeouts",
 		          "rx_bad_header", "rx_bad_bth", "rx_bad_icrc", "rx_no_qp", "rx_bad_key",
-		          "rx_ud_no_wqe", "cqes", "cqe_errors"):
+		          "rx_bad_addr", "rx_ud_no_wqe", "cqes", "cqe_errors"):
 		    print(k, d[k])
 	EOF
 	sed 's/^/device_/' /tmp/counters.txt >>/mnt/work/notes
@@ -296,4 +296,6 @@ device_counters() {
 	check "device RDMA engine sent RoCE frames ($tx)" positive "$tx"
 	check "device RDMA engine received RoCE frames ($rx)" positive "$rx"
 	check "device dropped no frame as malformed (bad header/BTH/ICRC: $bad)" test "$bad" = 0
+	bad=$(awk '$1 == "rx_bad_addr" {print $2}' /tmp/counters.txt)
+	check "device dropped no RC frame for a foreign address ($bad)" test "$bad" = 0
 }

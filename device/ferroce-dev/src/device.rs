@@ -514,7 +514,11 @@ impl Device {
 
     /// Takes the frames the engine queued for the wire.
     pub fn take_tx(&self) -> Vec<Vec<u8>> {
-        self.lock().tx.drain(..).collect()
+        let mut st = self.lock();
+        let out = st.tx.drain(..).collect();
+        // The queue has room again: READ responses held back resume.
+        st.pump();
+        out
     }
 
     /// Whether frames are waiting in [`Device::take_tx`].

@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: GPL-2.0
-//! Fault injection on the RDMA engine's frames.
+//! Fault injection on the RDMA engine's egress frames.
 //!
-//! Faults apply to every RoCE frame the engine sends and receives (wire and
-//! loopback), deterministically from a seed: drop, duplicate, reorder (hold
+//! Faults apply to every RoCE frame the engine sends (wire and loopback),
+//! never to the frames it receives (the peer's own faults cover that
+//! direction), deterministically from a seed: drop, duplicate, reorder (hold
 //! a frame back until a later one has gone), corrupt (flip a payload bit,
 //! so the ICRC no longer matches) and delay (hold a frame for a fixed time).
 //! Rates are in parts per million. A stalled device processes nothing (no

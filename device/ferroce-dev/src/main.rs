@@ -10,7 +10,7 @@
 //! `--tap NAME` attaches the port's wire side to tap interface NAME;
 //! `--netdev-socket PATH` listens for QEMU's `-netdev stream` (the paired
 //! virtio-net); `--pcap FILE` records the wire; `--fault SPEC` injects
-//! faults into the RDMA engine's frames (`drop=1%,dup=0.1%,reorder=1%,
+//! faults into the RDMA engine's egress frames (`drop=1%,dup=0.1%,reorder=1%,
 //! corrupt=0.1%,delay=1%:200us,seed=N`).
 //! With `--vfio-user PATH` the device serves QEMU's `vfio-user-pci` on that
 //! socket (DMA into guest RAM, MSI-X through QEMU's eventfds) and exits 0

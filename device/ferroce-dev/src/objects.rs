@@ -245,7 +245,7 @@ impl Mr {
             .checked_add(u64::from(self.offset))
             .ok_or(TranslateError::OutOfBounds)?;
         let mut left = len;
-        let mut out = Vec::new();
+        let mut out: Vec<(u64, u64)> = Vec::new();
         while left > 0 {
             let page =
                 usize::try_from(pos >> self.page_shift).map_err(|_| TranslateError::OutOfBounds)?;
@@ -255,7 +255,11 @@ impl Mr {
             let gpa = base
                 .checked_add(in_page)
                 .ok_or(TranslateError::OutOfBounds)?;
-            out.push((gpa, chunk));
+            // Pages that follow each other in guest memory form one segment.
+            match out.last_mut() {
+                Some((last, n)) if last.checked_add(*n) == Some(gpa) => *n += chunk,
+                _ => out.push((gpa, chunk)),
+            }
             pos += chunk;
             left -= chunk;
         }

@@ -356,10 +356,17 @@ impl Port {
         }
     }
 
-    /// Sends the engine's queued frames on the wire.
+    /// Sends the engine's queued frames on the wire, until it has no more
+    /// (taking frames lets READ responses held back by backpressure go on).
     pub fn flush_engine(&self) {
-        for f in self.dev.take_tx() {
-            self.send_wire(&f);
+        loop {
+            let frames = self.dev.take_tx();
+            if frames.is_empty() {
+                return;
+            }
+            for f in frames {
+                self.send_wire(&f);
+            }
         }
     }
 

@@ -1246,3 +1246,549 @@ fn duplicate_reads_are_served_from_responder_resources() {
 fn psn_next(psn: u32) -> u32 {
     ferroce_dev::wire::psn_add(psn, 1)
 }
+
+/// IBTA 9.7.5.2.8 / rxe `rnr_nak_timer`: after an RNR NAK the requester
+/// waits for the RNR timer before it resends; a new doorbell in the
+/// meantime queues the WQE but sends nothing (rxe's `req_next_wqe` checks
+/// `qp->req.wait_for_rnr_timer`).
+#[test]
+fn rnr_wait_is_respected_by_new_doorbells() {
+    let (mut a, b) = pair(|a| a.min_rnr_timer = 1);
+    let m = a.reg_mr(4096, ACCESS_LOCAL_WRITE);
+    let mut s = wr(1, WR_SEND);
+    s.sges = vec![(m.va(0), 100, m.key)];
+    a.post_send(0, &s);
+    let f = a.h.dev.take_tx();
+    assert_eq!(f.len(), 1);
+    b.h.dev.receive_batch(f.iter().map(|f| f.as_slice()));
+    let nak = b.h.dev.take_tx();
+    assert_eq!(b.h.dev.counters().data.rnr_naks_sent, 1);
+    a.h.dev.receive_batch(nak.iter().map(|f| f.as_slice()));
+    assert!(a.h.dev.take_tx().is_empty(), "nothing before the RNR timer");
+    let mut s2 = wr(2, WR_SEND);
+    s2.sges = vec![(m.va(0), 100, m.key)];
+    a.post_send(0, &s2);
+    assert!(
+        a.h.dev.take_tx().is_empty(),
+        "a new doorbell must not resend before the RNR timer"
+    );
+    let t = a.h.dev.next_timer().expect("the RNR timer is armed");
+    a.h.dev.tick(t);
+    let resent = a.h.dev.take_tx();
+    assert_eq!(resent.len(), 2, "both SENDs go once the timer fired");
+}
+
+/// Re-encodes ACK frame `f` with another AETH syndrome.
+fn with_syndrome(f: &[u8], syndrome: u8) -> Vec<u8> {
+    let mut p = ferroce_dev::wire::decode(f).unwrap();
+    p.aeth.syndrome = syndrome;
+    let mut out = Vec::new();
+    assert!(ferroce_dev::wire::encode(&p, &mut out));
+    out
+}
+
+/// IBTA 9.7.5.1.1 / rxe `check_psn` in rxe_comp.c: a NAK or RNR NAK whose
+/// PSN is behind the oldest unacknowledged PSN (`una`) is stale (a
+/// duplicate of one already acted on) and is ignored; it must not fail or
+/// delay the WQE now at the head.
+#[test]
+fn stale_naks_behind_una_are_ignored() {
+    use ferroce_dev::wire::aeth;
+    let (mut a, mut b) = pair(|_| {});
+    let src = a.reg_mr(8192, ACCESS_LOCAL_WRITE);
+    let dst = b.reg_mr(8192, ALL_ACCESS);
+    a.post_send(0, &write_wr(1, &src, 0, &dst, 0, 100));
+    let f = a.h.dev.take_tx();
+    b.h.dev.receive_batch(f.iter().map(|f| f.as_slice()));
+    let ack = b.h.dev.take_tx();
+    assert_eq!(ack.len(), 1);
+    a.h.dev.receive_batch(ack.iter().map(|f| f.as_slice()));
+    assert_eq!(statuses(&a.poll()), vec![(1, WC_RDMA_WRITE, 0)]);
+    a.post_send(0, &write_wr(2, &src, 0, &dst, 0, 100));
+    let f2 = a.h.dev.take_tx();
+    let before = a.h.dev.counters().data.stale_responses;
+    for syn in [aeth::NAK_REM_ACCESS, aeth::RNR_NAK | 1, aeth::NAK_PSN_SEQ] {
+        a.h.dev.receive(&with_syndrome(&ack[0], syn));
+    }
+    assert_eq!(a.h.dev.counters().data.stale_responses, before + 3);
+    assert!(a.poll().is_empty());
+    assert_eq!(a.h.dev.qp_state(a.qps[0].qpn), Some(QPS_RTS));
+    assert!(a.h.dev.take_tx().is_empty(), "no rewind on a stale NAK");
+    b.h.dev.receive_batch(f2.iter().map(|f| f.as_slice()));
+    let ack2 = b.h.dev.take_tx();
+    a.h.dev.receive_batch(ack2.iter().map(|f| f.as_slice()));
+    assert_eq!(statuses(&a.poll()), vec![(2, WC_RDMA_WRITE, 0)]);
+}
+
+/// IBTA 11.4.2.1 (a work completion carries the WR ID of its WQE, error
+/// or not) / rxe `do_complete`: a UD receive WQE that cannot be used (bad
+/// lkey) completes with an error and with its own `wr_id`.
+#[test]
+fn failed_ud_receive_carries_its_wr_id() {
+    let (mut a, mut b, qkey) = ud_pair(1);
+    let ahn = a.create_ah(av_to(&b, NET_IPV4));
+    let bm = b.reg_mr(4096, ACCESS_LOCAL_WRITE);
+    b.post_recv(0, 0xfeed, &[(bm.va(0), 100, bm.key ^ 0x100)]);
+    let mut s = wr(1, WR_SEND);
+    s.inline = Some(vec![1; 8]);
+    s.ud = Some((ahn, b.qps[0].qpn, qkey));
+    a.post_send(0, &s);
+    Wire::new(1, Impair::default()).run(&a, &b, 100);
+    assert_eq!(
+        statuses(&b.poll()),
+        vec![(0xfeed, WC_RECV, WC_LOC_PROT_ERR)]
+    );
+}
+
+fn set_port_mtu(n: &mut Node, mtu: u32) {
+    let mut m = CmdSetPortMtu::zeroed();
+    m.hdr.opcode = CMD_SET_PORT_MTU;
+    m.port = 1;
+    m.mtu = mtu;
+    n.h.ok(&m);
+}
+
+/// IBTA 9.7.1 / rxe `qp->mtu`: messages are segmented by the QP's path
+/// MTU (set at INIT->RTR), which a later change of the port's MTU does not
+/// touch; a retransmission is cut exactly as the original was, and the
+/// responder checks segment lengths against the same path MTU.
+#[test]
+fn segmentation_follows_the_path_mtu_not_the_port_mtu() {
+    let (mut a, mut b) = pair(|_| {});
+    let src = a.reg_mr(8192, ACCESS_LOCAL_WRITE);
+    let dst = b.reg_mr(8192, ALL_ACCESS);
+    a.fill(src.gpa, &pattern(3, 8192));
+    b.post_recv(0, 5, &[(dst.va(0), 8192, dst.key)]);
+    let mut s = wr(1, WR_SEND);
+    s.sges = vec![(src.va(0), 8192, src.key)];
+    a.post_send(0, &s);
+    let lost = a.h.dev.take_tx();
+    assert_eq!(lost.len(), 8, "8192 bytes at the 1024-byte path MTU");
+    // Both ports shrink (active MTU 256) while the message is outstanding.
+    set_port_mtu(&mut a, 576);
+    set_port_mtu(&mut b, 576);
+    let t = a.h.dev.next_timer().unwrap();
+    a.h.dev.tick(t);
+    let again = a.h.dev.take_tx();
+    assert_eq!(again.len(), 8, "the retransmission is cut as the original");
+    b.h.dev.receive_batch(again.iter().map(|f| f.as_slice()));
+    Wire::new(1, Impair::default()).run(&a, &b, 100);
+    assert_eq!(statuses(&a.poll()), vec![(1, WC_SEND, 0)]);
+    let c = b.poll();
+    assert_eq!(statuses(&c), vec![(5, WC_RECV, 0)]);
+    assert_eq!(c[0].byte_len, 8192);
+    assert_eq!(b.bytes(dst.gpa, 8192), pattern(3, 8192));
+}
+
+/// A 2 GiB MR of two 1 GiB pages on lazily allocated memory of `n`.
+fn huge_mr(n: &mut Node, access: u32) -> MrInfo {
+    let gpa = 0x1_0000_0000u64;
+    n.h.mem.add_region(gpa, 2 << 30);
+    let mut c = CmdRegMr::zeroed();
+    c.hdr.opcode = CMD_REG_MR;
+    c.pbl = n.h.pbl_contig(gpa, 2, 30);
+    c.iova = gpa;
+    c.length = 2 << 30;
+    c.pdn = n.pdn;
+    c.access = access;
+    c.key_variant = 0x22;
+    let key = n.h.ok(&c);
+    MrInfo {
+        key,
+        iova: gpa,
+        gpa,
+        len: 2 << 30,
+    }
+}
+
+/// IBTA 9.7.1 (PSNs are compared modulo 2^24 within half the space): a
+/// message must take fewer than 2^23 - 512 (the window) PSNs or its PSNs
+/// alias. At path MTU 256 a 2 GiB WRITE needs 2^23 PSNs: it completes
+/// with LOC_LEN_ERR and sends nothing; the largest allowed one is sent.
+#[test]
+fn messages_that_would_overflow_the_psn_space_are_refused() {
+    let (mut a, _b) = pair(|a| a.path_mtu = MTU_256);
+    let big = huge_mr(&mut a, ACCESS_LOCAL_WRITE);
+    let mut w = wr(1, WR_RDMA_WRITE);
+    w.remote_addr = 0x1000;
+    w.rkey = 0x1234;
+    w.sges = vec![(big.va(0), 1 << 31, big.key)];
+    let mut ok = w.clone();
+    ok.wr_id = 2;
+    ok.sges = vec![(big.va(0), ((1 << 23) - 513) * 256, big.key)];
+    a.post_send(0, &ok);
+    assert_eq!(a.h.dev.take_tx().len(), 512, "the largest message is sent");
+    assert!(a.poll().is_empty());
+
+    let (mut a, _b) = pair(|a| a.path_mtu = MTU_256);
+    let big = huge_mr(&mut a, ACCESS_LOCAL_WRITE);
+    w.sges = vec![(big.va(0), 1 << 31, big.key)];
+    a.post_send(0, &w);
+    assert_eq!(
+        statuses(&a.poll()),
+        vec![(1, WC_RDMA_WRITE, WC_LOC_LEN_ERR)]
+    );
+    assert!(a.h.dev.take_tx().is_empty());
+}
+
+/// rxe `check_addr` (rxe_recv.c), IBTA 9.6.1.5 (the GRH/IP addresses of an
+/// RC packet are those of the connection): a request or response whose
+/// source or destination address is not the QP's peer and local address
+/// is dropped and counted, so a third host that guesses QPN and PSN writes
+/// nothing.
+#[test]
+fn rc_packets_from_a_foreign_address_are_dropped() {
+    let (mut a, mut b) = pair(|_| {});
+    let src = a.reg_mr(4096, ACCESS_LOCAL_WRITE);
+    let dst = b.reg_mr(4096, ALL_ACCESS);
+    a.fill(src.gpa, &[7; 100]);
+    a.post_send(0, &write_wr(1, &src, 0, &dst, 0, 100));
+    let f = a.h.dev.take_tx();
+    let forged = |edit: &dyn Fn(&mut ferroce_dev::wire::Packet<'_>)| {
+        let mut p = ferroce_dev::wire::decode(&f[0]).unwrap();
+        edit(&mut p);
+        let mut out = Vec::new();
+        assert!(ferroce_dev::wire::encode(&p, &mut out));
+        out
+    };
+    let other_src = forged(&|p| p.net.sgid = ipv4_gid([10, 0, 1, 99]));
+    let other_dst = forged(&|p| p.net.dgid = ipv4_gid([10, 0, 1, 98]));
+    b.h.dev
+        .receive_batch([other_src.as_slice(), other_dst.as_slice()]);
+    assert_eq!(b.bytes(dst.gpa, 100), vec![0; 100]);
+    assert!(b.h.dev.take_tx().is_empty(), "no ACK for a foreign packet");
+    assert_eq!(b.h.dev.counters().data.rx_bad_addr, 2);
+    // The same from the real peer is accepted; a forged ACK is not.
+    b.h.dev.receive(&f[0]);
+    assert_eq!(b.bytes(dst.gpa, 100), vec![7; 100]);
+    let ack = b.h.dev.take_tx();
+    let mut p = ferroce_dev::wire::decode(&ack[0]).unwrap();
+    p.net.sgid = ipv4_gid([10, 0, 1, 99]);
+    let mut bad_ack = Vec::new();
+    assert!(ferroce_dev::wire::encode(&p, &mut bad_ack));
+    a.h.dev.receive(&bad_ack);
+    assert!(a.poll().is_empty());
+    assert_eq!(a.h.dev.counters().data.rx_bad_addr, 1);
+    a.h.dev.receive(&ack[0]);
+    assert_eq!(statuses(&a.poll()), vec![(1, WC_RDMA_WRITE, 0)]);
+}
+
+/// rxe's `rxe_mr_copy` walks the MR's map once per copy; here a message
+/// over physically contiguous pages is one segment, so gathering a packet
+/// does not walk one segment per page (a 1 GiB message at MTU 256 took
+/// longer than the command timeout).
+#[test]
+fn contiguous_pages_translate_to_one_segment() {
+    let mut a = Node::new(36);
+    let m = a.reg_mr(64 << 10, ALL_ACCESS);
+    let objs = a.h.dev.objects();
+    let mr = &objs.mrs.iter().find(|o| o.obj.key == m.key).unwrap().obj;
+    assert_eq!(
+        mr.translate(m.va(100), (64 << 10) - 200, ACCESS_REMOTE_READ),
+        Ok(vec![(m.gpa + 100, (64 << 10) - 200)])
+    );
+}
+
+/// rxe `read_reply` sends one response packet per responder pass and
+/// yields: READ responses are produced as the TX queue drains, never
+/// queued all at once and never dropped for room. A READ of more than
+/// 65536 (the TX queue) x path MTU completes, byte-exact, with no
+/// retransmission and no frame dropped.
+#[test]
+fn read_larger_than_the_tx_queue_completes() {
+    let (mut a, mut b) = pair(|a| a.path_mtu = MTU_256);
+    let len = (65536 + 3) * 256 + 17;
+    let local = huge_mr(&mut a, ACCESS_LOCAL_WRITE);
+    let remote = huge_mr(&mut b, ALL_ACCESS);
+    let data = pattern(11, len);
+    b.fill(remote.gpa, &data);
+    a.post_send(0, &read_wr(1, &local, 0, &remote, 0, len as u32));
+    let mut wire = Wire::new(1, Impair::default());
+    wire.run(&a, &b, 1000);
+    assert_eq!(statuses(&a.poll()), vec![(1, WC_RDMA_READ, 0)]);
+    assert!(a.bytes(local.gpa, len) == data, "READ data differs");
+    let (da, db) = (a.h.dev.counters().data, b.h.dev.counters().data);
+    assert_eq!((da.retransmits, da.timeouts), (0, 0));
+    assert_eq!(db.tx_overflow, 0);
+    assert_eq!(
+        wire.delivered,
+        1 + 65536 + 4,
+        "the request and its responses"
+    );
+}
+
+fn dereg(n: &mut Node, key: u32) {
+    let mut c = CmdDeregMr::zeroed();
+    c.hdr.opcode = CMD_DEREG_MR;
+    c.key = key;
+    n.h.ok(&c);
+}
+
+/// A READ in flight, its responses captured; then `revoke` runs on the
+/// requester and the responses arrive: not one byte may land in the pages
+/// the READ was to fill.
+fn read_then_revoke(revoke: impl Fn(&mut Node, &MrInfo)) -> Node {
+    let (mut a, mut b) = read_pair(1, 1);
+    let local = a.reg_mr(8192, ACCESS_LOCAL_WRITE);
+    let remote = b.reg_mr(8192, ALL_ACCESS);
+    b.fill(remote.gpa, &[0x5a; 4096]);
+    a.post_send(0, &read_wr(1, &local, 0, &remote, 0, 4096));
+    let req = a.h.dev.take_tx();
+    b.h.dev.receive_batch(req.iter().map(|f| f.as_slice()));
+    let resp = b.h.dev.take_tx();
+    assert_eq!(resp.len(), 4);
+    revoke(&mut a, &local);
+    a.h.dev.receive_batch(resp.iter().map(|f| f.as_slice()));
+    assert_eq!(a.bytes(local.gpa, 4096), vec![0; 4096]);
+    a
+}
+
+/// IBTA 10.6.3.6 (DEREG_MR ends all access through the MR) and rxe
+/// (`rxe_dereg_mr` fails while the MR is referenced; the completer then
+/// finds no MR): after DEREG_MR, DESTROY_QP or a move to RESET completes,
+/// no DMA to the pages of the READ's destination follows, and a
+/// retransmission never re-reads a deregistered source.
+#[test]
+fn dereg_destroy_and_reset_revoke_dma_of_outstanding_wqes() {
+    let mut a = read_then_revoke(|a, mr| dereg(a, mr.key));
+    assert_eq!(
+        statuses(&a.poll()),
+        vec![(1, WC_RDMA_READ, WC_LOC_PROT_ERR)]
+    );
+    let mut a = read_then_revoke(|a, _| {
+        let mut c = CmdDestroyQp::zeroed();
+        c.hdr.opcode = CMD_DESTROY_QP;
+        c.qpn = a.qps[0].qpn;
+        a.h.ok(&c);
+    });
+    assert!(a.poll().is_empty());
+    let mut a = read_then_revoke(|a, _| {
+        let qpn = a.qps[0].qpn;
+        assert_eq!(
+            a.h.modify(attr_with(qpn, QPS_RESET, QP_ATTR_STATE)),
+            STATUS_SUCCESS
+        );
+    });
+    assert!(a.poll().is_empty());
+
+    // A WRITE whose first transmission was lost, source deregistered:
+    // the retransmission reads nothing and the WQE fails locally.
+    let (mut a, mut b) = pair(|_| {});
+    let src = a.reg_mr(4096, ACCESS_LOCAL_WRITE);
+    let dst = b.reg_mr(4096, ALL_ACCESS);
+    a.post_send(0, &write_wr(1, &src, 0, &dst, 0, 100));
+    assert_eq!(a.h.dev.take_tx().len(), 1);
+    dereg(&mut a, src.key);
+    let t = a.h.dev.next_timer().unwrap();
+    a.h.dev.tick(t);
+    assert!(
+        a.h.dev.take_tx().is_empty(),
+        "no retransmission from freed pages"
+    );
+    assert_eq!(
+        statuses(&a.poll()),
+        vec![(1, WC_RDMA_WRITE, WC_LOC_PROT_ERR)]
+    );
+}
+
+/// rxe `COMPST_ERROR_RETRY` (rxe_comp.c): a PSN sequence error NAK starts a
+/// retry and consumes one of `retry_cnt`, as a timeout does (IBTA
+/// 9.7.5.2.3); with retry_cnt 1 a NAK then a timeout exhaust it.
+#[test]
+fn sequence_naks_consume_retry_cnt() {
+    use ferroce_dev::wire::{aeth, decode, encode};
+    let (mut a, mut b) = pair(|a| a.retry_cnt = 1);
+    let src = a.reg_mr(4096, ACCESS_LOCAL_WRITE);
+    let dst = b.reg_mr(4096, ALL_ACCESS);
+    a.post_send(0, &write_wr(1, &src, 0, &dst, 0, 100));
+    let f = a.h.dev.take_tx();
+    b.h.dev.receive_batch(f.iter().map(|f| f.as_slice()));
+    let ack = b.h.dev.take_tx();
+    a.h.dev.receive_batch(ack.iter().map(|f| f.as_slice()));
+    assert_eq!(statuses(&a.poll()), vec![(1, WC_RDMA_WRITE, 0)]);
+    a.post_send(0, &write_wr(2, &src, 0, &dst, 0, 100));
+    let lost = a.h.dev.take_tx();
+    let mut p = decode(&ack[0]).unwrap();
+    p.bth.psn = decode(&lost[0]).unwrap().bth.psn;
+    p.aeth.syndrome = aeth::NAK_PSN_SEQ;
+    let mut nak = Vec::new();
+    assert!(encode(&p, &mut nak));
+    a.h.dev.receive(&nak);
+    assert_eq!(a.h.dev.take_tx().len(), 1, "the NAK'ed PSN is resent");
+    let t = a.h.dev.next_timer().unwrap();
+    a.h.dev.tick(t);
+    assert!(a.h.dev.take_tx().is_empty(), "the NAK used the last retry");
+    assert_eq!(
+        statuses(&a.poll()),
+        vec![(2, WC_RDMA_WRITE, WC_RETRY_EXC_ERR)]
+    );
+}
+
+/// ferroce does not support multicast groups (no ATTACH_MCAST; rxe only
+/// delivers multicast to attached QPs, `rxe_rcv_mcast_pkt`): a frame to a
+/// multicast or broadcast MAC reaches no QP, even with the QPN of one.
+#[test]
+fn multicast_frames_are_rejected() {
+    let (mut a, mut b, qkey) = ud_pair(1);
+    let ahn = a.create_ah(av_to(&b, NET_IPV4));
+    let bm = b.reg_mr(4096, ACCESS_LOCAL_WRITE);
+    b.post_recv(0, 9, &[(bm.va(0), 1000, bm.key)]);
+    let mut s = wr(1, WR_SEND);
+    s.inline = Some(vec![1; 8]);
+    s.ud = Some((ahn, b.qps[0].qpn, qkey));
+    a.post_send(0, &s);
+    let f = a.h.dev.take_tx();
+    let before = b.h.dev.counters().data.rx_no_qp;
+    for dmac in [[0x01, 0x00, 0x5e, 0, 0, 1], [0xff; 6]] {
+        let mut p = ferroce_dev::wire::decode(&f[0]).unwrap();
+        p.dmac = dmac;
+        let mut m = Vec::new();
+        assert!(ferroce_dev::wire::encode(&p, &mut m));
+        b.h.dev.receive(&m);
+    }
+    assert!(b.poll().is_empty());
+    assert_eq!(b.h.dev.counters().data.rx_no_qp, before + 2);
+    b.h.dev.receive(&f[0]);
+    assert_eq!(statuses(&b.poll()), vec![(9, WC_RECV, 0)]);
+}
+
+/// IBTA 10.3.1 (QP state table, SQ Error: work requests submitted to the
+/// send queue are completed with flush error): a WQE posted while a UD QP
+/// is in SQE is flushed, not run after SQE -> RTS; later ones run.
+#[test]
+fn wqes_posted_in_sqe_are_flushed() {
+    let (mut a, mut b, qkey) = ud_pair(1);
+    let ahn = a.create_ah(av_to(&b, NET_IPV4));
+    let m = a.reg_mr(8192, ACCESS_LOCAL_WRITE);
+    let bm = b.reg_mr(4096, ACCESS_LOCAL_WRITE);
+    let mut big = wr(1, WR_SEND);
+    big.sges = vec![(m.va(0), 4096, m.key)];
+    big.ud = Some((ahn, b.qps[0].qpn, qkey));
+    a.post_send(0, &big);
+    assert_eq!(a.h.dev.qp_state(a.qps[0].qpn), Some(QPS_SQE));
+    let mut s = wr(2, WR_SEND);
+    s.inline = Some(vec![2; 8]);
+    s.ud = Some((ahn, b.qps[0].qpn, qkey));
+    a.post_send(0, &s);
+    assert_eq!(
+        statuses(&a.poll()),
+        vec![(1, WC_SEND, WC_LOC_LEN_ERR), (2, WC_SEND, WC_WR_FLUSH_ERR)]
+    );
+    let qpn = a.qps[0].qpn;
+    let mut to_rts = attr_with(qpn, QPS_RTS, QP_ATTR_STATE | QP_ATTR_CUR_STATE);
+    to_rts.cur_qp_state = QPS_SQE;
+    assert_eq!(a.h.modify(to_rts), STATUS_SUCCESS);
+    assert!(a.h.dev.take_tx().is_empty(), "the flushed WQE never runs");
+    b.post_recv(0, 9, &[(bm.va(0), 1000, bm.key)]);
+    s.wr_id = 3;
+    a.post_send(0, &s);
+    assert_eq!(statuses(&a.poll()), vec![(3, WC_SEND, 0)]);
+    Wire::new(1, Impair::default()).run(&a, &b, 100);
+    assert_eq!(statuses(&b.poll()), vec![(9, WC_RECV, 0)]);
+}
+
+/// IBTA 11.2.4.2 (SQD -> SQD may change RETRY_CNT, RNR_RETRY, TIMEOUT):
+/// the new counts reach the requester at once, for the WQEs still
+/// outstanding, not only after the next acknowledged progress.
+#[test]
+fn sqd_to_sqd_retry_attributes_reach_the_engine() {
+    let (mut a, mut b) = pair(|_| {});
+    let src = a.reg_mr(4096, ACCESS_LOCAL_WRITE);
+    let dst = b.reg_mr(4096, ALL_ACCESS);
+    a.post_send(0, &write_wr(1, &src, 0, &dst, 0, 100));
+    assert_eq!(a.h.dev.take_tx().len(), 1);
+    let qpn = a.qps[0].qpn;
+    assert_eq!(
+        a.h.modify(attr_with(qpn, QPS_SQD, QP_ATTR_STATE)),
+        STATUS_SUCCESS
+    );
+    let mut m = attr_with(qpn, QPS_SQD, QP_ATTR_STATE | QP_ATTR_RETRY_CNT);
+    m.retry_cnt = 0;
+    assert_eq!(a.h.modify(m), STATUS_SUCCESS);
+    let t = a.h.dev.next_timer().unwrap();
+    a.h.dev.tick(t);
+    assert!(
+        a.h.dev.take_tx().is_empty(),
+        "retry_cnt 0: no retransmission"
+    );
+    assert_eq!(
+        statuses(&a.poll()),
+        vec![(1, WC_RDMA_WRITE, WC_RETRY_EXC_ERR)]
+    );
+}
+
+/// 64 RC QPs streaming at once on one device pair all complete,
+/// byte-exact, and none starves: every QP finishes within a few wire
+/// rounds of the first. Prints each QP's share of the data frames and the
+/// round its last WRITE completed in.
+#[test]
+fn sixty_four_qps_streaming_at_once_all_complete() {
+    const N: usize = 64;
+    const LEN: u32 = 16 << 10;
+    let mut a = Node::new(36);
+    let mut b = Node::new(37);
+    for i in 0..N {
+        a.create_qp(QPT_RC);
+        b.create_qp(QPT_RC);
+        connect_pair(&mut a, i, &mut b, i, |_| {});
+    }
+    let src = a.reg_mr(u64::from(LEN) * N as u64, ACCESS_LOCAL_WRITE);
+    let dst = b.reg_mr(u64::from(LEN) * N as u64 * 2, ALL_ACCESS);
+    let data = pattern(64, LEN as usize * N);
+    a.fill(src.gpa, &data);
+    for k in 0..2u64 {
+        for i in 0..N {
+            let off = i as u64 * u64::from(LEN);
+            let doff = (i as u64 * 2 + k) * u64::from(LEN);
+            a.post_send(i, &write_wr(i as u64 * 2 + k, &src, off, &dst, doff, LEN));
+        }
+    }
+    let mut frames = vec![0usize; N];
+    let mut done_round = vec![None; N];
+    let mut cqes = Vec::new();
+    let mut wire = Wire::new(3, Impair::default());
+    for round in 0..1000 {
+        let fa = a.h.dev.take_tx();
+        for f in &fa {
+            let qpn = ferroce_dev::wire::decode(f).unwrap().bth.dest_qp;
+            if let Some(i) = b.qps.iter().position(|q| q.qpn == qpn) {
+                frames[i] += 1;
+            }
+        }
+        b.h.dev.receive_batch(fa.iter().map(|f| f.as_slice()));
+        if wire.run(&a, &b, 1) == 0 && fa.is_empty() {
+            break;
+        }
+        for c in a.poll() {
+            let i = (c.wr_id / 2) as usize;
+            done_round[i] = Some(round);
+            cqes.push(c);
+        }
+    }
+    assert_eq!(cqes.len(), 2 * N, "every WRITE completes");
+    assert!(cqes.iter().all(|c| c.status == WC_SUCCESS));
+    for i in 0..N {
+        for k in 0..2 {
+            let off = (i * 2 + k) * LEN as usize;
+            let want = &data[i * LEN as usize..(i + 1) * LEN as usize];
+            assert!(
+                b.bytes(dst.gpa + off as u64, LEN as usize) == want,
+                "QP {i}"
+            );
+        }
+    }
+    let rounds: Vec<usize> = done_round.iter().map(|r| r.unwrap()).collect();
+    let total: usize = frames.iter().sum();
+    eprintln!("data frames per QP (of {total}): {frames:?}");
+    eprintln!("round of each QP's last completion: {rounds:?}");
+    assert!(
+        frames.iter().all(|f| *f == 32),
+        "each QP sent its 32 packets once"
+    );
+    let (first, last) = (rounds.iter().min().unwrap(), rounds.iter().max().unwrap());
+    assert!(
+        last - first <= 2,
+        "a QP finished {} rounds after the first",
+        last - first
+    );
+}

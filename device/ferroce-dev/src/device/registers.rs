@@ -44,7 +44,7 @@ impl State {
             gid_table_len: GID_TABLE_LEN as u32,
             pkey_table_len: PKEY_TABLE_LEN,
             num_ports: NUM_PORTS,
-            max_msg_size: 1 << 31,
+            max_msg_size: crate::transport::MAX_MSG_ADVERTISED,
             max_pbl_pages: PBL_MAX_PAGES,
             db_pages: DB_PAGES,
             local_ca_ack_delay: 15,

@@ -65,10 +65,22 @@ pub const WINDOW: i32 = 512;
 pub const ACK_REQ_EVERY: u32 = 16;
 /// Largest number of fetched, uncompleted WQEs per QP.
 const MAX_INFLIGHT_WQES: usize = 128;
-/// Frames kept for the wire before the oldest are dropped.
+/// Frames queued (wire and loopback) before READ responses wait for the
+/// queue to drain (backpressure); nothing queued is ever dropped for room.
 pub const TX_QUEUE_MAX: usize = 65536;
+/// Last resort if nobody drains the wire queue: new frames beyond this are
+/// dropped (as lost on the wire) and counted in `tx_overflow`. Only reached
+/// by window-bounded requesters on many QPs, never by READ responses.
+const TX_QUEUE_HARD_MAX: usize = 4 * TX_QUEUE_MAX;
 /// Largest message (2 GiB).
 const MAX_MSG: u64 = 1 << 31;
+/// Most PSNs one message may take: fewer than 2^23 - [`WINDOW`], so that
+/// PSNs in flight never span half the 24-bit PSN space and alias (IBTA
+/// 9.7.1). At path MTU 256 this caps a message at (2^23 - 513) x 256 bytes.
+pub const MAX_MSG_PKTS: u32 = (1 << 23) - WINDOW as u32 - 1;
+/// The message size advertised in QUERY_CAPS: the largest that fits
+/// [`MAX_MSG_PKTS`] at every path MTU (the smallest, 256, binds).
+pub const MAX_MSG_ADVERTISED: u32 = MAX_MSG_PKTS * 256;
 /// GRH bytes at the head of a UD receive buffer.
 pub const GRH_LEN: u32 = 40;
 
@@ -145,6 +157,9 @@ pub struct DataCounters {
     pub rx_no_qp: u64,
     /// Dropped: P_Key or Q_Key mismatch.
     pub rx_bad_key: u64,
+    /// RC packets dropped: source or destination address is not the QP's
+    /// peer and local address (rxe `check_addr`).
+    pub rx_bad_addr: u64,
     /// UD datagrams dropped for want of a receive WQE.
     pub rx_ud_no_wqe: u64,
     /// Duplicate requests seen by the responder.
@@ -197,6 +212,9 @@ struct SendWqe {
     local: Option<LocalOp>,
     first_psn: u32,
     npkts: u32,
+    /// Segment size of this message in bytes, fixed when it was fetched:
+    /// retransmissions are cut exactly as the first transmission.
+    mtu: u64,
     /// Packets (READ: 0 or npkts = request) transmitted since the last rewind.
     sent: u32,
     /// READ: response packets received.
@@ -245,13 +263,24 @@ struct ReadRes {
     va: u64,
     rkey: u32,
     len: u32,
+    /// Segment size of the responses (the path MTU when it was accepted).
+    mtu: u64,
     /// MSN carried by the responses.
     msn: u32,
-    /// The responses have not been sent yet (end of the received batch).
-    unanswered: bool,
+    /// Packet index the responses being sent start from (FIRST/ONLY).
+    from: u32,
+    /// Next response packet to send; `npkts` once all were sent. The
+    /// responses go out as the TX queue has room (backpressure), never
+    /// all at once.
+    next: u32,
 }
 
 impl ReadRes {
+    /// Responses remain to be sent.
+    fn unanswered(&self) -> bool {
+        self.next < self.npkts
+    }
+
     /// Packet index of `psn` within this READ's responses.
     fn index_of(&self, psn: u32) -> Option<u32> {
         let d = psn_diff(psn, self.psn);
@@ -396,13 +425,14 @@ impl State {
         self.qps.get(qpn).map(|q| QpCtx::of(qpn, q))
     }
 
-    /// Path MTU in bytes: the QP's path MTU capped by the port's active MTU.
+    /// Path MTU in bytes: the QP's path MTU (IBTA 9.7.1; rxe `qp->mtu`),
+    /// which a later change of the port's MTU does not touch; the port's
+    /// active MTU for a QP without one (UD, GSI).
     fn mtu_of(&self, attr: &QpAttr) -> u64 {
-        let active = crate::cmds::active_ib_mtu(self.mtu);
         let m = if attr.path_mtu == 0 {
-            active
+            crate::cmds::active_ib_mtu(self.mtu)
         } else {
-            attr.path_mtu.min(active)
+            attr.path_mtu
         };
         wire::mtu_bytes(m) as u64
     }
@@ -679,10 +709,9 @@ impl State {
             self.data.loopback_frames += 1;
             self.loopback.push_back(frame);
         } else {
-            if self.tx.len() >= TX_QUEUE_MAX {
-                // Nobody drains the wire queue (no port): drop the oldest.
-                self.tx.pop_front();
+            if self.tx.len() >= TX_QUEUE_HARD_MAX {
                 self.data.tx_overflow += 1;
+                return;
             }
             self.tx.push_back(frame);
         }
@@ -720,6 +749,12 @@ impl State {
         if cur == QPS_RTR && next == QPS_RTS {
             e.next_psn = c.attr.sq_psn & 0xff_ffff;
             e.una = e.next_psn;
+            e.retry_left = c.attr.retry_cnt;
+            e.rnr_left = c.attr.rnr_retry;
+        }
+        if cur == QPS_SQD && next == QPS_SQD {
+            // SQD -> SQD may change the retry counts (IBTA 11.2.4.2): they
+            // apply to what is outstanding at once.
             e.retry_left = c.attr.retry_cnt;
             e.rnr_left = c.attr.rnr_retry;
         }
@@ -914,6 +949,7 @@ impl State {
             local: None,
             first_psn: 0,
             npkts: 1,
+            mtu,
             sent: 0,
             read_rcvd: 0,
             error: None,
@@ -1037,6 +1073,9 @@ impl State {
             return Err(WC_LOC_LEN_ERR);
         }
         w.npkts = if ud { 1 } else { pkts_for(w.len, mtu) };
+        if w.npkts > MAX_MSG_PKTS {
+            return Err(WC_LOC_LEN_ERR);
+        }
         Ok(())
     }
 
@@ -1081,7 +1120,9 @@ impl State {
             return;
         };
         let mut e = self.take_engine(qpn);
-        if c.state == QPS_ERR {
+        // In ERR and in SQE new send WQEs complete with flush error (IBTA
+        // 10.3.1); after SQE -> RTS only WQEs posted later run.
+        if c.state == QPS_ERR || c.state == QPS_SQE {
             self.flush_sq_posted(&c, &mut e);
         } else if c.state == QPS_RTS {
             self.fetch_and_send(&c, &mut e);
@@ -1098,7 +1139,7 @@ impl State {
                 self.ud_transmit(c, e);
                 return;
             }
-            self.rc_transmit(c, e, mtu);
+            self.rc_transmit(c, e);
             // A local operation that executed lets the WQEs after it in.
             if !self.complete_head(c, e) {
                 break;
@@ -1202,7 +1243,12 @@ impl State {
     }
 
     /// Sends every packet that the window, the read limit and fences allow.
-    fn rc_transmit(&mut self, c: &QpCtx, e: &mut Engine, mtu: u64) {
+    fn rc_transmit(&mut self, c: &QpCtx, e: &mut Engine) {
+        // After an RNR NAK nothing goes out until the RNR timer fires, new
+        // doorbells included (IBTA 9.7.5.2.8; rxe `wait_for_rnr_timer`).
+        if e.rnr_wait.is_some() {
+            return;
+        }
         let Some(path) = self.path_of(&c.attr.av, c.qpn, c.attr.dest_qp_num) else {
             if e.inflight.iter().any(|w| w.error.is_none()) {
                 self.qp_fail(c, e, Some(WC_LOC_QP_OP_ERR));
@@ -1236,7 +1282,7 @@ impl State {
                     if psn_diff(psn, e.una) >= WINDOW {
                         break;
                     }
-                    let off = u64::from(w.read_rcvd) * mtu;
+                    let off = u64::from(w.read_rcvd) * w.mtu;
                     let reth = Reth {
                         va: w.remote_addr.wrapping_add(off),
                         rkey: w.rkey,
@@ -1267,7 +1313,7 @@ impl State {
                 reads_pending += 1;
                 continue;
             }
-            let (npkts, first_psn, len) = (w.npkts, w.first_psn, w.len);
+            let (npkts, first_psn, len, mtu) = (w.npkts, w.first_psn, w.len, w.mtu);
             let write = matches!(w.opcode, WR_RDMA_WRITE | WR_RDMA_WRITE_IMM);
             let with_imm = matches!(w.opcode, WR_RDMA_WRITE_IMM | WR_SEND_IMM);
             let with_inv = w.opcode == WR_SEND_INV;
@@ -1472,16 +1518,18 @@ impl State {
             self.data.stale_responses += 1;
             return;
         }
-        let mtu = self.mtu_of(&c.attr);
         match p.bth.opcode {
             op::RC_ACK => {
                 let syn = p.aeth.syndrome;
+                // A NAK names the PSN that failed: one behind `una` was
+                // already acted on (a duplicate or a stale NAK, IBTA
+                // 9.7.5.1.1; rxe `check_psn`). An ACK behind `una` is old.
+                if psn_diff(psn, e.una) < 0 {
+                    self.data.stale_responses += 1;
+                    return;
+                }
                 match syn & aeth::TYPE_MASK {
                     aeth::ACK => {
-                        if psn_diff(psn, e.una) < 0 {
-                            self.data.stale_responses += 1;
-                            return;
-                        }
                         self.ack_before(c, e, psn_add(psn, 1));
                         // An ACK beyond an incomplete READ: its responses were lost.
                         let mut implied = None;
@@ -1533,7 +1581,14 @@ impl State {
                         self.complete_head(c, e);
                         if syn == aeth::NAK_PSN_SEQ {
                             self.data.seq_naks_rcvd += 1;
-                            if e.last_rewind != Some(psn) {
+                            // A retry like a timeout's: it consumes one of
+                            // retry_cnt (rxe COMPST_ERROR_RETRY).
+                            if e.last_rewind != Some(psn) && !e.inflight.is_empty() {
+                                if e.retry_left == 0 {
+                                    self.qp_fail(c, e, Some(WC_RETRY_EXC_ERR));
+                                    return;
+                                }
+                                e.retry_left -= 1;
                                 self.rewind(e, psn);
                             }
                         } else {
@@ -1574,8 +1629,8 @@ impl State {
                     }
                     return;
                 }
-                let off = u64::from(w.read_rcvd) * mtu;
-                let want = (w.len - off.min(w.len)).min(mtu) as usize;
+                let off = u64::from(w.read_rcvd) * w.mtu;
+                let want = (w.len - off.min(w.len)).min(w.mtu) as usize;
                 let last = w.read_rcvd + 1 == w.npkts;
                 let op_ok = match p.bth.opcode {
                     op::RC_READ_RESPONSE_ONLY | op::RC_READ_RESPONSE_LAST => last,
@@ -1680,7 +1735,9 @@ impl State {
                 return;
             }
         };
-        if p.dmac != self.cfg.mac && p.dmac[0] & 1 == 0 {
+        // Only frames for this port's MAC: no multicast group can be
+        // attached, so a multicast or broadcast frame reaches no QP.
+        if p.dmac != self.cfg.mac {
             self.data.rx_no_qp += 1;
             return;
         }
@@ -1694,6 +1751,11 @@ impl State {
             return;
         };
         let ud_op = p.bth.opcode >> 5 == 3;
+        let connected = matches!(c.state, QPS_RTR | QPS_RTS | QPS_SQD);
+        if c.rc() && !ud_op && connected && !self.is_from_peer(&c, &p) {
+            self.data.rx_bad_addr += 1;
+            return;
+        }
         let mut e = self.take_engine(qpn);
         if c.rc() && !ud_op {
             match p.bth.opcode {
@@ -1728,6 +1790,16 @@ impl State {
         self.engines.insert(qpn, e);
     }
 
+    /// An RC packet comes from the QP's peer to the QP's own address: its
+    /// encapsulation, source and destination GID/IP are those of the QP's
+    /// address vector (rxe `check_addr`).
+    fn is_from_peer(&self, c: &QpCtx, p: &Packet<'_>) -> bool {
+        self.path_of(&c.attr.av, c.qpn, c.attr.dest_qp_num)
+            .is_some_and(|path| {
+                p.net.kind == path.kind && p.net.sgid == path.dgid && p.net.dgid == path.sgid
+            })
+    }
+
     fn ud_receive(&mut self, c: &QpCtx, e: &mut Engine, p: &Packet<'_>, frame: &[u8]) {
         if p.deth.qkey != Self::qp_qkey(c) {
             self.data.rx_bad_key += 1;
@@ -1744,9 +1816,11 @@ impl State {
             Ok(wqe) => wqe,
             Err(st) => {
                 e.rq_ci = idx.wrapping_add(1);
+                let wr_id = self.wqe_wr_id(c.qpn, false, idx);
                 self.post_data_cqe(
                     c.recv_cqn,
                     Cqe {
+                        wr_id,
                         qpn: c.qpn,
                         opcode: WC_RECV,
                         status: st,
@@ -1868,7 +1942,13 @@ impl State {
                 continue;
             };
             e.listed = false;
-            self.answer_reads(&c, &mut e);
+            if !self.answer_reads(&c, &mut e) {
+                // Backpressure: the rest (and the ACK, which must not
+                // overtake the responses) when the TX queue drains.
+                self.schedule_response(qpn, &mut e);
+                self.engines.insert(qpn, e);
+                continue;
+            }
             if e.ack_pending {
                 e.ack_pending = false;
                 let (psn, msn) = (psn_add(e.epsn, 0xff_ffff), e.msn);
@@ -1893,9 +1973,17 @@ impl State {
 
     /// Sends a NAK (or RNR NAK) from the responder, after the responses of
     /// the READs before it.
-    fn send_nak(&mut self, c: &QpCtx, e: &mut Engine, psn: u32, syndrome: u8) {
-        self.answer_reads(c, e);
+    /// A PSN sequence or RNR NAK is not sent while READ responses before
+    /// it wait for room (false): it would overtake them; the requester
+    /// resends and gets it again.
+    fn send_nak(&mut self, c: &QpCtx, e: &mut Engine, psn: u32, syndrome: u8) -> bool {
+        let answered = self.answer_reads(c, e);
+        let fatal = syndrome & aeth::TYPE_MASK == aeth::NAK && syndrome != aeth::NAK_PSN_SEQ;
+        if !answered && !fatal {
+            return false;
+        }
         self.send_ack(c, psn, syndrome, e.msn);
+        true
     }
 
     /// The responder: one request packet on RC QP `c`.
@@ -1904,9 +1992,8 @@ impl State {
         let d = psn_diff(psn, e.epsn);
         if d > 0 {
             if !e.nak_sent {
-                e.nak_sent = true;
                 let epsn = e.epsn;
-                self.send_nak(c, e, epsn, aeth::NAK_PSN_SEQ);
+                e.nak_sent = self.send_nak(c, e, epsn, aeth::NAK_PSN_SEQ);
             }
             return;
         }
@@ -1952,10 +2039,10 @@ impl State {
         match r {
             Ok(()) => {}
             Err(RespErr::Rnr) => {
-                self.send_nak(c, e, psn, aeth::RNR_NAK | (c.attr.min_rnr_timer & 0x1f));
+                let _ = self.send_nak(c, e, psn, aeth::RNR_NAK | (c.attr.min_rnr_timer & 0x1f));
             }
             Err(RespErr::Fatal(syn, recv_status)) => {
-                self.send_nak(c, e, psn, syn);
+                let _ = self.send_nak(c, e, psn, syn);
                 if syn == aeth::NAK_REM_ACCESS {
                     self.post_async(EQE_QP_ACCESS_ERR, c.qpn, u32::from(syn), 0);
                 }
@@ -2198,14 +2285,18 @@ impl State {
             return Err(RespErr::Fatal(aeth::NAK_REM_ACCESS, None));
         }
         // Reuse the oldest answered resources; unanswered ones stay.
-        while e.reads.len() >= limit && e.reads.front().is_some_and(|r| !r.unanswered) {
+        while e.reads.len() >= limit && e.reads.front().is_some_and(|r| !r.unanswered()) {
             e.reads.pop_front();
         }
         if e.reads.len() >= limit {
             // More READs outstanding than max_dest_rd_atomic.
             return Err(RespErr::Fatal(aeth::NAK_INVALID_REQ, None));
         }
-        let n = pkts_for(len, self.mtu_of(&c.attr));
+        let mtu = self.mtu_of(&c.attr);
+        let n = pkts_for(len, mtu);
+        if n > MAX_MSG_PKTS {
+            return Err(RespErr::Fatal(aeth::NAK_INVALID_REQ, None));
+        }
         e.epsn = psn_add(p.bth.psn, n);
         e.msn = (e.msn + 1) & 0xff_ffff;
         e.reads.push_back(ReadRes {
@@ -2214,62 +2305,81 @@ impl State {
             va: p.reth.va,
             rkey: p.reth.rkey,
             len: p.reth.len,
+            mtu,
             msn: e.msn,
-            unanswered: true,
+            from: 0,
+            next: 0,
         });
         self.schedule_response(c.qpn, e);
         Ok(())
     }
 
     /// A duplicate READ request: answered again from the responder resource
-    /// holding its PSN, from that PSN on (IBTA 9.7.5.1.4); one still
-    /// unanswered is answered once, at the end of the batch. Without a
-    /// resource, or when the memory is no longer readable, it is dropped.
+    /// holding its PSN, from that PSN on (IBTA 9.7.5.1.4); one whose
+    /// responses are still going out restarts from that PSN if it is
+    /// behind them. Without a resource it is dropped. The responses go out
+    /// at the end of the batch, as the TX queue has room.
     fn read_duplicate(&mut self, c: &QpCtx, e: &mut Engine, psn: u32) {
-        let Some((r, k)) = e
-            .reads
-            .iter()
-            .find_map(|r| r.index_of(psn).map(|k| (*r, k)))
-        else {
+        let Some(r) = e.reads.iter_mut().find(|r| r.index_of(psn).is_some()) else {
             return;
         };
-        if !r.unanswered {
-            let _ = self.read_responses(c, &r, k);
+        let Some(k) = r.index_of(psn) else {
+            return;
+        };
+        if !r.unanswered() || k < r.next {
+            r.from = k;
+            r.next = k;
+            self.schedule_response(c.qpn, e);
         }
     }
 
-    /// Sends the responses of every unanswered READ; a READ whose memory
+    /// Sends the responses of the READs in order, as far as the TX queue
+    /// has room; true once every READ is answered. A READ whose memory
     /// vanished NAKs remote operational error and moves the QP to ERR.
-    fn answer_reads(&mut self, c: &QpCtx, e: &mut Engine) {
+    fn answer_reads(&mut self, c: &QpCtx, e: &mut Engine) -> bool {
         for i in 0..e.reads.len() {
-            let Some(r) = e.reads.get_mut(i).filter(|r| r.unanswered) else {
+            let Some(mut r) = e.reads.get(i).copied().filter(|r| r.unanswered()) else {
                 continue;
             };
-            r.unanswered = false;
-            let r = *r;
-            if !self.read_responses(c, &r, 0) {
+            let ok = self.read_responses(c, &mut r);
+            if let Some(slot) = e.reads.get_mut(i) {
+                *slot = r;
+            }
+            if !ok {
                 e.reads.clear();
                 self.send_ack(c, r.psn, aeth::NAK_REM_OP, r.msn);
                 self.qp_fail(c, e, None);
-                return;
+                return true;
+            }
+            if r.unanswered() {
+                return false;
             }
         }
+        true
     }
 
-    /// Sends the response packets of READ `r` from packet `from` on; false
-    /// if its memory cannot be read.
-    fn read_responses(&mut self, c: &QpCtx, r: &ReadRes, from: u32) -> bool {
+    /// Frames the TX and loopback queues still take before producers that
+    /// can wait (READ responses) stop.
+    pub(crate) fn tx_room(&self) -> usize {
+        TX_QUEUE_MAX.saturating_sub(self.tx.len() + self.loopback.len())
+    }
+
+    /// Sends response packets of READ `r` from `r.next` on while the TX
+    /// queue has room; false if its memory cannot be read.
+    fn read_responses(&mut self, c: &QpCtx, r: &mut ReadRes) -> bool {
         let len = u64::from(r.len);
         let Some(segs) = self.translate(r.rkey, c.pdn, r.va, len, ACCESS_REMOTE_READ) else {
             return false;
         };
         let Some(path) = self.path_of(&c.attr.av, c.qpn, c.attr.dest_qp_num) else {
+            r.next = r.npkts;
             return true;
         };
-        let mtu = self.mtu_of(&c.attr);
+        let mtu = r.mtu;
         let n = r.npkts;
         let mut payload = Vec::with_capacity(mtu as usize);
-        for k in from..n {
+        while r.next < n && self.tx_room() > 0 {
+            let k = r.next;
             let off = u64::from(k) * mtu;
             let m = (len - off.min(len)).min(mtu) as usize;
             payload.clear();
@@ -2277,7 +2387,7 @@ impl State {
                 return false;
             }
             // A re-requested tail is answered as a READ of its own.
-            let opcode = match (k == from, k + 1 == n) {
+            let opcode = match (k == r.from, k + 1 == n) {
                 (true, true) => op::RC_READ_RESPONSE_ONLY,
                 (true, false) => op::RC_READ_RESPONSE_FIRST,
                 (false, true) => op::RC_READ_RESPONSE_LAST,
@@ -2295,6 +2405,7 @@ impl State {
                 msn: r.msn,
             };
             self.send_response(&path, bth, aeth, &payload);
+            r.next = k + 1;
         }
         true
     }
