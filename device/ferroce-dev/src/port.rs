@@ -249,7 +249,10 @@ pub struct Port {
     dev: Arc<Device>,
     mac: [u8; 6],
     wire: Arc<dyn FrameLink>,
-    netdev: Mutex<Option<UnixStream>>,
+    /// The attached netdev connection and its serial number, so that a
+    /// reader that lost its connection detaches only its own.
+    netdev: Mutex<Option<(u64, UnixStream)>>,
+    netdev_serial: AtomicU64,
     /// Whether a netdev connection is attached (read without the writer's
     /// lock, which a slow write holds).
     netdev_connected: AtomicBool,
@@ -291,6 +294,7 @@ impl Port {
             mac,
             wire,
             netdev: Mutex::new(None),
+            netdev_serial: AtomicU64::new(0),
             netdev_connected: AtomicBool::new(false),
             netdev_queue,
             netdev_queue_rx: Mutex::new(Some(netdev_queue_rx)),
@@ -405,12 +409,14 @@ impl Port {
     /// cannot finish within [`NETDEV_WRITE_TIMEOUT`] drops the connection.
     fn write_netdev(&self, msg: &[u8]) {
         let mut netdev = self.netdev.lock().unwrap_or_else(|e| e.into_inner());
-        let Some(stream) = netdev.as_mut() else {
+        let Some((_, stream)) = netdev.as_mut() else {
             bump(&self.counters.netdev_dropped);
             return;
         };
         if stream.write_all(msg).is_err() {
             bump(&self.counters.netdev_dropped);
+            // The reader of this connection sees EOF and exits too.
+            let _ = stream.shutdown(std::net::Shutdown::Both);
             *netdev = None;
             self.netdev_connected.store(false, Ordering::Relaxed);
         }
@@ -444,8 +450,12 @@ impl Port {
         // not for long: a write that cannot finish in time drops the
         // connection (QEMU reconnects with `reconnect-ms`).
         writer.set_write_timeout(Some(NETDEV_WRITE_TIMEOUT))?;
-        *self.netdev.lock().unwrap_or_else(|e| e.into_inner()) = Some(writer);
-        self.netdev_connected.store(true, Ordering::Relaxed);
+        let serial = self.netdev_serial.fetch_add(1, Ordering::Relaxed);
+        {
+            let mut netdev = self.netdev.lock().unwrap_or_else(|e| e.into_inner());
+            *netdev = Some((serial, writer));
+            self.netdev_connected.store(true, Ordering::Relaxed);
+        }
         let mut r = io::BufReader::new(stream);
         let mut buf = vec![0u8; MAX_FRAME];
         loop {
@@ -463,8 +473,13 @@ impl Port {
             bump(&self.counters.from_netdev);
             self.send_wire(&buf[..n]);
         }
-        self.netdev_connected.store(false, Ordering::Relaxed);
-        *self.netdev.lock().unwrap_or_else(|e| e.into_inner()) = None;
+        // A newer connection may have replaced this one meanwhile (QEMU
+        // reconnected): leave that one attached.
+        let mut netdev = self.netdev.lock().unwrap_or_else(|e| e.into_inner());
+        if matches!(*netdev, Some((s, _)) if s == serial) {
+            *netdev = None;
+            self.netdev_connected.store(false, Ordering::Relaxed);
+        }
         Ok(())
     }
 
