@@ -59,11 +59,13 @@ wait_marker() {
 	cat "$SHARED/$1"
 }
 
+# load_rdma_core: ib_core, uverbs and the RDMA CM, each one loaded (or built
+# in) afterwards; a module the kernel lacks is a failure, not a skip.
 load_rdma_core() {
 	local m
 	for m in ib_core ib_uverbs_support ib_uverbs rdma_cm rdma_ucm; do
-		modinfo "$m" >/dev/null 2>&1 || continue
 		modprobe "$m" || { echo "modprobe $m failed" >&2; return 1; }
+		[ -d "/sys/module/$m" ] || { echo "$m is not loaded after modprobe" >&2; return 1; }
 	done
 	[ -d /sys/class/infiniband_verbs ] || { echo "ib_uverbs did not load" >&2; return 1; }
 }
