@@ -76,15 +76,22 @@ load_rdma_core() {
 # time) or RDMAV_DRIVERS; the root is read-only, so a tmpfs holding the
 # root's *.driver files plus ferroce.driver is mounted over the directory
 # (every process sees it, whatever its environment).  A "driver" line with
-# an absolute path makes libibverbs dlopen PATH-rdmav<ABI>.so.
+# an absolute path makes libibverbs dlopen PATH-rdmav<ABI>.so.  The library
+# must be the one the harness built for this run (FERROCE_PROVIDER_SHA256 in
+# vm.env), not an older one left in the checkout.
 FERROCE_PROVIDER=/src/.build/provider/libferroce
 load_ferroce_provider() {
-	local dir=/etc/libibverbs.d so tmp rc
+	local dir=/etc/libibverbs.d so tmp rc sum
 	for so in "$FERROCE_PROVIDER"-rdmav*.so; do
 		[ -f "$so" ] && break
 		echo "libferroce not built (make provider): no $so" >&2
 		return 1
 	done
+	sum=$(sha256sum <"$so" | cut -d' ' -f1)
+	if [ -z "${FERROCE_PROVIDER_SHA256:-}" ] || [ "$sum" != "$FERROCE_PROVIDER_SHA256" ]; then
+		echo "$so is not the libferroce this run built (sha256 $sum, built ${FERROCE_PROVIDER_SHA256:-none})" >&2
+		return 1
+	fi
 	[ -f "$dir/ferroce.driver" ] && return 0
 	tmp=$(mktemp -d) || return 1
 	cp "$dir"/*.driver "$tmp"/ &&
