@@ -15,6 +15,8 @@
 #   make run        the main job: VMs, RDMA, perftest, results shown
 #   make check      every test (cargo, KUnit, VM scenarios); ends with
 #                   "N passed, N failed"
+#   make soak       the long versions of the scenarios that have one (SOAK=1:
+#                   100 debug gid cycles, minutes of wire faults, ...)
 #   make bench      the same RDMA tests over rxe and over ferroce, side by
 #                   side, with their ratio (numbers, not pass/fail)
 #   make lint       rustfmt, clippy, checkpatch, shellcheck
@@ -50,7 +52,7 @@ C_SOURCES = $(shell find include drivers providers -name '*.[ch]' 2>/dev/null)
 
 PROVIDER_OUT := $(TOP)/.build/provider
 
-.PHONY: all modules provider provider-check run check bench lint clean help
+.PHONY: all modules provider provider-check run check soak bench lint clean help
 
 all: modules provider
 
@@ -69,13 +71,16 @@ provider-check:
 	$(PROVIDER_MAKE) check
 
 help:
-	@sed -n '3,23p' Makefile
+	@sed -n '3,25p' Makefile
 
 run:
 	$(TOP)/scripts/run-main.sh
 
 check:
 	$(TOP)/scripts/check.sh
+
+soak:
+	$(TOP)/scripts/soak.sh
 
 bench:
 	$(TOP)/scripts/bench.sh
