@@ -36,7 +36,7 @@ KERNEL_BUILD = $(KERNEL_DIR)/build
 # (kbuild's MO=), so builds for the default and the debug kernel coexist:
 # .build/default/drivers/infiniband/hw/ferroce/ferroce.ko.
 FLAVOUR := $(or $(FERROCE_KERNEL_FLAVOUR),default)
-KMAKE = k=$(KERNEL_DIR) && $(TOP)/scripts/in-root -- make -C $$k/build \
+KMAKE = k=$(KERNEL_DIR) && flock -s $$k.lock $(TOP)/scripts/in-root -- make -C $$k/build \
 	$$(cat $$k/make-flags 2>/dev/null) M=$(TOP) MO=$(TOP)/.build/$(FLAVOUR)
 KSRC_CMD = readlink -f $(KERNEL_BUILD)/source
 else

@@ -42,6 +42,10 @@ if make -C "$FERROCE_TOP" -s modules; then pass 1; else fail "make modules"; fi
 log "check: make provider-check"
 if make -C "$FERROCE_TOP" -s provider-check; then pass 1; else fail "make provider-check"; fi
 
+# 2c. The cache's locking: a held entry is never pruned.
+log "check: scripts/test-cache.sh"
+if "$FERROCE_TOP/scripts/test-cache.sh"; then pass 1; else fail "scripts/test-cache.sh"; fi
+
 # 3. Style: rustfmt, clippy, checkpatch, shellcheck (make lint).
 log "check: make lint"
 if make -C "$FERROCE_TOP" -s lint; then pass 1; else fail "make lint"; fi
