@@ -29,7 +29,7 @@ setup() {
 sum_counter() {
 	local f docs=()
 	for f in "$1"/vm*/"$2"; do docs+=("$(cat "$f")"); done
-	"$FERROCE_TOP/scripts/in-root" -- python3 -c '
+	"$FERROCE_TOP/scripts/in-root" "$ROOT" -- python3 -c '
 import json, sys
 total = 0
 for doc in sys.argv[2:]:
