@@ -100,10 +100,10 @@ lint: modules
 		--ignore SPDX_LICENSE_TAG,FILE_PATH_CHANGES -f $(C_SOURCES); fi
 	@if [ -f $(DEVICE_DIR)/Cargo.toml ]; then \
 		echo "== cargo fmt / clippy (device)"; \
-		cd $(DEVICE_DIR) && cargo fmt --all --check && \
-		cargo clippy --workspace --all-targets -- -D warnings; fi
+		cd $(DEVICE_DIR) && $(TOP)/scripts/in-root -- cargo fmt --all --check && \
+		$(TOP)/scripts/in-root -- cargo clippy --workspace --all-targets -- -D warnings; fi
 
 clean:
 	-$(KMAKE) clean
 	rm -rf qemu-test/runs .build
-	@if [ -f $(DEVICE_DIR)/Cargo.toml ]; then cd $(DEVICE_DIR) && cargo clean; fi
+	@if [ -f $(DEVICE_DIR)/Cargo.toml ]; then cd $(DEVICE_DIR) && $(TOP)/scripts/in-root -- cargo clean; fi

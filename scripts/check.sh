@@ -21,7 +21,7 @@ fail() { failed=$((failed + 1)); failures+=("$1"); }
 if [ -f "$FERROCE_TOP/device/Cargo.toml" ]; then
 	log "check: cargo test (device/)"
 	out=$(mktemp)
-	(cd "$FERROCE_TOP/device" && cargo test --workspace 2>&1) | tee "$out"
+	(cd "$FERROCE_TOP/device" && "$FERROCE_TOP/scripts/in-root" -- cargo test --workspace 2>&1) | tee "$out"
 	rc=${PIPESTATUS[0]}
 	p=$(grep -Eo 'test result: [a-zA-Z]+\. [0-9]+ passed' "$out" | awk '{s+=$4} END {print s+0}')
 	f=$(grep -Eo '[0-9]+ failed' "$out" | awk '{s+=$1} END {print s+0}')

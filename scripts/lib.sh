@@ -131,6 +131,17 @@ in_root() {
 	shift
 	# A root from the cache is held (shared lock) while the command runs.
 	[ -e "$root.lock" ] && hold=(flock -s "$root.lock")
+	# cargo in the root keeps its crates in the cache and trusts what the
+	# host trusts (crates.io may be reached through a proxy whose CA only
+	# the host's store holds).
+	local ca=$FERROCE_CACHE/host-ca.crt
+	FERROCE_HOST_CA=
+	if [ -r /etc/ssl/certs/ca-certificates.crt ]; then
+		cmp -s /etc/ssl/certs/ca-certificates.crt "$ca" ||
+			{ cp /etc/ssl/certs/ca-certificates.crt "$ca.tmp.$$" && mv "$ca.tmp.$$" "$ca"; }
+		FERROCE_HOST_CA=$ca
+	fi
+	export FERROCE_HOST_CA
 	"${hold[@]}" unshare -m --propagation private -- /bin/bash -euc '
 		root=$1 cwd=$2; shift 2
 		# A private /tmp first: the checkout or the cache may live under
@@ -145,6 +156,8 @@ in_root() {
 			PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
 			HOME=/root LANG=C.UTF-8 TERM="${TERM:-dumb}" \
 			FERROCE_TOP="$FERROCE_TOP" FERROCE_CACHE="$FERROCE_CACHE" \
+			CARGO_HOME="$FERROCE_CACHE/cargo" \
+			${FERROCE_HOST_CA:+CARGO_HTTP_CAINFO="$FERROCE_HOST_CA"} \
 			${FERROCE_ROOT_ENV:-} /bin/sh -c "cd \"\$0\" 2>/dev/null || cd /; exec \"\$@\"" "$cwd" "$@"
 	' in_root "$root" "$PWD" "$@"
 }
