@@ -15,6 +15,8 @@
 #   make run        the main job: VMs, RDMA, perftest, results shown
 #   make check      every test (cargo, KUnit, VM scenarios); ends with
 #                   "N passed, N failed"
+#   make soak       the long versions of the scenarios that have one (SOAK=1:
+#                   100 debug gid cycles, minutes of wire faults, ...)
 #   make bench      the same RDMA tests over rxe and over ferroce, side by
 #                   side, with their ratio (numbers, not pass/fail)
 #   make lint       rustfmt, clippy, checkpatch, shellcheck
@@ -34,7 +36,7 @@ KERNEL_BUILD = $(KERNEL_DIR)/build
 # (kbuild's MO=), so builds for the default and the debug kernel coexist:
 # .build/default/drivers/infiniband/hw/ferroce/ferroce.ko.
 FLAVOUR := $(or $(FERROCE_KERNEL_FLAVOUR),default)
-KMAKE = k=$(KERNEL_DIR) && $(TOP)/scripts/in-root -- make -C $$k/build \
+KMAKE = k=$(KERNEL_DIR) && flock -s $$k.lock $(TOP)/scripts/in-root -- make -C $$k/build \
 	$$(cat $$k/make-flags 2>/dev/null) M=$(TOP) MO=$(TOP)/.build/$(FLAVOUR)
 KSRC_CMD = readlink -f $(KERNEL_BUILD)/source
 else
@@ -50,7 +52,7 @@ C_SOURCES = $(shell find include drivers providers -name '*.[ch]' 2>/dev/null)
 
 PROVIDER_OUT := $(TOP)/.build/provider
 
-.PHONY: all modules provider provider-check run check bench lint clean help
+.PHONY: all modules provider provider-check run check soak bench lint clean help
 
 all: modules provider
 
@@ -69,13 +71,16 @@ provider-check:
 	$(PROVIDER_MAKE) check
 
 help:
-	@sed -n '3,23p' Makefile
+	@sed -n '3,25p' Makefile
 
 run:
 	$(TOP)/scripts/run-main.sh
 
 check:
 	$(TOP)/scripts/check.sh
+
+soak:
+	$(TOP)/scripts/soak.sh
 
 bench:
 	$(TOP)/scripts/bench.sh
@@ -94,11 +99,14 @@ lint: modules
 		$$ksrc/scripts/checkpatch.pl --no-tree --quiet --terse --show-types \
 		--ignore SPDX_LICENSE_TAG,FILE_PATH_CHANGES -f $(C_SOURCES); fi
 	@if [ -f $(DEVICE_DIR)/Cargo.toml ]; then \
-		echo "== cargo fmt / clippy (device)"; \
-		cd $(DEVICE_DIR) && cargo fmt --all --check && \
-		cargo clippy --workspace --all-targets -- -D warnings; fi
+		echo "== cargo fmt / clippy (device; the root's 1.85: its precedence lint \
+			flags a << b | c, allowed since 1.86, and its needless_lifetimes \
+			flags more than later ones)"; \
+		cd $(DEVICE_DIR) && $(TOP)/scripts/in-root -- cargo fmt --all --check && \
+		$(TOP)/scripts/in-root -- cargo clippy --workspace --all-targets -- -D warnings \
+			-A clippy::precedence -A clippy::needless_lifetimes; fi
 
 clean:
 	-$(KMAKE) clean
 	rm -rf qemu-test/runs .build
-	@if [ -f $(DEVICE_DIR)/Cargo.toml ]; then cd $(DEVICE_DIR) && cargo clean; fi
+	@if [ -f $(DEVICE_DIR)/Cargo.toml ]; then cd $(DEVICE_DIR) && $(TOP)/scripts/in-root -- cargo clean; fi

@@ -21,7 +21,7 @@ fail() { failed=$((failed + 1)); failures+=("$1"); }
 if [ -f "$FERROCE_TOP/device/Cargo.toml" ]; then
 	log "check: cargo test (device/)"
 	out=$(mktemp)
-	(cd "$FERROCE_TOP/device" && cargo test --workspace 2>&1) | tee "$out"
+	(cd "$FERROCE_TOP/device" && "$FERROCE_TOP/scripts/in-root" -- cargo test --workspace 2>&1) | tee "$out"
 	rc=${PIPESTATUS[0]}
 	p=$(grep -Eo 'test result: [a-zA-Z]+\. [0-9]+ passed' "$out" | awk '{s+=$4} END {print s+0}')
 	f=$(grep -Eo '[0-9]+ failed' "$out" | awk '{s+=$1} END {print s+0}')
@@ -41,6 +41,10 @@ if make -C "$FERROCE_TOP" -s modules; then pass 1; else fail "make modules"; fi
 #     check and load test (libibverbs matches it to a fake ferroce device).
 log "check: make provider-check"
 if make -C "$FERROCE_TOP" -s provider-check; then pass 1; else fail "make provider-check"; fi
+
+# 2c. The cache's locking: a held entry is never pruned.
+log "check: scripts/test-cache.sh"
+if "$FERROCE_TOP/scripts/test-cache.sh"; then pass 1; else fail "scripts/test-cache.sh"; fi
 
 # 3. Style: rustfmt, clippy, checkpatch, shellcheck (make lint).
 log "check: make lint"

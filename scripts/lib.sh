@@ -10,7 +10,10 @@
 # entry is complete once its ".complete" stamp exists, written after the
 # builder succeeded; a directory without the stamp (interrupted build) is
 # deleted and rebuilt, never trusted.  Builders hold an flock on the entry, so two runs at once
-# build it once and never see each other's half-written state.
+# build it once and never see each other's half-written state.  Users of an
+# entry hold a shared flock on it (cache_hold, in_root for roots) for as long
+# as they use it, and prune_cache deletes only entries nobody holds: two runs
+# at once never delete what the other one is using.
 
 set -euo pipefail
 shopt -s inherit_errexit
@@ -58,7 +61,15 @@ cache_entry() {
 	local dir=$FERROCE_CACHE/$name
 	mkdir -p "$(dirname "$dir")"
 	exec {lockfd}>"$dir.lock"
-	flock "$lockfd"
+	# A complete entry is only read: a shared lock, so that runs holding
+	# it (cache_hold) do not keep this one waiting.
+	flock -s "$lockfd"
+	if [ -e "$dir/.complete" ]; then
+		exec {lockfd}>&-
+		printf '%s\n' "$dir"
+		return 0
+	fi
+	flock -x "$lockfd"
 	if [ -e "$dir" ] && [ ! -e "$dir/.complete" ]; then
 		log "discarding incomplete cache entry $dir"
 		rm -rf --one-file-system "$dir"
@@ -74,11 +85,22 @@ cache_entry() {
 	printf '%s\n' "$dir"
 }
 
+# cache_hold DIR: hold a shared lock on cache entry DIR until this shell
+# exits (the descriptor is inherited by its children, e.g. QEMU), so that no
+# prune_cache deletes it meanwhile.
+cache_hold() {
+	local fd
+	exec {fd}>>"$1.lock"
+	flock -s "$fd"
+}
+
 # prune_cache GLOB [N]: keep only the newest N complete entries matching GLOB
-# (old kernels, old roots), and drop abandoned half-built ones (no stamp, and
-# nobody holds their lock).  Symlinks are never touched.
+# (old kernels, old roots), and drop abandoned half-built ones (no stamp).
+# An entry is deleted only under its exclusive lock, taken without waiting:
+# one that a run holds (cache_hold, in_root) or builds is left alone.
+# Symlinks are never touched.
 prune_cache() {
-	local pattern=$1 keep=${2:-2} e n=0
+	local pattern=$1 keep=${2:-2} e n=0 what
 	# shellcheck disable=SC2086,SC2012 # GLOB must expand; names are ours
 	ls -1dt $FERROCE_CACHE/$pattern 2>/dev/null | while read -r e; do
 		case $e in *.lock) continue ;; esac
@@ -86,13 +108,16 @@ prune_cache() {
 		if [ -e "$e/.complete" ]; then
 			n=$((n + 1))
 			[ "$n" -le "$keep" ] && continue
-			log "pruning old cache entry $e"
-		elif flock -n "$e.lock" true; then
-			log "removing abandoned partial build $e"
+			what="old cache entry"
 		else
-			continue
+			what="abandoned partial build"
 		fi
-		rm -rf --one-file-system "$e" "$e.lock"
+		# shellcheck disable=SC2016 # expanded by the inner shell
+		if flock -n -x "$e.lock" sh -c 'rm -rf --one-file-system "$1"' prune "$e"; then
+			log "pruned $what $e"
+		else
+			log "keeping $what $e: in use by another run"
+		fi
 	done
 }
 
@@ -102,9 +127,22 @@ prune_cache() {
 # build trees and sockets can be named identically on both sides; the
 # command starts in the caller's directory when that exists inside.
 in_root() {
-	local root=$1
+	local root=$1 hold=()
 	shift
-	unshare -m --propagation private -- /bin/bash -euc '
+	# A root from the cache is held (shared lock) while the command runs.
+	[ -e "$root.lock" ] && hold=(flock -s "$root.lock")
+	# cargo in the root keeps its crates in the cache and trusts what the
+	# host trusts (crates.io may be reached through a proxy whose CA only
+	# the host's store holds).
+	local ca=$FERROCE_CACHE/host-ca.crt
+	FERROCE_HOST_CA=
+	if [ -r /etc/ssl/certs/ca-certificates.crt ]; then
+		cmp -s /etc/ssl/certs/ca-certificates.crt "$ca" ||
+			{ cp /etc/ssl/certs/ca-certificates.crt "$ca.tmp.$$" && mv "$ca.tmp.$$" "$ca"; }
+		FERROCE_HOST_CA=$ca
+	fi
+	export FERROCE_HOST_CA
+	"${hold[@]}" unshare -m --propagation private -- /bin/bash -euc '
 		root=$1 cwd=$2; shift 2
 		# A private /tmp first: the checkout or the cache may live under
 		# /tmp, and their binds must land on top of it, not under it.
@@ -118,6 +156,8 @@ in_root() {
 			PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
 			HOME=/root LANG=C.UTF-8 TERM="${TERM:-dumb}" \
 			FERROCE_TOP="$FERROCE_TOP" FERROCE_CACHE="$FERROCE_CACHE" \
+			CARGO_HOME="$FERROCE_CACHE/cargo" \
+			${FERROCE_HOST_CA:+CARGO_HTTP_CAINFO="$FERROCE_HOST_CA"} \
 			${FERROCE_ROOT_ENV:-} /bin/sh -c "cd \"\$0\" 2>/dev/null || cd /; exec \"\$@\"" "$cwd" "$@"
 	' in_root "$root" "$PWD" "$@"
 }

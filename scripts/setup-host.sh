@@ -20,4 +20,3 @@ if [ ${#missing[@]} -gt 0 ]; then
 	apt-get update -qq
 	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
-command -v cargo >/dev/null 2>&1 || die "cargo not found; install a Rust toolchain (rustup or: apt-get install -y cargo)"

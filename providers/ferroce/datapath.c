@@ -64,10 +64,8 @@ static void ferroce_parse_cqe(struct ferroce_cq *cq,
 	qp = ferroce_find_qp(ctx, qpn);
 	if (!qp)
 		return;
-	if (cqe->opcode & IBV_WC_RECV)
-		qp->rq.ci = idx + 1;
-	else
-		qp->sq.ci = idx + 1;
+	__atomic_store_n(cqe->opcode & IBV_WC_RECV ? &qp->rq.ci : &qp->sq.ci,
+			 (uint16_t)(idx + 1), __ATOMIC_RELEASE);
 }
 
 int ferroce_poll_cq(struct ibv_cq *ibcq, int num_entries, struct ibv_wc *wc)
@@ -174,7 +172,9 @@ static inline void *ferroce_wqe(struct ferroce_wq *wq, uint16_t idx)
 
 static inline bool ferroce_wq_full(struct ferroce_wq *wq, uint16_t pi)
 {
-	return (uint16_t)(pi - wq->ci) >= wq->depth;
+	uint16_t ci = __atomic_load_n(&wq->ci, __ATOMIC_ACQUIRE);
+
+	return (uint16_t)(pi - ci) >= wq->depth;
 }
 
 /* WQEs -> barrier -> PI record -> barrier -> doorbell (device.rst) */

@@ -88,9 +88,11 @@ struct ferroce_cq {
 
 /*
  * A send or receive queue. pi and ci are free-running 16-bit indices: pi is
- * advanced by post_send/post_recv under the queue's lock, ci only by the
- * poller of the queue's CQ (wqe_idx + 1 of each CQE), so the poster may
- * read a stale ci, which only makes the queue look fuller than it is.
+ * advanced by post_send/post_recv under the queue's lock, ci by the poller
+ * of the queue's CQ under the CQ's lock (wqe_idx + 1 of each CQE). The two
+ * sides share ci through atomic accesses: the poster may read a ci that is
+ * already behind, which only makes the queue look fuller than it is, and a
+ * slot it sees free has been consumed by the device (release/acquire).
  */
 struct ferroce_wq {
 	pthread_spinlock_t lock;
@@ -102,7 +104,7 @@ struct ferroce_wq {
 	uint32_t shift;			/* log2 of the WQE stride */
 	uint32_t max_sge;
 	uint16_t pi;
-	uint16_t ci;
+	uint16_t ci;			/* __atomic_* accesses only */
 };
 
 struct ferroce_qp {
@@ -144,7 +146,10 @@ uint32_t ferroce_cq_depth(uint32_t cqe);
 int ferroce_sq_shift(uint32_t max_send_sge, uint32_t max_inline);
 int ferroce_rq_shift(uint32_t max_recv_sge);
 
-/* QP table (verbs.c); ferroce_find_qp is called by the poller */
+/*
+ * QP table (verbs.c); ferroce_find_qp is called by the poller, with the
+ * CQ's lock held, and takes the table's lock itself.
+ */
 struct ferroce_qp *ferroce_find_qp(struct ferroce_context *ctx, uint32_t qpn);
 
 /* verbs.c: control path */

@@ -212,14 +212,22 @@ static void ferroce_clear_qp(struct ferroce_context *ctx, struct ferroce_qp *qp)
 	pthread_mutex_unlock(&ctx->qp_table_mutex);
 }
 
+/*
+ * The QP stays valid after the table's lock is dropped for as long as the
+ * caller holds the lock of one of its CQs: destroy_qp takes those before
+ * it clears the entry.
+ */
 struct ferroce_qp *ferroce_find_qp(struct ferroce_context *ctx, uint32_t qpn)
 {
 	struct ferroce_qp_table_ent *ent;
+	struct ferroce_qp *qp = NULL;
 
 	ent = &ctx->qp_table[(qpn & FERROCE_QPN_MASK) >> FERROCE_QP_TABLE_SHIFT];
-	if (!ent->refcnt)
-		return NULL;
-	return ent->table[qpn & FERROCE_QP_TABLE_MASK];
+	pthread_mutex_lock(&ctx->qp_table_mutex);
+	if (ent->refcnt)
+		qp = ent->table[qpn & FERROCE_QP_TABLE_MASK];
+	pthread_mutex_unlock(&ctx->qp_table_mutex);
+	return qp;
 }
 
 /* ------------------------------------------------------------------------
@@ -621,32 +629,34 @@ int ferroce_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr,
 	int ret;
 
 	/*
-	 * No post may run concurrently with a state change; a QP going back
+	 * No queue lock is held across the command (it may take seconds):
+	 * posters keep going, and a post racing with a state change gets
+	 * the old or the new state, as on any device. A QP that went back
 	 * to RESET restarts its queues at index 0 (device.rst: "-> RESET
-	 * clears ... the recorded indices").
+	 * clears ... the recorded indices"): its CQEs are dropped and its
+	 * indices reset afterwards, under the queues' and the CQs' locks.
 	 */
+	ret = ibv_cmd_modify_qp(ibqp, attr, attr_mask, &cmd, sizeof(cmd));
+	if (ret || !(attr_mask & IBV_QP_STATE) ||
+	    attr->qp_state != IBV_QPS_RESET)
+		return ret;
+
 	pthread_spin_lock(&qp->sq.lock);
 	pthread_spin_lock(&qp->rq.lock);
-
-	ret = ibv_cmd_modify_qp(ibqp, attr, attr_mask, &cmd, sizeof(cmd));
-	if (!ret && (attr_mask & IBV_QP_STATE) &&
-	    attr->qp_state == IBV_QPS_RESET) {
-		ferroce_lock_cqs(ibqp);
-		ferroce_clean_cqs(qp);
-		ferroce_unlock_cqs(ibqp);
-		qp->sq.pi = 0;
-		qp->sq.ci = 0;
-		qp->sq.dbrec->pi = 0;
-		if (qp->rq.depth) {
-			qp->rq.pi = 0;
-			qp->rq.ci = 0;
-			qp->rq.dbrec->pi = 0;
-		}
+	ferroce_lock_cqs(ibqp);
+	ferroce_clean_cqs(qp);
+	qp->sq.pi = 0;
+	__atomic_store_n(&qp->sq.ci, 0, __ATOMIC_RELAXED);
+	qp->sq.dbrec->pi = 0;
+	if (qp->rq.depth) {
+		qp->rq.pi = 0;
+		__atomic_store_n(&qp->rq.ci, 0, __ATOMIC_RELAXED);
+		qp->rq.dbrec->pi = 0;
 	}
-
+	ferroce_unlock_cqs(ibqp);
 	pthread_spin_unlock(&qp->rq.lock);
 	pthread_spin_unlock(&qp->sq.lock);
-	return ret;
+	return 0;
 }
 
 int ferroce_query_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr,

@@ -3,8 +3,9 @@
 #
 # Helpers for the guest side of qemu-test scenarios (sourced by
 # scenarios/*.guest).  Results are TAP-like lines in /mnt/work/results that
-# the harness collects; a guest script ends with "finish", whose exit status
-# is the number of failed checks (0 = pass).
+# the harness collects; a guest script ends with "finish", which exits 0 only
+# if no check failed (1 otherwise: an exit status is 8 bits, a count of 256
+# failures would read as 0).
 
 RESULTS=/mnt/work/results
 SHARED=/mnt/shared
@@ -34,7 +35,8 @@ note() { echo "$1 $2" | tee -a /mnt/work/notes; }
 
 finish() {
 	echo "# $VM_NAME: $_failures failed"
-	exit "$_failures"
+	[ "$_failures" = 0 ]
+	exit
 }
 
 # wait_for SECONDS CMD...: poll CMD every 0.1 s until it succeeds.
@@ -57,11 +59,13 @@ wait_marker() {
 	cat "$SHARED/$1"
 }
 
+# load_rdma_core: ib_core, uverbs and the RDMA CM, each one loaded (or built
+# in) afterwards; a module the kernel lacks is a failure, not a skip.
 load_rdma_core() {
 	local m
 	for m in ib_core ib_uverbs_support ib_uverbs rdma_cm rdma_ucm; do
-		modinfo "$m" >/dev/null 2>&1 || continue
 		modprobe "$m" || { echo "modprobe $m failed" >&2; return 1; }
+		[ -d "/sys/module/$m" ] || { echo "$m is not loaded after modprobe" >&2; return 1; }
 	done
 	[ -d /sys/class/infiniband_verbs ] || { echo "ib_uverbs did not load" >&2; return 1; }
 }
@@ -72,15 +76,22 @@ load_rdma_core() {
 # time) or RDMAV_DRIVERS; the root is read-only, so a tmpfs holding the
 # root's *.driver files plus ferroce.driver is mounted over the directory
 # (every process sees it, whatever its environment).  A "driver" line with
-# an absolute path makes libibverbs dlopen PATH-rdmav<ABI>.so.
+# an absolute path makes libibverbs dlopen PATH-rdmav<ABI>.so.  The library
+# must be the one the harness built for this run (FERROCE_PROVIDER_SHA256 in
+# vm.env), not an older one left in the checkout.
 FERROCE_PROVIDER=/src/.build/provider/libferroce
 load_ferroce_provider() {
-	local dir=/etc/libibverbs.d so tmp rc
+	local dir=/etc/libibverbs.d so tmp rc sum
 	for so in "$FERROCE_PROVIDER"-rdmav*.so; do
 		[ -f "$so" ] && break
 		echo "libferroce not built (make provider): no $so" >&2
 		return 1
 	done
+	sum=$(sha256sum <"$so" | cut -d' ' -f1)
+	if [ -z "${FERROCE_PROVIDER_SHA256:-}" ] || [ "$sum" != "$FERROCE_PROVIDER_SHA256" ]; then
+		echo "$so is not the libferroce this run built (sha256 $sum, built ${FERROCE_PROVIDER_SHA256:-none})" >&2
+		return 1
+	fi
 	[ -f "$dir/ferroce.driver" ] && return 0
 	tmp=$(mktemp -d) || return 1
 	cp "$dir"/*.driver "$tmp"/ &&

@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-2.0
+#
+# make soak: the long versions of the scenarios that have one, for a machine
+# with time to spare (not part of make check, whose budget is 45 min).  Each
+# scenario that reads SOAK (qemu-test/scenarios/*.sh) runs once with SOAK=1:
+# gid-debug does 100 insmod/rmmod cycles on the debug kernel instead of 20,
+# ferroce-faults repeats its traffic over the faulty wires for
+# FERROCE_SOAK_ROUNDS rounds (default 10) instead of 1, and so on for every
+# scenario that grows a SOAK knob.  Ends with "N passed, N failed".
+#
+# FERROCE_SCENARIOS="gid-debug" limits the scenarios run.
+. "$(dirname "$0")/lib.sh"
+set +e
+need_root
+"$FERROCE_TOP/scripts/setup-host.sh" || exit 1
+export SOAK=1
+
+scenarios=${FERROCE_SCENARIOS:-$(grep -l '\bSOAK\b' "$FERROCE_TOP"/qemu-test/scenarios/*.sh |
+	sed 's|.*/||; s/\.sh$//' | sort)}
+[ -n "$scenarios" ] || die "no scenario has a SOAK knob"
+passed=0 failed=0
+declare -a failures=()
+for s in $scenarios; do
+	log "soak: qemu-test/run $s (SOAK=1)"
+	if "$FERROCE_TOP/qemu-test/run" "$s"; then
+		passed=$((passed + 1))
+	else
+		failed=$((failed + 1))
+		failures+=("$s")
+	fi
+done
+echo
+for f in "${failures[@]}"; do echo "FAILED: soak scenario $f"; done
+echo "$passed passed, $failed failed"
+[ "$failed" = 0 ]
