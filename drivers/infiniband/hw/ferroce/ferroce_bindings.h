@@ -20,6 +20,8 @@ unsigned int ferroce_num_online_cpus(void);
 void ferroce_dma_rmb(void);
 void ferroce_dma_wmb(void);
 bool ferroce_ib_device_try_get(struct ib_device *dev);
+void ferroce_ib_device_hold_mem(struct ib_device *dev);
+void ferroce_ib_device_put_mem(struct ib_device *dev);
 void ferroce_netdev_put(struct net_device *ndev);
 int ferroce_netdev_mac(const struct net_device *ndev, u8 *mac);
 int ferroce_netdev_pair_mac(const struct net_device *ndev, u8 *mac);

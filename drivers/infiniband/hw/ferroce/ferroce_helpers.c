@@ -30,6 +30,16 @@ bool ferroce_ib_device_try_get(struct ib_device *dev)
 	return ib_device_try_get(dev);
 }
 
+void ferroce_ib_device_hold_mem(struct ib_device *dev)
+{
+	get_device(&dev->dev);
+}
+
+void ferroce_ib_device_put_mem(struct ib_device *dev)
+{
+	put_device(&dev->dev);
+}
+
 void ferroce_netdev_put(struct net_device *ndev)
 {
 	dev_put(ndev);

@@ -965,54 +965,82 @@ pub(crate) enum PortEvent {
     Err,
 }
 
-/// A counted reference on a registered `ib_device` for dispatching async
-/// events from any context, IRQ handlers included.
+/// A handle on a registered `ib_device` for dispatching async events and
+/// pairing netdevs from any context, IRQ handlers included.
 ///
-/// Unregistration waits until every such reference is gone: drop them
-/// before the [`Registration`].
+/// It holds only the `struct device` reference (`get_device`), which keeps
+/// the memory of the `ib_device` allocated but does not hold its
+/// registration: ib_core's `disable_device()` (unregistration, and
+/// `rdma_dev_change_netns()`) never waits for it. Each operation takes an
+/// `ib_device_try_get` reference for its own duration only (as ib_core's
+/// own netdev handlers do per event) and does nothing while the device is
+/// disabled or once it is unregistered.
 ///
 /// # Invariants
 ///
-/// `dev` points to an `ib_device` on which we hold a reference taken with
-/// `ib_device_try_get`.
+/// `dev` points to an `ib_device` on whose `dev` we hold a `get_device`
+/// reference.
 pub(crate) struct EventRef {
     dev: NonNull<b::ib_device>,
 }
 
-// SAFETY: `ib_dispatch_event` and `ib_device_put` may be called from any
-// thread.
+// SAFETY: `ib_dispatch_event`, `ib_device_try_get`/`ib_device_put` and
+// `put_device` may be called from any thread.
 unsafe impl Send for EventRef {}
-// SAFETY: as above; `&EventRef` only dispatches events.
+// SAFETY: as above; `&EventRef` only dispatches events under a registration
+// reference.
 unsafe impl Sync for EventRef {}
 
 impl<T: Driver> Registration<'_, T> {
-    /// A reference for dispatching events, `None` if the device is being
-    /// unregistered.
+    /// A handle for dispatching events. `None` is never returned today; the
+    /// `Option` is kept for callers that treat a missing sink as "no events".
     pub(crate) fn event_ref(&self) -> Option<EventRef> {
         let dev = self.dev.cast::<b::ib_device>();
-        // SAFETY: the device is registered and allocated (type invariant).
-        // INVARIANT: on success we hold a reference.
-        unsafe { b::ferroce_ib_device_try_get(dev.as_ptr()) }.then_some(EventRef { dev })
+        // SAFETY: the device is registered and allocated (type invariant), so
+        // its `struct device` is initialised; `get_device` takes a reference
+        // on it. INVARIANT: we hold that reference.
+        unsafe { b::ferroce_ib_device_hold_mem(dev.as_ptr()) };
+        Some(EventRef { dev })
     }
 }
 
 impl EventRef {
-    fn dispatch(&self, event: b::ib_event_type, port: u32) {
-        // SAFETY: `ib_event` is plain data; all zeroes is a valid value.
-        let mut ev: b::ib_event = unsafe { core::mem::zeroed() };
-        ev.device = self.dev.as_ptr();
-        ev.event = event;
-        // SAFETY: `ev` is ours; `port_num` is the union member ib_core reads
-        // for port events. `ib_dispatch_event` copies the event, allocates
-        // with GFP_ATOMIC and defers the clients to a work item, so it may
-        // be called from IRQ context; the device is alive (invariant).
-        unsafe {
-            *ev.element.port_num.as_mut() = port;
-            b::ib_dispatch_event(&ev);
+    /// Runs `f` under a registration reference (`ib_device_try_get`);
+    /// `None` if the device is disabled or unregistered now.
+    fn live<R>(&self, f: impl FnOnce(*mut b::ib_device) -> R) -> Option<R> {
+        let dev = self.dev.as_ptr();
+        // SAFETY: the memory of the device is valid (type invariant);
+        // `ib_device_try_get` only increments its registration count if it
+        // is not zero, from any context.
+        if !unsafe { b::ferroce_ib_device_try_get(dev) } {
+            return None;
         }
+        let r = f(dev);
+        // SAFETY: we took this reference above.
+        unsafe { b::ib_device_put(dev) };
+        Some(r)
     }
 
-    /// Dispatches a port event for `port`.
+    fn dispatch(&self, event: b::ib_event_type, port: u32) {
+        self.live(|dev| {
+            // SAFETY: `ib_event` is plain data; all zeroes is a valid value.
+            let mut ev: b::ib_event = unsafe { core::mem::zeroed() };
+            ev.device = dev;
+            ev.event = event;
+            // SAFETY: `ev` is ours; `port_num` is the union member ib_core
+            // reads for port events. `ib_dispatch_event` copies the event,
+            // allocates with GFP_ATOMIC and defers the clients to a work
+            // item, so it may be called from IRQ context; the device is
+            // registered (`live`).
+            unsafe {
+                *ev.element.port_num.as_mut() = port;
+                b::ib_dispatch_event(&ev);
+            }
+        });
+    }
+
+    /// Dispatches a port event for `port` (dropped while the device is
+    /// disabled: ib_core queries the port again when it enables it).
     pub(crate) fn port_event(&self, port: u32, event: PortEvent) {
         let ev = match event {
             PortEvent::Active => b::ib_event_type_IB_EVENT_PORT_ACTIVE,
@@ -1023,6 +1051,8 @@ impl EventRef {
 
     /// The netdev associated with `port`, held.
     pub(crate) fn netdev(&self, port: u32) -> Option<NetDevRef> {
+        // `ib_device_get_netdev` reads `port_data`, which lives as long as
+        // the memory of the device (`ib_device_release` frees it).
         netdev_of(self.dev.as_ptr(), port)
     }
 
@@ -1030,21 +1060,35 @@ impl EventRef {
     /// ib_core holds its own tracked reference).
     ///
     /// Call it from a netdev notifier (RTNL held), with `None` at the latest
-    /// when the associated netdev sends `NETDEV_UNREGISTER`.
+    /// when the associated netdev sends `NETDEV_UNREGISTER`. Pairing needs
+    /// the device registered and enabled (`ENODEV` otherwise: an
+    /// unregistered device would keep the netdev reference for good);
+    /// unpairing always works.
     pub(crate) fn set_netdev(&self, netdev: Option<NetDev<'_>>, port: u32) -> Result {
-        let nd = netdev.map_or(core::ptr::null_mut(), |n| n.as_raw());
-        // SAFETY: the device is alive (type invariant); `nd` is NULL or a
-        // netdev valid for the call, not unregistering (the caller reacts to
-        // its `NETDEV_UNREGISTER` under RTNL, which it holds).
-        to_result(unsafe { b::ib_device_set_netdev(self.dev.as_ptr(), nd, port) })
+        let set = |dev: *mut b::ib_device| {
+            let nd = netdev.map_or(core::ptr::null_mut(), |n| n.as_raw());
+            // SAFETY: the memory of the device, its `port_data` included, is
+            // valid (type invariant; ib_core frees `port_data` in the release
+            // of the `struct device`); `nd` is NULL or a netdev valid for
+            // the call, not unregistering (the caller reacts to its
+            // `NETDEV_UNREGISTER` under RTNL, which it holds).
+            to_result(unsafe { b::ib_device_set_netdev(dev, nd, port) })
+        };
+        if netdev.is_some() {
+            self.live(set).unwrap_or(Err(ENODEV))
+        } else {
+            set(self.dev.as_ptr())
+        }
     }
 
     /// Has ib_core scan the netdevs for the GIDs of this device now
     /// (`rdma_roce_rescan_device`), e.g. after a netdev was associated with
     /// a port. It takes RTNL: never call it from a netdev notifier.
     pub(crate) fn rescan_gids(&self) {
-        // SAFETY: the device is alive (type invariant).
-        unsafe { b::rdma_roce_rescan_device(self.dev.as_ptr()) };
+        self.live(|dev| {
+            // SAFETY: the device is registered (`live`).
+            unsafe { b::rdma_roce_rescan_device(dev) }
+        });
     }
 
     /// Dispatches `IB_EVENT_DEVICE_FATAL`.
@@ -1055,8 +1099,9 @@ impl EventRef {
 
 impl Drop for EventRef {
     fn drop(&mut self) {
-        // SAFETY: we hold a reference (type invariant).
-        unsafe { b::ib_device_put(self.dev.as_ptr()) };
+        // SAFETY: we hold a `get_device` reference (type invariant). It is
+        // dropped in process context (the last put may free the device).
+        unsafe { b::ferroce_ib_device_put_mem(self.dev.as_ptr()) };
     }
 }
 
