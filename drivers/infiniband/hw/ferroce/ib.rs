@@ -283,7 +283,7 @@ impl rdma::Driver for IbDev {
             pdn: pd.pdn,
             ..Default::default()
         };
-        dev.shared.exec(&cmd).map(|_| ())
+        dev.shared.exec_destroy(&cmd)
     }
 
     fn create_kernel_ah(_dev: &rdma::Device<Self>, _pd: &Pd, attr: &AhAttr<'_>) -> Result<Ah> {

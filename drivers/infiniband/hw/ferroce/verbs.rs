@@ -262,7 +262,14 @@ pub(crate) fn create_cq(
             db_page: ctx.db_page,
             ..Default::default()
         })
-    })?;
+    });
+    let out = match out {
+        Ok(out) => out,
+        Err(e) => {
+            dev.shared.release_after_failure((ring, dbrec));
+            return Err(e);
+        }
+    };
     let cq = Cq {
         cqn: out.out[0],
         mem: CqMem::User {
@@ -286,7 +293,7 @@ pub(crate) fn destroy_cq(dev: &rdma::Device<IbDev>, cq: &Cq) -> Result {
         cqn: cq.cqn,
         ..Default::default()
     };
-    dev.shared.exec(&cmd).map(|_| ())
+    dev.shared.exec_destroy(&cmd)
 }
 
 /// `create_qp` of a user RC or UD QP.
@@ -375,7 +382,14 @@ pub(crate) fn create_qp(
             cmd.rq_dbrec_addr = *dbrec;
         }
         Ok(cmd)
-    })?;
+    });
+    let out = match out {
+        Ok(out) => out,
+        Err(e) => {
+            dev.shared.release_after_failure((sq, sq_dbrec, rq));
+            return Err(e);
+        }
+    };
     let granted = QpCaps {
         max_send_wr: req.sq_depth,
         max_recv_wr: req.rq_depth,
@@ -533,7 +547,7 @@ pub(crate) fn destroy_qp(dev: &rdma::Device<IbDev>, qp: &Qp) -> Result {
         qpn: qp.qpn,
         ..Default::default()
     };
-    dev.shared.exec(&cmd).map(|_| ())
+    dev.shared.exec_destroy(&cmd)
 }
 
 /// `reg_user_mr`: pins the range and registers it with the largest page
@@ -573,7 +587,14 @@ pub(crate) fn reg_user_mr(
             key_variant: variant,
             ..Default::default()
         })
-    })?;
+    });
+    let out = match out {
+        Ok(out) => out,
+        Err(e) => {
+            dev.shared.release_after_failure(umem);
+            return Err(e);
+        }
+    };
     let key = out.out[0];
     Ok((
         Mr {
@@ -589,7 +610,7 @@ pub(crate) fn dereg_mr(dev: &rdma::Device<IbDev>, mr: &Mr) -> Result {
         key: mr.key,
         ..Default::default()
     };
-    dev.shared.exec(&cmd).map(|_| ())
+    dev.shared.exec_destroy(&cmd)
 }
 
 /// `create_ah`: the device keeps the address vector; UD WQEs name it.
@@ -629,7 +650,7 @@ pub(crate) fn destroy_ah(dev: &rdma::Device<IbDev>, ah: &Ah) -> Result {
         ahn: ah.ahn,
         ..Default::default()
     };
-    dev.shared.exec(&cmd).map(|_| ())
+    dev.shared.exec_destroy(&cmd)
 }
 
 /// `create_cq` of a kernel CQ: the ring in coherent memory, the record
@@ -656,7 +677,14 @@ pub(crate) fn create_kernel_cq(
             db_page: KERNEL_DB_PAGE,
             ..Default::default()
         })
-    })?;
+    });
+    let out = match out {
+        Ok(out) => out,
+        Err(e) => {
+            dev.shared.release_after_failure(ring);
+            return Err(e);
+        }
+    };
     let cq = Cq {
         cqn: out.out[0],
         mem: CqMem::Kernel(ring),
@@ -775,7 +803,14 @@ pub(crate) fn create_kernel_qp(
             cmd.rq_dbrec_addr = mem.rq_dbrec;
         }
         Ok(cmd)
-    })?;
+    });
+    let out = match out {
+        Ok(out) => out,
+        Err(e) => {
+            dev.shared.release_after_failure((rings, mem));
+            return Err(e);
+        }
+    };
     let granted = QpCaps {
         max_send_wr: geo.sq_depth,
         max_recv_wr: geo.rq_depth,
@@ -863,7 +898,13 @@ pub(crate) fn alloc_mr(
         max_pages,
         ..Default::default()
     };
-    let key = dev.shared.exec(&cmd)?.out[0];
+    let key = match dev.shared.exec(&cmd) {
+        Ok(out) => out.out[0],
+        Err(e) => {
+            dev.shared.release_after_failure(pages);
+            return Err(e);
+        }
+    };
     let mr = Mr {
         key,
         mem: MrMem::FastReg(FastRegPages {

@@ -87,7 +87,7 @@ pub(crate) trait Driver: Send + Sync + Sized + 'static {
     fn alloc_pd(dev: &Device<Self>, user: bool) -> Result<Self::Pd>;
 
     /// Releases a protection domain; on success its state is dropped
-    /// afterwards, on failure the PD stays as it is.
+    /// afterwards, on failure it is leaked (ib_core is told it succeeded).
     fn dealloc_pd(dev: &Device<Self>, pd: &Self::Pd) -> Result;
 
     /// The table through which completion and CQ events reach the CQs.
@@ -108,7 +108,9 @@ pub(crate) trait Driver: Send + Sync + Sized + 'static {
 
     /// Destroys a CQ on the device. On success its state (and the memory it
     /// pins) is dropped afterwards; on failure the state is leaked, so
-    /// memory a misbehaving device may still write stays pinned.
+    /// memory a misbehaving device may still write stays pinned. ib_core is
+    /// told it succeeded either way. Return `Err` only if the device may
+    /// still access the object: a dead device that was reset destroyed it.
     fn destroy_cq(_dev: &Device<Self>, _cq: &Self::Cq) -> Result {
         build_error!(VTABLE_DEFAULT_ERROR)
     }
@@ -758,17 +760,17 @@ impl<T: Driver> Adapter<T> {
     extern "C" fn dealloc_pd(pd: *mut b::ib_pd, _udata: *mut b::ib_udata) -> c_int {
         let obj = pd.cast::<PdObj<T>>();
         // SAFETY: ib_core calls this for a PD whose `alloc_pd` succeeded, so
-        // `data` is initialised; on success ib_core frees the memory right
-        // after, on failure it keeps the PD (and we keep `data`).
+        // `data` is initialised; ib_core frees the memory right after (we
+        // never fail), so `data` is dropped or leaked here.
         unsafe {
             let dev = Device::<T>::from_raw((*pd).device);
-            match T::dealloc_pd(dev, (*obj).data.assume_init_ref()) {
-                Ok(()) => {
-                    (*obj).data.assume_init_drop();
-                    0
-                }
-                Err(e) => e.to_errno(),
+            // ib_core cannot handle a failed dealloc (uverbs warns and
+            // leaks the uobject): leak the state instead, as for the other
+            // destroys.
+            if T::dealloc_pd(dev, (*obj).data.assume_init_ref()).is_ok() {
+                (*obj).data.assume_init_drop();
             }
+            0
         }
     }
 
