@@ -46,7 +46,8 @@ void ferroce_unregister_netdev_notifier(struct notifier_block *nb);
 unsigned int ferroce_netdev_event(unsigned long event);
 struct net_device *ferroce_netdev_notifier_dev(void *info);
 
-int ferroce_udata_in(struct ib_udata *udata, void *dst, size_t len);
+int ferroce_udata_in(struct ib_udata *udata, void *dst, size_t len,
+		     size_t min_len);
 int ferroce_udata_out(struct ib_udata *udata, void *src, size_t len);
 struct ib_udata *ferroce_bundle_udata(struct uverbs_attr_bundle *attrs);
 struct ib_ucontext *ferroce_udata_ucontext(struct ib_udata *udata);

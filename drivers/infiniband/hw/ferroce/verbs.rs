@@ -199,6 +199,10 @@ pub(crate) fn alloc_ucontext(
     init: &mut rdma::UContextInit<'_>,
     udata: &mut UData<'_>,
 ) -> Result<UContext> {
+    let req: hw::ferroce_ureq_alloc_ctx = udata.read()?;
+    if req.comp_mask != 0 || req.reserved != 0 {
+        return Err(EINVAL);
+    }
     let page = dev.db_pages.alloc()?;
     let r = (|| {
         let phys = dev.bar2 + u64::from(page) * u64::from(hw::FERROCE_DB_PAGE_SIZE);
@@ -212,6 +216,7 @@ pub(crate) fn alloc_ucontext(
             max_sge: c.max_sge,
             max_inline: c.max_inline,
             max_cqe: c.max_cqe,
+            ..Default::default()
         })
     })();
     match r {
@@ -239,11 +244,13 @@ pub(crate) fn create_cq(
     udata: &mut UData<'_>,
 ) -> Result<(Cq, u32, u32)> {
     let req: hw::ferroce_ureq_create_cq = udata.read()?;
-    if req.reserved != 0 {
+    // No extensions are defined yet.
+    if req.comp_mask != 0 {
         return Err(EINVAL);
     }
     let depth = req.depth;
-    if !is_pow2_in(depth, 2, dev.caps.max_cqe) || depth <= cqe {
+    // A CQ holds `depth` CQEs (device.rst, "CQ ring, overflow").
+    if !is_pow2_in(depth, 2, dev.caps.max_cqe) || depth < cqe {
         return Err(EINVAL);
     }
     if comp_vector >= dev.num_ceqs {
@@ -304,7 +311,7 @@ pub(crate) fn create_qp(
     udata: &mut UData<'_>,
 ) -> Result<(Qp, u32)> {
     let req: hw::ferroce_ureq_create_qp = udata.read()?;
-    if req.reserved.iter().any(|&b| b != 0) {
+    if req.reserved.iter().any(|&b| b != 0) || req.comp_mask != 0 || req.reserved2 != 0 {
         return Err(EINVAL);
     }
     let c = &dev.caps;
@@ -410,6 +417,7 @@ pub(crate) fn create_qp(
     if let Err(e) = udata.respond(&hw::ferroce_uresp_create_qp {
         qpn: qp.qpn,
         max_inline,
+        ..Default::default()
     }) {
         rdma::destroy_or_leak(qp, |qp| destroy_qp(dev, qp));
         return Err(e);
@@ -663,7 +671,8 @@ pub(crate) fn create_kernel_cq(
     if comp_vector >= dev.num_ceqs {
         return Err(EINVAL);
     }
-    let depth = cqe.saturating_add(1).max(2).next_power_of_two();
+    // A CQ holds `depth` CQEs (device.rst, "CQ ring, overflow").
+    let depth = cqe.max(2).checked_next_power_of_two().ok_or(EINVAL)?;
     if depth > dev.caps.max_cqe || depth > u32::from(u16::MAX) {
         return Err(EINVAL);
     }
