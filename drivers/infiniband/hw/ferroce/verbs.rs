@@ -483,7 +483,7 @@ pub(crate) fn modify_qp(
         ..Default::default()
     };
     if mask & hw::FERROCE_QP_ATTR_AV != 0 {
-        hwa.av = av_of(&attr.av())?;
+        hwa.av = av_of(&attr.av().ok_or(EINVAL)?)?;
     }
     let cmd = hw::ferroce_cmd_modify_qp {
         attr: hwa,

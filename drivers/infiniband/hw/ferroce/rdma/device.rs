@@ -1275,7 +1275,7 @@ impl<T: Driver> Adapter<T> {
             (
                 Device::<T>::from_raw((*ibqp).device),
                 (*ibqp.cast::<QpObj<T>>()).data.assume_init_ref(),
-                QpAttr::new(&*attr),
+                QpAttr::new(&*attr, mask as u32),
             )
         };
         from_result(|| T::modify_qp(dev, data, &attr, mask as u32).map(|()| 0))
