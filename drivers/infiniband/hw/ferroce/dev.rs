@@ -1045,7 +1045,7 @@ impl<'bound> Ferroce<'bound> {
             num_ceqs,
             if up { "up" } else { "down" }
         );
-        let debugfs = Debugfs::new(&shared, reg.device().name());
+        let debugfs = Debugfs::new(&shared, reg.device().name().as_cstr());
         Ok(Self {
             debugfs,
             notifier: Some(notifier),

@@ -336,12 +336,43 @@ impl<T: Driver> Device<T> {
         netdev_of(self.as_raw(), port)
     }
 
-    /// The name ib_core gave the device (e.g. `ferroce0`).
-    pub(crate) fn name(&self) -> &CStr {
-        // SAFETY: `name` is a NUL-terminated array inside the live device;
-        // ib_core only rewrites it on a rename (`strscpy`, which keeps the
-        // final NUL), so the string read here is always terminated.
-        unsafe { CStr::from_char_ptr((*self.as_raw()).name.as_ptr()) }
+    /// A copy of the name ib_core gave the device (e.g. `ferroce0`). ib_core
+    /// may rename the device at any time (`rdma dev set NAME name NEW`,
+    /// under its own lock, which drivers cannot take), so no reference into
+    /// the device's array is handed out: the bytes are copied one by one
+    /// (a copy racing a rename may mix the two names, never more) and the
+    /// copy is always NUL-terminated.
+    pub(crate) fn name(&self) -> DevName {
+        let mut out = DevName([0; DEV_NAME_LEN]);
+        // SAFETY: the device is alive, so its `name` array is valid for
+        // reads; each byte is read with a volatile load because ib_core may
+        // write it concurrently.
+        let src = unsafe { &raw const (*self.as_raw()).name };
+        for (i, byte) in out.0.iter_mut().enumerate().take(DEV_NAME_LEN - 1) {
+            // SAFETY: `i` is within the array (`DEV_NAME_LEN` is its length).
+            *byte = unsafe { core::ptr::read_volatile(src.cast::<u8>().add(i)) };
+        }
+        out
+    }
+}
+
+/// Length of `ib_device.name` (`IB_DEVICE_NAME_MAX`).
+const DEV_NAME_LEN: usize = b::IB_DEVICE_NAME_MAX as usize;
+
+/// An owned copy of an `ib_device`'s name (always NUL-terminated).
+pub(crate) struct DevName([u8; DEV_NAME_LEN]);
+
+impl DevName {
+    /// The name as a C string.
+    pub(crate) fn as_cstr(&self) -> &CStr {
+        // The last byte is always NUL (`Device::name`), so there is one.
+        CStr::from_bytes_until_nul(&self.0).unwrap_or(c"")
+    }
+}
+
+impl kernel::fmt::Display for DevName {
+    fn fmt(&self, f: &mut kernel::fmt::Formatter<'_>) -> kernel::fmt::Result {
+        kernel::fmt::Display::fmt(self.as_cstr(), f)
     }
 }
 
