@@ -992,6 +992,7 @@ impl<'bound> Ferroce<'bound> {
                 hw::FERROCE_DB_KERNEL_PAGES,
             ),
             key_variant: AtomicU32::new(0),
+            cqs_live: AtomicU32::new(0),
         };
         let mut builder = step(pdev, "allocate ib_device", rdma::Builder::new(ibdev))?;
         builder.set_node_guid(node_guid);
