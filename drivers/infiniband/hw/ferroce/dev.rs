@@ -239,8 +239,10 @@ impl Shared {
     /// Whether the device is dead and quiet: the reset that [`mark_dead`]
     /// asked for completed, so nothing it was given is accessed any more.
     /// Process context (sleeps up to RESET_TIMEOUT_MS, polling DEV_STATUS,
-    /// if the reset has not been seen to complete yet). A device that does
-    /// not complete its reset is not quiet: memory it was given is leaked.
+    /// if the reset has not been seen to complete yet). A device whose
+    /// registers read all ones is gone (surprise removal) and counts as
+    /// quiet. A device that does not complete its reset otherwise is not
+    /// quiet: memory it was given is leaked.
     ///
     /// [`mark_dead`]: Self::mark_dead
     fn quiesce(&self) -> bool {
@@ -251,17 +253,27 @@ impl Shared {
             return true;
         }
         self.reset();
-        let done = poll_status(
+        // All ones: reads no longer reach the device (it fell off the bus,
+        // or its vfio-user server is gone), so it cannot access memory
+        // either.
+        let status = poll_status(
             || self.with_bar(|bar| bar.read(regs::DEV_STATUS)),
             self.reset_timeout,
-            |s| s.into_raw() == 0,
-        )
-        .is_ok();
-        if done {
-            self.quiesced.store(true, Ordering::Release);
+            |s| s.into_raw() == 0 || s.into_raw() == u32::MAX,
+        );
+        let Ok(status) = status else {
+            return false;
+        };
+        self.quiesced.store(true, Ordering::Release);
+        if status.into_raw() == u32::MAX {
+            dev_info!(
+                self.dev(),
+                "dead device unreachable (reads all ones); its memory is released\n"
+            );
+        } else {
             dev_info!(self.dev(), "dead device reset; its memory is released\n");
         }
-        done
+        true
     }
 
     /// Executes a destroy command (DESTROY_*, DEREG_MR, DEALLOC_PD).
