@@ -18,10 +18,14 @@
  * ------------------------------------------------------------------------
  */
 
-/* CQ depth: a power of two > cqe (the ABI's rule), at least 2 */
+/*
+ * CQ depth: a power of two >= cqe (the ABI's rule), at least 2. A CQ holds
+ * depth CQEs (the device overflows only at PI - record.ci >= depth), so
+ * ibv_create_cq(ctx, max_cqe) gets a CQ of max_cqe entries.
+ */
 uint32_t ferroce_cq_depth(uint32_t cqe)
 {
-	return roundup_pow_of_two(max_t(uint64_t, (uint64_t)cqe + 1, 2));
+	return roundup_pow_of_two(max_t(uint32_t, cqe, 2));
 }
 
 /* log2 of the smallest SQ stride >= 128 B holding the SGEs or inline data */
@@ -343,7 +347,7 @@ struct ibv_cq *ferroce_create_cq(struct ibv_context *ibctx, int cqe,
 	uint32_t depth;
 	int ret;
 
-	if (cqe < 1 || (uint32_t)cqe >= ctx->max_cqe) {
+	if (cqe < 1 || (uint32_t)cqe > ctx->max_cqe) {
 		errno = EINVAL;
 		return NULL;
 	}
@@ -384,7 +388,7 @@ struct ibv_cq *ferroce_create_cq(struct ibv_context *ibctx, int cqe,
 	cq->cqn = resp.cqn;
 	cq->db = (uint8_t *)ctx->db + FERROCE_DB_CQ;
 	/* The device writes at most depth CQEs ahead of the recorded CI. */
-	cq->ibv_cq.cqe = depth - 1;
+	cq->ibv_cq.cqe = depth;
 
 	return &cq->ibv_cq;
 

@@ -10,10 +10,21 @@
  * userspace hands its queues to the driver.
  *
  * Rules: only <linux/types.h> types, every field naturally aligned, explicit
- * reserved fields (must be zero), sizes multiple of 8. A request shorter than
- * its struct is refused with EINVAL; a longer one is accepted only if the
- * extra bytes are zero (EOPNOTSUPP otherwise), so the structs can grow at
- * the end. Responses are truncated to the length userspace offers.
+ * reserved fields (must be zero), sizes multiple of 8. Structs grow only at
+ * the end, and every struct carries a comp_mask saying which optional
+ * extensions it uses (none are defined yet: 0).
+ *
+ * Requests: the driver accepts any length that reaches the end of the
+ * struct as first released (FERROCE_UREQ_*_MIN_LEN; shorter: EINVAL), reads
+ * the fields it knows (missing ones read as 0) and accepts bytes beyond its
+ * struct only if they are zero (EOPNOTSUPP otherwise): an old provider works
+ * with a newer driver, and a newer provider with an older driver as long as
+ * it uses nothing that driver does not know. A set comp_mask bit the driver
+ * does not know is refused with EINVAL.
+ *
+ * Responses: the driver writes min(length offered, its struct size) bytes;
+ * a provider zero-fills its response before the command, so fields an older
+ * driver does not write read as 0 (and comp_mask says what was written).
  *
  * Driver id: the module registers with RDMA_DRIVER_UNKNOWN until a value in
  * enum rdma_driver_id is allocated upstream; the provider therefore matches
@@ -28,11 +39,18 @@
 #define FERROCE_UVERBS_ABI_VERSION	1
 
 /*
- * alloc_ucontext: no request. The response names the doorbell page of the
+ * alloc_ucontext: the request is optional (length 0 is fine). The response names the doorbell page of the
  * context: one 4 KiB page of BAR2 that the provider maps with
  * mmap(NULL, 4096, PROT_WRITE, MAP_SHARED, cmd_fd, db_mmap_offset).
  * Every CQ and QP of the context is rung through that page only.
  */
+struct ferroce_ureq_alloc_ctx {
+	__u32 comp_mask;		/* none defined: 0 */
+	__u32 reserved;
+};
+
+#define FERROCE_UREQ_ALLOC_CTX_MIN_LEN	0
+
 struct ferroce_uresp_alloc_ctx {
 	__aligned_u64 db_mmap_offset;	/* mmap() offset of the doorbell page */
 	__u32 db_page;			/* its BAR2 page index (informational) */
@@ -41,6 +59,8 @@ struct ferroce_uresp_alloc_ctx {
 	__u32 max_sge;
 	__u32 max_inline;		/* device limit on inline data */
 	__u32 max_cqe;			/* CQ depth limit */
+	__u32 comp_mask;		/* none defined: 0 */
+	__u32 reserved;
 };
 
 /*
@@ -53,13 +73,15 @@ struct ferroce_uresp_alloc_ctx {
 struct ferroce_ureq_create_cq {
 	__aligned_u64 buf_va;
 	__aligned_u64 dbrec_va;
-	__u32 depth;			/* power of two, > requested cqe, <= max_cqe */
-	__u32 reserved;
+	__u32 depth;			/* power of two, >= requested cqe, <= max_cqe */
+	__u32 comp_mask;		/* none defined: 0 (was "reserved") */
 };
+
+#define FERROCE_UREQ_CREATE_CQ_MIN_LEN	24
 
 struct ferroce_uresp_create_cq {
 	__u32 cqn;
-	__u32 reserved;
+	__u32 comp_mask;		/* none defined: 0 */
 };
 
 /*
@@ -79,17 +101,24 @@ struct ferroce_ureq_create_qp {
 	__u8 sq_wqe_shift;		/* FERROCE_SQ_WQE_SHIFT_MIN..MAX */
 	__u8 rq_wqe_shift;		/* FERROCE_RQ_WQE_SHIFT_MIN..MAX, or 0 */
 	__u8 reserved[6];
+	/* End of the first release (FERROCE_UREQ_CREATE_QP_MIN_LEN). */
+	__u32 comp_mask;		/* none defined: 0 */
+	__u32 reserved2;
 };
+
+#define FERROCE_UREQ_CREATE_QP_MIN_LEN	48
 
 struct ferroce_uresp_create_qp {
 	__u32 qpn;
 	__u32 max_inline;		/* inline bytes accepted per SQ WQE */
+	__u32 comp_mask;		/* none defined: 0 */
+	__u32 reserved;
 };
 
 /* create_ah: the device's handle, put in UD send WQEs (ahn). */
 struct ferroce_uresp_create_ah {
 	__u32 ahn;
-	__u32 reserved;
+	__u32 comp_mask;		/* none defined: 0 */
 };
 
 #endif /* FERROCE_ABI_USER_H */

@@ -29,11 +29,13 @@ static int failures;
 static void test_sizing(void)
 {
 	CHECK(ferroce_cq_depth(1) == 2);
-	CHECK(ferroce_cq_depth(2) == 4);
+	CHECK(ferroce_cq_depth(2) == 2);
 	CHECK(ferroce_cq_depth(3) == 4);
-	CHECK(ferroce_cq_depth(4) == 8);
+	CHECK(ferroce_cq_depth(4) == 4);
+	CHECK(ferroce_cq_depth(5) == 8);
 	CHECK(ferroce_cq_depth(1023) == 1024);
-	CHECK(ferroce_cq_depth(1024) == 2048);
+	CHECK(ferroce_cq_depth(1024) == 1024);
+	CHECK(ferroce_cq_depth(65536) == 65536);
 
 	/* 64 + max(sge * 16, inline) <= stride, stride >= 128 */
 	CHECK(ferroce_sq_shift(0, 0) == 7);

@@ -100,7 +100,26 @@ macro_rules! abi_responses {
         unsafe impl kernel::transmute::AsBytes for $t {}
     )*};
 }
-abi_requests!(ferroce_ureq_create_cq, ferroce_ureq_create_qp);
+abi_requests!(
+    ferroce_ureq_alloc_ctx,
+    ferroce_ureq_create_cq,
+    ferroce_ureq_create_qp
+);
+impl crate::rdma::UserRequest for ferroce_ureq_alloc_ctx {
+    const MIN_LEN: usize = FERROCE_UREQ_ALLOC_CTX_MIN_LEN as usize;
+}
+impl crate::rdma::UserRequest for ferroce_ureq_create_cq {
+    const MIN_LEN: usize = FERROCE_UREQ_CREATE_CQ_MIN_LEN as usize;
+}
+impl crate::rdma::UserRequest for ferroce_ureq_create_qp {
+    const MIN_LEN: usize = FERROCE_UREQ_CREATE_QP_MIN_LEN as usize;
+}
+// The first releases' sizes: what old providers send.
+const _: () = assert!(
+    FERROCE_UREQ_CREATE_CQ_MIN_LEN == 24
+        && FERROCE_UREQ_CREATE_QP_MIN_LEN as usize
+            == core::mem::offset_of!(ferroce_ureq_create_qp, comp_mask)
+);
 
 // Responses the device DMA-writes (read back by `Shared::exec_resp`).
 // SAFETY: ferroce-hw.h structs (naturally aligned, explicit reserved

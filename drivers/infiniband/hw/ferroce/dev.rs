@@ -191,9 +191,14 @@ pub(crate) struct Shared {
     pub(crate) qps: QpTable,
     eqs: KVec<Eq>,
     cmd_timeout: Delta,
+    reset_timeout: Delta,
     /// Set when the device stopped answering or reported FATAL: every
-    /// further command fails with `EIO` at once.
+    /// further command fails with `EIO` at once, and the device is reset.
     dead: AtomicBool,
+    /// Set once the reset of a dead device completed (DEV_STATUS read 0):
+    /// the device no longer accesses any memory it was given, which may be
+    /// freed from then on.
+    quiesced: AtomicBool,
     pub(crate) stats: Stats,
     /// Port state (device link bit, paired netdev state) and the event sink;
     /// updated from the IRQ handlers and the netdev notifier.
@@ -213,13 +218,92 @@ impl Shared {
         Ok(f(&bar))
     }
 
+    /// Marks the device dead (any context): later commands fail at once,
+    /// the device is told to reset (which stops its DMA and interrupts and
+    /// destroys its objects), and ib_core's clients, userspace included, get
+    /// `IB_EVENT_DEVICE_FATAL`.
     fn mark_dead(&self, why: &str) {
         if !self.dead.swap(true, Ordering::Relaxed) {
             dev_err!(
                 self.dev(),
-                "device dead: {}; commands fail from now on\n",
+                "device dead: {}; reset, commands fail from now on\n",
                 why
             );
+            self.reset();
+            if let Some(ib) = self.port.lock().events.as_ref() {
+                ib.device_fatal();
+            }
+        }
+    }
+
+    /// Whether the device is dead and quiet: the reset that [`mark_dead`]
+    /// asked for completed, so nothing it was given is accessed any more.
+    /// Process context (sleeps up to RESET_TIMEOUT_MS, polling DEV_STATUS,
+    /// if the reset has not been seen to complete yet). A device whose
+    /// registers read all ones is gone (surprise removal) and counts as
+    /// quiet. A device that does not complete its reset otherwise is not
+    /// quiet: memory it was given is leaked.
+    ///
+    /// [`mark_dead`]: Self::mark_dead
+    fn quiesce(&self) -> bool {
+        if !self.dead.load(Ordering::Relaxed) {
+            return false;
+        }
+        if self.quiesced.load(Ordering::Acquire) {
+            return true;
+        }
+        self.reset();
+        // All ones: reads no longer reach the device (it fell off the bus,
+        // or its vfio-user server is gone), so it cannot access memory
+        // either.
+        let status = poll_status(
+            || self.with_bar(|bar| bar.read(regs::DEV_STATUS)),
+            self.reset_timeout,
+            |s| s.into_raw() == 0 || s.into_raw() == u32::MAX,
+        );
+        let Ok(status) = status else {
+            return false;
+        };
+        self.quiesced.store(true, Ordering::Release);
+        if status.into_raw() == u32::MAX {
+            dev_info!(
+                self.dev(),
+                "dead device unreachable (reads all ones); its memory is released\n"
+            );
+        } else {
+            dev_info!(self.dev(), "dead device reset; its memory is released\n");
+        }
+        true
+    }
+
+    /// Executes a destroy command (DESTROY_*, DEREG_MR, DEALLOC_PD).
+    /// `Ok` if the device destroyed the object, or if the device is dead
+    /// and quiet ([`Self::quiesce`]): the object no longer exists and its
+    /// memory may be freed. `Err` only if the device may still access it
+    /// (a live device refused, or a dead one did not complete its reset):
+    /// then the caller must leak the object's memory.
+    pub(crate) fn exec_destroy<C: Command>(&self, cmd: &C) -> Result {
+        match self.exec(cmd) {
+            Ok(_) => Ok(()),
+            Err(_) if self.quiesce() => Ok(()),
+            Err(e) => {
+                dev_err!(
+                    self.dev(),
+                    "destroy command {} failed (error {}): its memory is leaked\n",
+                    C::OPCODE,
+                    e.to_errno()
+                );
+                Err(e)
+            }
+        }
+    }
+
+    /// After a failed create command: frees `mem` (what the command gave
+    /// the device) if the device never got it or is dead and quiet, leaks
+    /// it if the command timed out and the reset did not complete.
+    pub(crate) fn release_after_failure<M>(&self, mem: M) {
+        if self.dead.load(Ordering::Relaxed) && !self.quiesce() {
+            core::mem::forget(mem);
         }
     }
 
@@ -243,6 +327,10 @@ impl Shared {
             Err(e) if e == ETIMEDOUT => {
                 self.stats.cmd_timeouts.fetch_add(1, Ordering::Relaxed);
                 self.mark_dead("admin command timed out");
+                drop(q);
+                // Wait for the reset now, so that the caller may free what
+                // the command named (or knows it must not).
+                self.quiesce();
                 Err(ETIMEDOUT)
             }
             r => r,
@@ -383,9 +471,6 @@ impl Shared {
             hw::FERROCE_EQE_DEVICE_FATAL => {
                 dev_err!(self.dev(), "DEVICE_FATAL event, code {}\n", eqe.data);
                 self.mark_dead("device reported FATAL");
-                if let Some(ib) = self.port.lock().events.as_ref() {
-                    ib.device_fatal();
-                }
             }
             hw::FERROCE_EQE_QP_FATAL..=hw::FERROCE_EQE_QP_ACCESS_ERR => {
                 let ev = match u32::from(eqe.event_type) {
@@ -818,7 +903,9 @@ impl<'bound> Ferroce<'bound> {
                 qps <- QpTable::new(),
                 eqs,
                 cmd_timeout,
+                reset_timeout,
                 dead: AtomicBool::new(false),
+                quiesced: AtomicBool::new(false),
                 stats: Stats::default(),
                 port <- new_spinlock_irq!(PortSlot {
                     state: PortState::default(),
@@ -917,6 +1004,7 @@ impl<'bound> Ferroce<'bound> {
                 hw::FERROCE_DB_KERNEL_PAGES,
             ),
             key_variant: AtomicU32::new(0),
+            cqs_live: AtomicU32::new(0),
         };
         let mut builder = step(pdev, "allocate ib_device", rdma::Builder::new(ibdev))?;
         builder.set_node_guid(node_guid);
@@ -943,7 +1031,7 @@ impl<'bound> Ferroce<'bound> {
         let notifier = match step(pdev, "register netdev notifier", notifier) {
             Ok(n) => n,
             Err(e) => {
-                // Unregistering `reg` waits for every event reference.
+                // The handles must not outlive the registration.
                 let events = shared.port.lock().events.take();
                 drop(events);
                 return Err(e);
@@ -970,7 +1058,7 @@ impl<'bound> Ferroce<'bound> {
             num_ceqs,
             if up { "up" } else { "down" }
         );
-        let debugfs = Debugfs::new(&shared, reg.device().name());
+        let debugfs = Debugfs::new(&shared, reg.device().name().as_cstr());
         Ok(Self {
             debugfs,
             notifier: Some(notifier),

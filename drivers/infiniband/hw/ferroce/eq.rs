@@ -89,8 +89,10 @@ impl Eq {
         self.ring.dma_address()
     }
 
+    /// Word `word` of entry `slot`: the device writes EQEs little-endian.
     fn word(&self, slot: usize, word: usize) -> Result<u32> {
-        Ok(io_read!(&self.ring, [try: slot * EQE_WORDS + word]))
+        let raw: u32 = io_read!(&self.ring, [try: slot * EQE_WORDS + word]);
+        Ok(u32::from_le(raw))
     }
 
     /// Consumes the entries the device has written, calling `f` for each,

@@ -20,6 +20,8 @@ unsigned int ferroce_num_online_cpus(void);
 void ferroce_dma_rmb(void);
 void ferroce_dma_wmb(void);
 bool ferroce_ib_device_try_get(struct ib_device *dev);
+void ferroce_ib_device_hold_mem(struct ib_device *dev);
+void ferroce_ib_device_put_mem(struct ib_device *dev);
 void ferroce_netdev_put(struct net_device *ndev);
 int ferroce_netdev_mac(const struct net_device *ndev, u8 *mac);
 int ferroce_netdev_pair_mac(const struct net_device *ndev, u8 *mac);
@@ -44,7 +46,8 @@ void ferroce_unregister_netdev_notifier(struct notifier_block *nb);
 unsigned int ferroce_netdev_event(unsigned long event);
 struct net_device *ferroce_netdev_notifier_dev(void *info);
 
-int ferroce_udata_in(struct ib_udata *udata, void *dst, size_t len);
+int ferroce_udata_in(struct ib_udata *udata, void *dst, size_t len,
+		     size_t min_len);
 int ferroce_udata_out(struct ib_udata *udata, void *src, size_t len);
 struct ib_udata *ferroce_bundle_udata(struct uverbs_attr_bundle *attrs);
 struct ib_ucontext *ferroce_udata_ucontext(struct ib_udata *udata);

@@ -30,6 +30,16 @@ bool ferroce_ib_device_try_get(struct ib_device *dev)
 	return ib_device_try_get(dev);
 }
 
+void ferroce_ib_device_hold_mem(struct ib_device *dev)
+{
+	get_device(&dev->dev);
+}
+
+void ferroce_ib_device_put_mem(struct ib_device *dev)
+{
+	put_device(&dev->dev);
+}
+
 void ferroce_netdev_put(struct net_device *ndev)
 {
 	dev_put(ndev);
@@ -139,18 +149,20 @@ void ferroce_irq_clear_hint(unsigned int irq)
 }
 
 /*
- * Copies the driver request of a uverbs command: -EINVAL if userspace sent
- * less than @len bytes, -EOPNOTSUPP if it sent more and the extra bytes are
- * not zero (a newer provider asking for something this driver lacks).
+ * Reads a driver request of at most @len bytes into @dst (zeroed by the
+ * caller): -EINVAL if userspace gave fewer than @min_len bytes, -EOPNOTSUPP
+ * if it gave more than @len and the bytes beyond are not zero
+ * (ferroce-abi.h, "Requests").
  */
-int ferroce_udata_in(struct ib_udata *udata, void *dst, size_t len)
+int ferroce_udata_in(struct ib_udata *udata, void *dst, size_t len,
+		     size_t min_len)
 {
-	if (udata->inlen < len)
+	if (udata->inlen < min_len)
 		return -EINVAL;
 	if (udata->inlen > len &&
 	    !ib_is_udata_cleared(udata, len, udata->inlen - len))
 		return -EOPNOTSUPP;
-	return ib_copy_from_udata(dst, udata, len);
+	return ib_copy_from_udata(dst, udata, min(len, udata->inlen));
 }
 
 /* Copies a driver response, truncated to what userspace has room for. */

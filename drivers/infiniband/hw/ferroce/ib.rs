@@ -31,9 +31,36 @@ pub(crate) struct IbDev {
     pub(crate) db_pages: DbPages,
     /// Last MR key variant handed out.
     pub(crate) key_variant: AtomicU32,
+    /// CQs the device has (or may still have: CQs whose destroy failed stay
+    /// counted).
+    pub(crate) cqs_live: AtomicU32,
 }
 
 impl IbDev {
+    /// The most CQs the driver creates: the device's limit, and at most a
+    /// CEQ's depth, so that no CEQ can overflow (each CQ posts at most one
+    /// COMPLETION per arming, device.rst "Overflow"; the device drops
+    /// events on a full EQ).
+    pub(crate) fn max_cq(&self) -> u32 {
+        self.caps.max_cq.min(u32::from(crate::eq::CEQ_DEPTH))
+    }
+
+    /// Counts a CQ about to be created; `ENOSPC` at [`IbDev::max_cq`].
+    pub(crate) fn reserve_cq(&self) -> Result {
+        let max = self.max_cq();
+        self.cqs_live
+            .fetch_update(Ordering::AcqRel, Ordering::Relaxed, |n| {
+                (n < max).then_some(n + 1)
+            })
+            .map(|_| ())
+            .map_err(|_| ENOSPC)
+    }
+
+    /// Uncounts a CQ the device does not have (any more).
+    pub(crate) fn release_cq(&self) {
+        self.cqs_live.fetch_sub(1, Ordering::AcqRel);
+    }
+
     /// The key variant of the next MR (bits 7:0 of its key), so that keys of
     /// a freed MR index do not match its next user.
     pub(crate) fn next_key_variant(&self) -> u8 {
@@ -87,7 +114,7 @@ impl rdma::Driver for IbDev {
         attr.max_send_sge = c.max_sge;
         attr.max_recv_sge = c.max_sge;
         attr.max_sge_rd = c.max_sge;
-        attr.max_cq = c.max_cq;
+        attr.max_cq = dev.max_cq();
         attr.max_cqe = c.max_cqe;
         attr.max_mr = c.max_mr;
         attr.max_pd = c.max_pd;
@@ -206,11 +233,14 @@ impl rdma::Driver for IbDev {
         comp_vector: u32,
         udata: &mut UData<'_>,
     ) -> Result<(Cq, u32, u32)> {
-        verbs::create_cq(dev, ctx, cqe, comp_vector, udata)
+        dev.reserve_cq()?;
+        verbs::create_cq(dev, ctx, cqe, comp_vector, udata).inspect_err(|_| dev.release_cq())
     }
 
     fn destroy_cq(dev: &rdma::Device<Self>, cq: &Cq) -> Result {
-        verbs::destroy_cq(dev, cq)
+        verbs::destroy_cq(dev, cq)?;
+        dev.release_cq();
+        Ok(())
     }
 
     fn create_qp(
@@ -283,7 +313,7 @@ impl rdma::Driver for IbDev {
             pdn: pd.pdn,
             ..Default::default()
         };
-        dev.shared.exec(&cmd).map(|_| ())
+        dev.shared.exec_destroy(&cmd)
     }
 
     fn create_kernel_ah(_dev: &rdma::Device<Self>, _pd: &Pd, attr: &AhAttr<'_>) -> Result<Ah> {
@@ -295,7 +325,8 @@ impl rdma::Driver for IbDev {
         cqe: u32,
         comp_vector: u32,
     ) -> Result<(Cq, u32, u32)> {
-        verbs::create_kernel_cq(dev, cqe, comp_vector)
+        dev.reserve_cq()?;
+        verbs::create_kernel_cq(dev, cqe, comp_vector).inspect_err(|_| dev.release_cq())
     }
 
     fn poll_cq(dev: &rdma::Device<Self>, cq: &Cq, out: &mut rdma::WcOut<'_, Self>) {

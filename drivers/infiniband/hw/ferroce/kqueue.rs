@@ -145,7 +145,19 @@ impl KernelCq {
             let w: u64 = io_read!(&self.ring, [try: slot + i]);
             chunk.copy_from_slice(&w.to_ne_bytes());
         }
-        Ok(hw::ferroce_cqe::from_bytes_copy(&bytes))
+        // `bytes` holds the entry in memory order; its multi-byte fields
+        // are little-endian (`__le*`) except `imm_data` (`__be32`, kept as
+        // the wire bytes).
+        Ok(
+            hw::ferroce_cqe::from_bytes_copy(&bytes).map(|c| hw::ferroce_cqe {
+                wr_id: u64::from_le(c.wr_id),
+                byte_len: u32::from_le(c.byte_len),
+                qpn: u32::from_le(c.qpn),
+                src_qp: u32::from_le(c.src_qp),
+                wqe_idx: u16::from_le(c.wqe_idx),
+                ..c
+            }),
+        )
     }
 
     /// Polls up to `out.room()` completions.

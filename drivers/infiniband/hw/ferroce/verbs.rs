@@ -15,7 +15,7 @@ use crate::{
     kqueue::{KernelCq, KernelQp, QpGeometry},
     rdma::{self, AhAttr, QpAttr, QpInit, QpType, RegSeg, UData, Umem},
 };
-use core::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use core::sync::atomic::{AtomicU32, Ordering};
 use kernel::{dma::Coherent, io::io_write, prelude::*};
 
 /// Pages of the kernel's 4 KiB page size as the device sees them.
@@ -23,9 +23,13 @@ const PAGE_SHIFT: u32 = 12;
 const PAGE: u64 = 1 << PAGE_SHIFT;
 
 /// The doorbell pages of BAR2 handed out to user contexts (page 0 is the
-/// kernel's): a lock-free bitmap.
+/// kernel's), counted: a context holds its page, and so does every CQ and QP
+/// created in it until the device destroyed it. A page is handed out again
+/// only when nothing holds it, so objects the device could not destroy
+/// (leaked) keep their page reserved for good and a new context can never
+/// ring them.
 pub(crate) struct DbPages {
-    used: [AtomicU64; 4],
+    refs: [AtomicU32; 256],
     count: u32,
 }
 
@@ -34,31 +38,72 @@ impl DbPages {
     /// handed out.
     pub(crate) fn new(count: u32, kernel: u32) -> Self {
         let pages = Self {
-            used: [const { AtomicU64::new(0) }; 4],
+            refs: [const { AtomicU32::new(0) }; 256],
             count: count.min(256),
         };
-        for p in 0..kernel.min(pages.count) {
-            pages.used[(p / 64) as usize].fetch_or(1 << (p % 64), Ordering::Relaxed);
+        for r in pages.refs.iter().take(kernel.min(pages.count) as usize) {
+            r.store(1, Ordering::Relaxed);
         }
         pages
     }
 
-    /// Takes a free page; `ENOSPC` when every page is in use.
+    /// Takes a free page for a new context; `ENOSPC` when none is free.
     pub(crate) fn alloc(&self) -> Result<u32> {
-        for p in 0..self.count {
-            let (w, bit) = ((p / 64) as usize, 1u64 << (p % 64));
-            if self.used[w].fetch_or(bit, Ordering::AcqRel) & bit == 0 {
-                return Ok(p);
-            }
-        }
-        Err(ENOSPC)
+        (0..self.count)
+            .find(|&p| {
+                self.refs[p as usize]
+                    .compare_exchange(0, 1, Ordering::AcqRel, Ordering::Relaxed)
+                    .is_ok()
+            })
+            .ok_or(ENOSPC)
     }
 
-    /// Returns a page taken with [`DbPages::alloc`].
-    pub(crate) fn free(&self, page: u32) {
-        if page < self.count {
-            self.used[(page / 64) as usize].fetch_and(!(1u64 << (page % 64)), Ordering::AcqRel);
+    /// One more holder of `page` (an object created in its context, which
+    /// holds it already).
+    pub(crate) fn hold(&self, page: u32) {
+        if let Some(r) = self.refs.get(page as usize) {
+            r.fetch_add(1, Ordering::AcqRel);
         }
+    }
+
+    /// Drops a hold of `page` (from [`DbPages::alloc`] or
+    /// [`DbPages::hold`]); the page is free once none is left.
+    pub(crate) fn put(&self, page: u32) {
+        if let Some(r) = self.refs.get(page as usize) {
+            r.fetch_sub(1, Ordering::AcqRel);
+        }
+    }
+
+    /// Whether a context may get `page` now (for the KUnit test).
+    #[cfg_attr(not(CONFIG_KUNIT), allow(dead_code))]
+    fn is_free(&self, page: u32) -> bool {
+        self.refs[page as usize].load(Ordering::Relaxed) == 0
+    }
+}
+
+#[kunit_tests(ferroce_db_pages)]
+mod db_pages_tests {
+    use super::*;
+
+    #[test]
+    fn leaked_objects_keep_their_page() {
+        let pages = DbPages::new(3, 1);
+        let a = pages.alloc().unwrap();
+        assert_eq!(a, 1);
+        let b = pages.alloc().unwrap();
+        assert_eq!(b, 2);
+        assert!(pages.alloc().is_err());
+        // A CQ of context `a` is created, then the context goes away: the
+        // page stays reserved while the CQ exists (or was leaked).
+        pages.hold(a);
+        pages.put(a);
+        assert!(!pages.is_free(a));
+        assert!(pages.alloc().is_err());
+        // The CQ is destroyed: the page is free again.
+        pages.put(a);
+        assert!(pages.is_free(a));
+        assert_eq!(pages.alloc().unwrap(), a);
+        assert!(!pages.is_free(0));
     }
 }
 
@@ -69,8 +114,12 @@ pub(crate) struct UContext {
 
 /// Where a CQ's ring and doorbell record live.
 enum CqMem {
-    /// In the process, pinned.
-    User { _ring: Umem, _dbrec: Umem },
+    /// In the process, pinned; rung through doorbell page `db_page` (held).
+    User {
+        _ring: Umem,
+        _dbrec: Umem,
+        db_page: u32,
+    },
     /// In coherent memory of the driver.
     Kernel(Pin<KBox<KernelCq>>),
 }
@@ -108,6 +157,7 @@ enum QpMem {
         _sq: Umem,
         _sq_dbrec: Umem,
         _rq: Option<(Umem, Umem)>,
+        db_page: u32,
     },
     /// In coherent memory of the driver.
     Kernel(Pin<KBox<KernelQp>>),
@@ -199,6 +249,10 @@ pub(crate) fn alloc_ucontext(
     init: &mut rdma::UContextInit<'_>,
     udata: &mut UData<'_>,
 ) -> Result<UContext> {
+    let req: hw::ferroce_ureq_alloc_ctx = udata.read()?;
+    if req.comp_mask != 0 || req.reserved != 0 {
+        return Err(EINVAL);
+    }
     let page = dev.db_pages.alloc()?;
     let r = (|| {
         let phys = dev.bar2 + u64::from(page) * u64::from(hw::FERROCE_DB_PAGE_SIZE);
@@ -212,22 +266,23 @@ pub(crate) fn alloc_ucontext(
             max_sge: c.max_sge,
             max_inline: c.max_inline,
             max_cqe: c.max_cqe,
+            ..Default::default()
         })
     })();
     match r {
         Ok(()) => Ok(UContext { db_page: page }),
         Err(e) => {
-            dev.db_pages.free(page);
+            dev.db_pages.put(page);
             Err(e)
         }
     }
 }
 
-/// `dealloc_ucontext`: the doorbell page becomes free again. Objects the
-/// device could not destroy keep their `db_page`; ringing them through a
-/// new context's page is refused by the device, which checks the page.
+/// `dealloc_ucontext`: the context's hold of its doorbell page goes; the
+/// page is free once its objects are destroyed too (never, for objects the
+/// device could not destroy: see [`DbPages`]).
 pub(crate) fn dealloc_ucontext(dev: &rdma::Device<IbDev>, ctx: &UContext) {
-    dev.db_pages.free(ctx.db_page);
+    dev.db_pages.put(ctx.db_page);
 }
 
 /// `create_cq` of a user CQ.
@@ -239,11 +294,13 @@ pub(crate) fn create_cq(
     udata: &mut UData<'_>,
 ) -> Result<(Cq, u32, u32)> {
     let req: hw::ferroce_ureq_create_cq = udata.read()?;
-    if req.reserved != 0 {
+    // No extensions are defined yet.
+    if req.comp_mask != 0 {
         return Err(EINVAL);
     }
     let depth = req.depth;
-    if !is_pow2_in(depth, 2, dev.caps.max_cqe) || depth <= cqe {
+    // A CQ holds `depth` CQEs (device.rst, "CQ ring, overflow").
+    if !is_pow2_in(depth, 2, dev.caps.max_cqe) || depth < cqe {
         return Err(EINVAL);
     }
     if comp_vector >= dev.num_ceqs {
@@ -262,14 +319,24 @@ pub(crate) fn create_cq(
             db_page: ctx.db_page,
             ..Default::default()
         })
-    })?;
+    });
+    let out = match out {
+        Ok(out) => out,
+        Err(e) => {
+            dev.shared.release_after_failure((ring, dbrec));
+            return Err(e);
+        }
+    };
     let cq = Cq {
         cqn: out.out[0],
         mem: CqMem::User {
             _ring: ring,
             _dbrec: dbrec,
+            db_page: ctx.db_page,
         },
     };
+    // Released by `destroy_cq` once the device destroyed the CQ.
+    dev.db_pages.hold(ctx.db_page);
     if let Err(e) = udata.respond(&hw::ferroce_uresp_create_cq {
         cqn: cq.cqn,
         ..Default::default()
@@ -286,7 +353,11 @@ pub(crate) fn destroy_cq(dev: &rdma::Device<IbDev>, cq: &Cq) -> Result {
         cqn: cq.cqn,
         ..Default::default()
     };
-    dev.shared.exec(&cmd).map(|_| ())
+    dev.shared.exec_destroy(&cmd)?;
+    if let CqMem::User { db_page, .. } = &cq.mem {
+        dev.db_pages.put(*db_page);
+    }
+    Ok(())
 }
 
 /// `create_qp` of a user RC or UD QP.
@@ -297,7 +368,7 @@ pub(crate) fn create_qp(
     udata: &mut UData<'_>,
 ) -> Result<(Qp, u32)> {
     let req: hw::ferroce_ureq_create_qp = udata.read()?;
-    if req.reserved.iter().any(|&b| b != 0) {
+    if req.reserved.iter().any(|&b| b != 0) || req.comp_mask != 0 || req.reserved2 != 0 {
         return Err(EINVAL);
     }
     let c = &dev.caps;
@@ -375,7 +446,14 @@ pub(crate) fn create_qp(
             cmd.rq_dbrec_addr = *dbrec;
         }
         Ok(cmd)
-    })?;
+    });
+    let out = match out {
+        Ok(out) => out,
+        Err(e) => {
+            dev.shared.release_after_failure((sq, sq_dbrec, rq));
+            return Err(e);
+        }
+    };
     let granted = QpCaps {
         max_send_wr: req.sq_depth,
         max_recv_wr: req.rq_depth,
@@ -390,12 +468,16 @@ pub(crate) fn create_qp(
             _sq: sq,
             _sq_dbrec: sq_dbrec,
             _rq: rq.map(|(rq, _, dbrec, _)| (rq, dbrec)),
+            db_page: ctx.db_page,
         },
     };
+    // Released by `destroy_qp` once the device destroyed the QP.
+    dev.db_pages.hold(ctx.db_page);
     set_cap(cap, &granted);
     if let Err(e) = udata.respond(&hw::ferroce_uresp_create_qp {
         qpn: qp.qpn,
         max_inline,
+        ..Default::default()
     }) {
         rdma::destroy_or_leak(qp, |qp| destroy_qp(dev, qp));
         return Err(e);
@@ -461,7 +543,7 @@ pub(crate) fn modify_qp(
         ..Default::default()
     };
     if mask & hw::FERROCE_QP_ATTR_AV != 0 {
-        hwa.av = av_of(&attr.av())?;
+        hwa.av = av_of(&attr.av().ok_or(EINVAL)?)?;
     }
     let cmd = hw::ferroce_cmd_modify_qp {
         attr: hwa,
@@ -533,7 +615,11 @@ pub(crate) fn destroy_qp(dev: &rdma::Device<IbDev>, qp: &Qp) -> Result {
         qpn: qp.qpn,
         ..Default::default()
     };
-    dev.shared.exec(&cmd).map(|_| ())
+    dev.shared.exec_destroy(&cmd)?;
+    if let QpMem::User { db_page, .. } = &qp.mem {
+        dev.db_pages.put(*db_page);
+    }
+    Ok(())
 }
 
 /// `reg_user_mr`: pins the range and registers it with the largest page
@@ -573,7 +659,14 @@ pub(crate) fn reg_user_mr(
             key_variant: variant,
             ..Default::default()
         })
-    })?;
+    });
+    let out = match out {
+        Ok(out) => out,
+        Err(e) => {
+            dev.shared.release_after_failure(umem);
+            return Err(e);
+        }
+    };
     let key = out.out[0];
     Ok((
         Mr {
@@ -589,7 +682,7 @@ pub(crate) fn dereg_mr(dev: &rdma::Device<IbDev>, mr: &Mr) -> Result {
         key: mr.key,
         ..Default::default()
     };
-    dev.shared.exec(&cmd).map(|_| ())
+    dev.shared.exec_destroy(&cmd)
 }
 
 /// `create_ah`: the device keeps the address vector; UD WQEs name it.
@@ -629,7 +722,7 @@ pub(crate) fn destroy_ah(dev: &rdma::Device<IbDev>, ah: &Ah) -> Result {
         ahn: ah.ahn,
         ..Default::default()
     };
-    dev.shared.exec(&cmd).map(|_| ())
+    dev.shared.exec_destroy(&cmd)
 }
 
 /// `create_cq` of a kernel CQ: the ring in coherent memory, the record
@@ -642,7 +735,8 @@ pub(crate) fn create_kernel_cq(
     if comp_vector >= dev.num_ceqs {
         return Err(EINVAL);
     }
-    let depth = cqe.saturating_add(1).max(2).next_power_of_two();
+    // A CQ holds `depth` CQEs (device.rst, "CQ ring, overflow").
+    let depth = cqe.max(2).checked_next_power_of_two().ok_or(EINVAL)?;
     if depth > dev.caps.max_cqe || depth > u32::from(u16::MAX) {
         return Err(EINVAL);
     }
@@ -656,7 +750,14 @@ pub(crate) fn create_kernel_cq(
             db_page: KERNEL_DB_PAGE,
             ..Default::default()
         })
-    })?;
+    });
+    let out = match out {
+        Ok(out) => out,
+        Err(e) => {
+            dev.shared.release_after_failure(ring);
+            return Err(e);
+        }
+    };
     let cq = Cq {
         cqn: out.out[0],
         mem: CqMem::Kernel(ring),
@@ -775,7 +876,14 @@ pub(crate) fn create_kernel_qp(
             cmd.rq_dbrec_addr = mem.rq_dbrec;
         }
         Ok(cmd)
-    })?;
+    });
+    let out = match out {
+        Ok(out) => out,
+        Err(e) => {
+            dev.shared.release_after_failure((rings, mem));
+            return Err(e);
+        }
+    };
     let granted = QpCaps {
         max_send_wr: geo.sq_depth,
         max_recv_wr: geo.rq_depth,
@@ -863,7 +971,13 @@ pub(crate) fn alloc_mr(
         max_pages,
         ..Default::default()
     };
-    let key = dev.shared.exec(&cmd)?.out[0];
+    let key = match dev.shared.exec(&cmd) {
+        Ok(out) => out.out[0],
+        Err(e) => {
+            dev.shared.release_after_failure(pages);
+            return Err(e);
+        }
+    };
     let mr = Mr {
         key,
         mem: MrMem::FastReg(FastRegPages {

@@ -87,7 +87,7 @@ pub(crate) trait Driver: Send + Sync + Sized + 'static {
     fn alloc_pd(dev: &Device<Self>, user: bool) -> Result<Self::Pd>;
 
     /// Releases a protection domain; on success its state is dropped
-    /// afterwards, on failure the PD stays as it is.
+    /// afterwards, on failure it is leaked (ib_core is told it succeeded).
     fn dealloc_pd(dev: &Device<Self>, pd: &Self::Pd) -> Result;
 
     /// The table through which completion and CQ events reach the CQs.
@@ -108,7 +108,9 @@ pub(crate) trait Driver: Send + Sync + Sized + 'static {
 
     /// Destroys a CQ on the device. On success its state (and the memory it
     /// pins) is dropped afterwards; on failure the state is leaked, so
-    /// memory a misbehaving device may still write stays pinned.
+    /// memory a misbehaving device may still write stays pinned. ib_core is
+    /// told it succeeded either way. Return `Err` only if the device may
+    /// still access the object: a dead device that was reset destroyed it.
     fn destroy_cq(_dev: &Device<Self>, _cq: &Self::Cq) -> Result {
         build_error!(VTABLE_DEFAULT_ERROR)
     }
@@ -334,12 +336,43 @@ impl<T: Driver> Device<T> {
         netdev_of(self.as_raw(), port)
     }
 
-    /// The name ib_core gave the device (e.g. `ferroce0`).
-    pub(crate) fn name(&self) -> &CStr {
-        // SAFETY: `name` is a NUL-terminated array inside the live device;
-        // ib_core only rewrites it on a rename (`strscpy`, which keeps the
-        // final NUL), so the string read here is always terminated.
-        unsafe { CStr::from_char_ptr((*self.as_raw()).name.as_ptr()) }
+    /// A copy of the name ib_core gave the device (e.g. `ferroce0`). ib_core
+    /// may rename the device at any time (`rdma dev set NAME name NEW`,
+    /// under its own lock, which drivers cannot take), so no reference into
+    /// the device's array is handed out: the bytes are copied one by one
+    /// (a copy racing a rename may mix the two names, never more) and the
+    /// copy is always NUL-terminated.
+    pub(crate) fn name(&self) -> DevName {
+        let mut out = DevName([0; DEV_NAME_LEN]);
+        // SAFETY: the device is alive, so its `name` array is valid for
+        // reads; each byte is read with a volatile load because ib_core may
+        // write it concurrently.
+        let src = unsafe { &raw const (*self.as_raw()).name };
+        for (i, byte) in out.0.iter_mut().enumerate().take(DEV_NAME_LEN - 1) {
+            // SAFETY: `i` is within the array (`DEV_NAME_LEN` is its length).
+            *byte = unsafe { core::ptr::read_volatile(src.cast::<u8>().add(i)) };
+        }
+        out
+    }
+}
+
+/// Length of `ib_device.name` (`IB_DEVICE_NAME_MAX`).
+const DEV_NAME_LEN: usize = b::IB_DEVICE_NAME_MAX as usize;
+
+/// An owned copy of an `ib_device`'s name (always NUL-terminated).
+pub(crate) struct DevName([u8; DEV_NAME_LEN]);
+
+impl DevName {
+    /// The name as a C string.
+    pub(crate) fn as_cstr(&self) -> &CStr {
+        // The last byte is always NUL (`Device::name`), so there is one.
+        CStr::from_bytes_until_nul(&self.0).unwrap_or(c"")
+    }
+}
+
+impl kernel::fmt::Display for DevName {
+    fn fmt(&self, f: &mut kernel::fmt::Formatter<'_>) -> kernel::fmt::Result {
+        kernel::fmt::Display::fmt(self.as_cstr(), f)
     }
 }
 
@@ -758,17 +791,17 @@ impl<T: Driver> Adapter<T> {
     extern "C" fn dealloc_pd(pd: *mut b::ib_pd, _udata: *mut b::ib_udata) -> c_int {
         let obj = pd.cast::<PdObj<T>>();
         // SAFETY: ib_core calls this for a PD whose `alloc_pd` succeeded, so
-        // `data` is initialised; on success ib_core frees the memory right
-        // after, on failure it keeps the PD (and we keep `data`).
+        // `data` is initialised; ib_core frees the memory right after (we
+        // never fail), so `data` is dropped or leaked here.
         unsafe {
             let dev = Device::<T>::from_raw((*pd).device);
-            match T::dealloc_pd(dev, (*obj).data.assume_init_ref()) {
-                Ok(()) => {
-                    (*obj).data.assume_init_drop();
-                    0
-                }
-                Err(e) => e.to_errno(),
+            // ib_core cannot handle a failed dealloc (uverbs warns and
+            // leaks the uobject): leak the state instead, as for the other
+            // destroys.
+            if T::dealloc_pd(dev, (*obj).data.assume_init_ref()).is_ok() {
+                (*obj).data.assume_init_drop();
             }
+            0
         }
     }
 
@@ -965,54 +998,82 @@ pub(crate) enum PortEvent {
     Err,
 }
 
-/// A counted reference on a registered `ib_device` for dispatching async
-/// events from any context, IRQ handlers included.
+/// A handle on a registered `ib_device` for dispatching async events and
+/// pairing netdevs from any context, IRQ handlers included.
 ///
-/// Unregistration waits until every such reference is gone: drop them
-/// before the [`Registration`].
+/// It holds only the `struct device` reference (`get_device`), which keeps
+/// the memory of the `ib_device` allocated but does not hold its
+/// registration: ib_core's `disable_device()` (unregistration, and
+/// `rdma_dev_change_netns()`) never waits for it. Each operation takes an
+/// `ib_device_try_get` reference for its own duration only (as ib_core's
+/// own netdev handlers do per event) and does nothing while the device is
+/// disabled or once it is unregistered.
 ///
 /// # Invariants
 ///
-/// `dev` points to an `ib_device` on which we hold a reference taken with
-/// `ib_device_try_get`.
+/// `dev` points to an `ib_device` on whose `dev` we hold a `get_device`
+/// reference.
 pub(crate) struct EventRef {
     dev: NonNull<b::ib_device>,
 }
 
-// SAFETY: `ib_dispatch_event` and `ib_device_put` may be called from any
-// thread.
+// SAFETY: `ib_dispatch_event`, `ib_device_try_get`/`ib_device_put` and
+// `put_device` may be called from any thread.
 unsafe impl Send for EventRef {}
-// SAFETY: as above; `&EventRef` only dispatches events.
+// SAFETY: as above; `&EventRef` only dispatches events under a registration
+// reference.
 unsafe impl Sync for EventRef {}
 
 impl<T: Driver> Registration<'_, T> {
-    /// A reference for dispatching events, `None` if the device is being
-    /// unregistered.
+    /// A handle for dispatching events. `None` is never returned today; the
+    /// `Option` is kept for callers that treat a missing sink as "no events".
     pub(crate) fn event_ref(&self) -> Option<EventRef> {
         let dev = self.dev.cast::<b::ib_device>();
-        // SAFETY: the device is registered and allocated (type invariant).
-        // INVARIANT: on success we hold a reference.
-        unsafe { b::ferroce_ib_device_try_get(dev.as_ptr()) }.then_some(EventRef { dev })
+        // SAFETY: the device is registered and allocated (type invariant), so
+        // its `struct device` is initialised; `get_device` takes a reference
+        // on it. INVARIANT: we hold that reference.
+        unsafe { b::ferroce_ib_device_hold_mem(dev.as_ptr()) };
+        Some(EventRef { dev })
     }
 }
 
 impl EventRef {
-    fn dispatch(&self, event: b::ib_event_type, port: u32) {
-        // SAFETY: `ib_event` is plain data; all zeroes is a valid value.
-        let mut ev: b::ib_event = unsafe { core::mem::zeroed() };
-        ev.device = self.dev.as_ptr();
-        ev.event = event;
-        // SAFETY: `ev` is ours; `port_num` is the union member ib_core reads
-        // for port events. `ib_dispatch_event` copies the event, allocates
-        // with GFP_ATOMIC and defers the clients to a work item, so it may
-        // be called from IRQ context; the device is alive (invariant).
-        unsafe {
-            *ev.element.port_num.as_mut() = port;
-            b::ib_dispatch_event(&ev);
+    /// Runs `f` under a registration reference (`ib_device_try_get`);
+    /// `None` if the device is disabled or unregistered now.
+    fn live<R>(&self, f: impl FnOnce(*mut b::ib_device) -> R) -> Option<R> {
+        let dev = self.dev.as_ptr();
+        // SAFETY: the memory of the device is valid (type invariant);
+        // `ib_device_try_get` only increments its registration count if it
+        // is not zero, from any context.
+        if !unsafe { b::ferroce_ib_device_try_get(dev) } {
+            return None;
         }
+        let r = f(dev);
+        // SAFETY: we took this reference above.
+        unsafe { b::ib_device_put(dev) };
+        Some(r)
     }
 
-    /// Dispatches a port event for `port`.
+    fn dispatch(&self, event: b::ib_event_type, port: u32) {
+        self.live(|dev| {
+            // SAFETY: `ib_event` is plain data; all zeroes is a valid value.
+            let mut ev: b::ib_event = unsafe { core::mem::zeroed() };
+            ev.device = dev;
+            ev.event = event;
+            // SAFETY: `ev` is ours; `port_num` is the union member ib_core
+            // reads for port events. `ib_dispatch_event` copies the event,
+            // allocates with GFP_ATOMIC and defers the clients to a work
+            // item, so it may be called from IRQ context; the device is
+            // registered (`live`).
+            unsafe {
+                *ev.element.port_num.as_mut() = port;
+                b::ib_dispatch_event(&ev);
+            }
+        });
+    }
+
+    /// Dispatches a port event for `port` (dropped while the device is
+    /// disabled: ib_core queries the port again when it enables it).
     pub(crate) fn port_event(&self, port: u32, event: PortEvent) {
         let ev = match event {
             PortEvent::Active => b::ib_event_type_IB_EVENT_PORT_ACTIVE,
@@ -1023,6 +1084,8 @@ impl EventRef {
 
     /// The netdev associated with `port`, held.
     pub(crate) fn netdev(&self, port: u32) -> Option<NetDevRef> {
+        // `ib_device_get_netdev` reads `port_data`, which lives as long as
+        // the memory of the device (`ib_device_release` frees it).
         netdev_of(self.dev.as_ptr(), port)
     }
 
@@ -1030,21 +1093,35 @@ impl EventRef {
     /// ib_core holds its own tracked reference).
     ///
     /// Call it from a netdev notifier (RTNL held), with `None` at the latest
-    /// when the associated netdev sends `NETDEV_UNREGISTER`.
+    /// when the associated netdev sends `NETDEV_UNREGISTER`. Pairing needs
+    /// the device registered and enabled (`ENODEV` otherwise: an
+    /// unregistered device would keep the netdev reference for good);
+    /// unpairing always works.
     pub(crate) fn set_netdev(&self, netdev: Option<NetDev<'_>>, port: u32) -> Result {
-        let nd = netdev.map_or(core::ptr::null_mut(), |n| n.as_raw());
-        // SAFETY: the device is alive (type invariant); `nd` is NULL or a
-        // netdev valid for the call, not unregistering (the caller reacts to
-        // its `NETDEV_UNREGISTER` under RTNL, which it holds).
-        to_result(unsafe { b::ib_device_set_netdev(self.dev.as_ptr(), nd, port) })
+        let set = |dev: *mut b::ib_device| {
+            let nd = netdev.map_or(core::ptr::null_mut(), |n| n.as_raw());
+            // SAFETY: the memory of the device, its `port_data` included, is
+            // valid (type invariant; ib_core frees `port_data` in the release
+            // of the `struct device`); `nd` is NULL or a netdev valid for
+            // the call, not unregistering (the caller reacts to its
+            // `NETDEV_UNREGISTER` under RTNL, which it holds).
+            to_result(unsafe { b::ib_device_set_netdev(dev, nd, port) })
+        };
+        if netdev.is_some() {
+            self.live(set).unwrap_or(Err(ENODEV))
+        } else {
+            set(self.dev.as_ptr())
+        }
     }
 
     /// Has ib_core scan the netdevs for the GIDs of this device now
     /// (`rdma_roce_rescan_device`), e.g. after a netdev was associated with
     /// a port. It takes RTNL: never call it from a netdev notifier.
     pub(crate) fn rescan_gids(&self) {
-        // SAFETY: the device is alive (type invariant).
-        unsafe { b::rdma_roce_rescan_device(self.dev.as_ptr()) };
+        self.live(|dev| {
+            // SAFETY: the device is registered (`live`).
+            unsafe { b::rdma_roce_rescan_device(dev) }
+        });
     }
 
     /// Dispatches `IB_EVENT_DEVICE_FATAL`.
@@ -1055,8 +1132,9 @@ impl EventRef {
 
 impl Drop for EventRef {
     fn drop(&mut self) {
-        // SAFETY: we hold a reference (type invariant).
-        unsafe { b::ib_device_put(self.dev.as_ptr()) };
+        // SAFETY: we hold a `get_device` reference (type invariant). It is
+        // dropped in process context (the last put may free the device).
+        unsafe { b::ferroce_ib_device_put_mem(self.dev.as_ptr()) };
     }
 }
 
@@ -1228,7 +1306,7 @@ impl<T: Driver> Adapter<T> {
             (
                 Device::<T>::from_raw((*ibqp).device),
                 (*ibqp.cast::<QpObj<T>>()).data.assume_init_ref(),
-                QpAttr::new(&*attr),
+                QpAttr::new(&*attr, mask as u32),
             )
         };
         from_result(|| T::modify_qp(dev, data, &attr, mask as u32).map(|()| 0))

@@ -39,6 +39,6 @@ pub(crate) use device::{
 };
 pub(crate) use notifier::{NetdevEvent, NetdevHandler, NetdevNotifier};
 pub(crate) use objects::{AhAttr, CqEvent, CqTable, QpAttr, QpEvent, QpInit, QpTable, QpType};
-pub(crate) use udata::UData;
+pub(crate) use udata::{UData, UserRequest};
 pub(crate) use umem::Umem;
 pub(crate) use wr::{NetType, RecvWrs, RegSeg, SendOp, SendWr, SendWrs, Sge, Wc, WcOp, WcOut};

@@ -42,15 +42,17 @@ pub(crate) struct QpInit<'a, Cq, Pd> {
 /// the call.
 pub(crate) struct QpAttr<'a> {
     raw: &'a b::ib_qp_attr,
+    mask: u32,
 }
 
 impl<'a> QpAttr<'a> {
     /// # Safety
     ///
-    /// `raw` must satisfy the type invariant.
-    pub(super) unsafe fn new(raw: &'a b::ib_qp_attr) -> Self {
+    /// `raw` and `mask` (the `IB_QP_*` mask of the call) must satisfy the
+    /// type invariant.
+    pub(super) unsafe fn new(raw: &'a b::ib_qp_attr, mask: u32) -> Self {
         // INVARIANT: per the safety requirements.
-        Self { raw }
+        Self { raw, mask }
     }
 
     /// The plain attribute fields.
@@ -58,12 +60,16 @@ impl<'a> QpAttr<'a> {
         self.raw
     }
 
-    /// The primary path (meaningful with `IB_QP_AV`).
-    pub(crate) fn av(&self) -> AhAttr<'a> {
-        // INVARIANT: from the type invariant.
-        AhAttr {
-            raw: &self.raw.ah_attr,
+    /// The primary path: `None` unless the mask has `IB_QP_AV` (only then
+    /// does ib_core hold its source GID attribute).
+    pub(crate) fn av(&self) -> Option<AhAttr<'a>> {
+        if self.mask & b::ib_qp_attr_mask_IB_QP_AV == 0 {
+            return None;
         }
+        // INVARIANT: with `IB_QP_AV`, from the type invariant.
+        Some(AhAttr {
+            raw: &self.raw.ah_attr,
+        })
     }
 }
 

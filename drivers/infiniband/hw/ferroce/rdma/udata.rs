@@ -10,6 +10,16 @@ use kernel::{
     transmute::{AsBytes, FromBytes},
 };
 
+/// A driver request of a uverbs command: plain data that may grow at its
+/// end. Requests of at least `MIN_LEN` bytes (the end of the struct as first
+/// released) are accepted; the missing tail keeps its `Default`.
+pub(crate) trait UserRequest: FromBytes + Default {
+    /// The shortest request accepted.
+    const MIN_LEN: usize;
+    /// `MIN_LEN` lies within the struct.
+    const MIN_LEN_OK: () = assert!(Self::MIN_LEN <= size_of::<Self>());
+}
+
 /// The driver part of a uverbs command: the provider's request and room for
 /// the driver's response (`include/uapi/rdma/ferroce-abi.h`).
 ///
@@ -38,10 +48,12 @@ impl<'a> UData<'a> {
         self.raw.as_ptr()
     }
 
-    /// Reads the request: `EINVAL` if it is shorter than `R`, `EOPNOTSUPP`
-    /// if it is longer and the extra bytes are not zero, `EFAULT` if it
-    /// cannot be read.
-    pub(crate) fn read<R: FromBytes + Default>(&self) -> Result<R> {
+    /// Reads the request: `EINVAL` if it is shorter than `R::MIN_LEN`,
+    /// `EOPNOTSUPP` if it is longer than `R` and the extra bytes are not
+    /// zero, `EFAULT` if it cannot be read. Fields beyond a shorter request
+    /// (an older provider's) keep their `Default`.
+    pub(crate) fn read<R: UserRequest>(&self) -> Result<R> {
+        let () = R::MIN_LEN_OK;
         let mut req = R::default();
         // SAFETY: `raw` is a valid udata (type invariant); `req` has room for
         // `size_of::<R>()` bytes and any byte pattern is a valid `R`
@@ -51,6 +63,7 @@ impl<'a> UData<'a> {
                 self.raw.as_ptr(),
                 (&raw mut req).cast::<c_void>(),
                 size_of::<R>(),
+                R::MIN_LEN,
             )
         })?;
         Ok(req)
