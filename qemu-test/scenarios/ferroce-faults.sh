@@ -13,7 +13,7 @@
 FAULTS=${FERROCE_FAULTS:-drop=5%,reorder=2%,dup=1%,corrupt=0.5%,delay=2%:2ms}
 ROUNDS=1
 [ "${SOAK:-0}" = 1 ] && ROUNDS=${FERROCE_SOAK_ROUNDS:-10}
-DESC="two ferroce VMs, faults injected on both wires ($FAULTS): ibv_rc_pingpong -c, rdma-verify byte-exact, perftest RC write/read/send complete; retransmits and bad-ICRC drops seen, no CQE error ($ROUNDS round(s))"
+DESC="two ferroce VMs, faults injected on both wires ($FAULTS): rdma-verify byte-exact, perftest RC write/read/send complete; retransmits and bad-ICRC drops seen, no CQE error ($ROUNDS round(s))"
 TIMEOUT=$((600 + 300 * ROUNDS))
 CTL_SERVER=1
 
