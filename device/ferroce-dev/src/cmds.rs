@@ -308,6 +308,7 @@ impl State {
             arm: Arm::None,
             arm_sn: 0,
             last_solicited: None,
+            announced: 0,
             error: false,
             doorbells: 0,
         };

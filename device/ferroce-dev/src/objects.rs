@@ -305,6 +305,9 @@ pub struct Cq {
     /// Index of the last CQE that was solicited or an error (fires a
     /// solicited arm that arrives while it is unconsumed).
     pub last_solicited: Option<u16>,
+    /// Producer index when the last COMPLETION event fired: the CQEs
+    /// before it were announced, and an arm does not announce them again.
+    pub announced: u16,
     /// Overflowed or hit a DMA error; no more CQEs are written.
     pub error: bool,
     /// Number of CQ doorbells accepted.

@@ -1259,12 +1259,53 @@ fn arming_with_unconsumed_cqes_fires_at_once() {
     h.dev.post_cqe(cqn, cqe(6, CQE_SOLICITED)).unwrap();
     let fired = vec![(EQE_COMPLETION, cqn, 1)];
     assert_eq!(ceq_events(&mut h, ceq, &mut ci), fired);
-    // the solicited CQE is index 5: unconsumed with ci = 5, consumed with 6
+    // the solicited CQE is index 5, announced by that event: re-arming
+    // before polling it (ci = 5) or after (ci = 6) waits for the next one
     h.db(0, DB_CQ, cq_db(cqn, 5, CQ_CMD_ARM_SOLICITED, 2));
-    let fired = vec![(EQE_COMPLETION, cqn, 2)];
-    assert_eq!(ceq_events(&mut h, ceq, &mut ci), fired);
+    assert_eq!(ceq_events(&mut h, ceq, &mut ci), vec![]);
     h.db(0, DB_CQ, cq_db(cqn, 6, CQ_CMD_ARM_SOLICITED, 3));
     assert_eq!(ceq_events(&mut h, ceq, &mut ci), vec![]);
+    h.dev.post_cqe(cqn, cqe(7, CQE_SOLICITED)).unwrap();
+    let fired = vec![(EQE_COMPLETION, cqn, 3)];
+    assert_eq!(ceq_events(&mut h, ceq, &mut ci), fired);
+}
+
+/// perftest's event loop (`ib_send_lat -e`) acknowledges an event and
+/// re-arms *before* it polls the CQE that caused it. IBTA 11.4.2.2 asks
+/// for an event on the next completion; a CQE that an event has already
+/// announced must not fire the new arm at once, or every event is followed
+/// by a spurious one and the program retires sends late (it failed with
+/// "Couldn't post send"). rxe fires only for CQEs written after the arm.
+/// A CQE written between the event and the re-arm still fires at once.
+#[test]
+fn rearming_before_polling_an_announced_cqe_does_not_fire_again() {
+    let mut h = Harness::new();
+    let (_, ceq) = h.create_eq(1, 16);
+    let (cqn, _, dbrec) = h.create_cq(1, 16, 0);
+    let mut ci = 0u16;
+    h.mem.write_u32(dbrec, 0);
+    h.db(0, DB_CQ, cq_db(cqn, 0, CQ_CMD_ARM_NEXT, 1));
+    h.dev.post_cqe(cqn, cqe(1, 0)).unwrap();
+    assert_eq!(
+        ceq_events(&mut h, ceq, &mut ci),
+        vec![(EQE_COMPLETION, cqn, 1)]
+    );
+    // re-armed with CQE 0 still unpolled: no second event for it
+    h.db(0, DB_CQ, cq_db(cqn, 0, CQ_CMD_ARM_NEXT, 2));
+    assert_eq!(ceq_events(&mut h, ceq, &mut ci), vec![]);
+    // the next CQE fires the arm
+    h.dev.post_cqe(cqn, cqe(2, 0)).unwrap();
+    assert_eq!(
+        ceq_events(&mut h, ceq, &mut ci),
+        vec![(EQE_COMPLETION, cqn, 2)]
+    );
+    // a CQE written after that event, before the re-arm: fires at once
+    h.dev.post_cqe(cqn, cqe(3, 0)).unwrap();
+    h.db(0, DB_CQ, cq_db(cqn, 1, CQ_CMD_ARM_NEXT, 3));
+    assert_eq!(
+        ceq_events(&mut h, ceq, &mut ci),
+        vec![(EQE_COMPLETION, cqn, 3)]
+    );
 }
 
 #[test]

@@ -167,19 +167,28 @@ impl State {
                 (_, requested) => requested,
             };
             cq.arm_sn = sn;
-            // CQEs beyond the arm's consumer index fire it at once (mlx4/mlx5
-            // semantics): software that arms with the index of what it has
-            // polled never waits for an event that already happened.
-            let pending = cq.pi.wrapping_sub(ci);
+            // CQEs beyond the arm's consumer index that no event announced
+            // yet fire it at once: software that arms with the index of what
+            // it has polled never waits for an event that already happened,
+            // and software that re-arms before polling the CQE an event
+            // announced (perftest -e) gets no second event for it.
+            let unpolled = cq.pi.wrapping_sub(ci);
+            let from = if cq.announced.wrapping_sub(ci) <= unpolled {
+                cq.announced
+            } else {
+                ci
+            };
+            let pending = cq.pi.wrapping_sub(from);
             let now = match cq.arm {
                 Arm::None => false,
                 Arm::Next => pending != 0,
                 Arm::Solicited => cq
                     .last_solicited
-                    .is_some_and(|s| s.wrapping_sub(ci) < pending),
+                    .is_some_and(|s| s.wrapping_sub(from) < pending),
             };
             if now {
                 cq.arm = Arm::None;
+                cq.announced = cq.pi;
                 fire = Some((cq.eqn, sn));
             }
         }
@@ -254,6 +263,7 @@ impl State {
         };
         if fire {
             cq.arm = Arm::None;
+            cq.announced = cq.pi;
             let (eqn, sn) = (cq.eqn, cq.arm_sn);
             self.post_eqe_raw(eqn as usize, EQE_COMPLETION, cqn, u32::from(sn), 0);
         }
