@@ -184,11 +184,9 @@ pub(crate) struct Shared {
     #[pin]
     pbl: Mutex<PblScratch>,
     /// CQs by number, for completion and CQ events.
-    #[pin]
-    pub(crate) cqs: CqTable,
+    pub(crate) cqs: Arc<CqTable<IbDev>>,
     /// QPs by number, for QP events.
-    #[pin]
-    pub(crate) qps: QpTable,
+    pub(crate) qps: Arc<QpTable<IbDev>>,
     eqs: KVec<Eq>,
     cmd_timeout: Delta,
     reset_timeout: Delta,
@@ -891,6 +889,9 @@ impl<'bound> Ferroce<'bound> {
             "allocate doorbell-record pool",
             Arc::pin_init(DbRecPool::new(), GFP_KERNEL),
         )?;
+        let cqs = step(pdev, "allocate CQ table", CqTable::new())?;
+        let qps = step(pdev, "allocate QP table", QpTable::new())?;
+        let (shared_cqs, shared_qps) = (cqs.clone(), qps.clone());
         let shared = Arc::pin_init(
             try_pin_init!(Shared {
                 bar: Regs(bar),
@@ -899,8 +900,8 @@ impl<'bound> Ferroce<'bound> {
                 pdev: pdev.into(),
                 cmdq <- new_mutex!(cmdq),
                 pbl <- new_mutex!(pbl),
-                cqs <- CqTable::new(),
-                qps <- QpTable::new(),
+                cqs: shared_cqs,
+                qps: shared_qps,
                 eqs,
                 cmd_timeout,
                 reset_timeout,
@@ -1006,7 +1007,11 @@ impl<'bound> Ferroce<'bound> {
             key_variant: AtomicU32::new(0),
             cqs_live: AtomicU32::new(0),
         };
-        let mut builder = step(pdev, "allocate ib_device", rdma::Builder::new(ibdev))?;
+        let mut builder = step(
+            pdev,
+            "allocate ib_device",
+            rdma::Builder::new(ibdev, cqs, qps),
+        )?;
         builder.set_node_guid(node_guid);
         builder.set_num_comp_vectors(num_ceqs)?;
         builder.set_phys_port_cnt(hw::FERROCE_NUM_PORTS);

@@ -222,10 +222,6 @@ impl rdma::Driver for IbDev {
         verbs::dealloc_ucontext(dev, ctx)
     }
 
-    fn cq_table(dev: &rdma::Device<Self>) -> &rdma::CqTable {
-        &dev.shared.cqs
-    }
-
     fn create_cq(
         dev: &rdma::Device<Self>,
         ctx: &UContext,
@@ -254,10 +250,6 @@ impl rdma::Driver for IbDev {
 
     fn modify_qp(dev: &rdma::Device<Self>, qp: &Qp, attr: &QpAttr<'_>, mask: u32) -> Result {
         verbs::modify_qp(dev, qp, attr, mask)
-    }
-
-    fn qp_table(dev: &rdma::Device<Self>) -> &rdma::QpTable {
-        &dev.shared.qps
     }
 
     fn query_qp(

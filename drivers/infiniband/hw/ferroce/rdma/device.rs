@@ -22,6 +22,7 @@ use kernel::{
     error::{from_result, to_result, VTABLE_DEFAULT_ERROR},
     prelude::*,
     str::CStr,
+    sync::Arc,
     types::Opaque,
 };
 
@@ -90,9 +91,6 @@ pub(crate) trait Driver: Send + Sync + Sized + 'static {
     /// afterwards, on failure it is leaked (ib_core is told it succeeded).
     fn dealloc_pd(dev: &Device<Self>, pd: &Self::Pd) -> Result;
 
-    /// The table through which completion and CQ events reach the CQs.
-    fn cq_table(dev: &Device<Self>) -> &CqTable;
-
     /// Creates a user CQ of at least `cqe` entries on completion vector
     /// `comp_vector`; returns its state, its number in the [`CqTable`] and
     /// its real capacity.
@@ -114,9 +112,6 @@ pub(crate) trait Driver: Send + Sync + Sized + 'static {
     fn destroy_cq(_dev: &Device<Self>, _cq: &Self::Cq) -> Result {
         build_error!(VTABLE_DEFAULT_ERROR)
     }
-
-    /// The table through which async events reach the QPs.
-    fn qp_table(dev: &Device<Self>) -> &QpTable;
 
     /// Creates a user QP; returns its state and QP number.
     fn create_qp(
@@ -297,12 +292,17 @@ pub(crate) trait Driver: Send + Sync + Sized + 'static {
 ///
 /// * `ib` sits at offset 0, so `*mut ib_device` and `*mut Device<T>` convert
 ///   into each other.
-/// * A `Device<T>` is only ever allocated by [`Builder::new`], with `data`
-///   initialised before the ops (and thus `dealloc_driver`) are set.
+/// * A `Device<T>` is only ever allocated by [`Builder::new`], with `data`,
+///   `cqs` and `qps` initialised before the ops (and thus `dealloc_driver`) are set.
 #[repr(C)]
 pub(crate) struct Device<T: Driver> {
     ib: Opaque<b::ib_device>,
     data: T,
+    /// Where completion and CQ events reach the CQs; the layer inserts and
+    /// removes them, always in this table.
+    pub(super) cqs: Arc<CqTable<T>>,
+    /// Where async events reach the QPs, as for `cqs`.
+    pub(super) qps: Arc<QpTable<T>>,
 }
 
 // SAFETY: ib_core's `struct ib_device` may be used from any thread; `T` is
@@ -648,7 +648,11 @@ impl<T: Driver> Adapter<T> {
         // SAFETY: ib_core calls `dealloc_driver` exactly once, when the device
         // is freed; `data` was initialised before the ops were set (type
         // invariant of `Device`) and nothing uses it afterwards.
-        unsafe { core::ptr::drop_in_place(&raw mut (*dev).data) };
+        unsafe {
+            core::ptr::drop_in_place(&raw mut (*dev).data);
+            core::ptr::drop_in_place(&raw mut (*dev).cqs);
+            core::ptr::drop_in_place(&raw mut (*dev).qps);
+        }
     }
 
     extern "C" fn query_device(
@@ -867,8 +871,9 @@ pub(crate) struct Builder<T: Driver> {
 unsafe impl<T: Driver> Send for Builder<T> {}
 
 impl<T: Driver> Builder<T> {
-    /// Allocates an `ib_device` in `init_net` holding `data`.
-    pub(crate) fn new(data: T) -> Result<Self> {
+    /// Allocates an `ib_device` in `init_net` holding `data`; its CQs and
+    /// QPs go into `cqs` and `qps` (which the driver's event paths share).
+    pub(crate) fn new(data: T, cqs: Arc<CqTable<T>>, qps: Arc<QpTable<T>>) -> Result<Self> {
         // SAFETY: `_ib_alloc_device` may be called with any size of at least
         // `sizeof(struct ib_device)`; `init_net` outlives every device.
         let raw = unsafe {
@@ -883,6 +888,8 @@ impl<T: Driver> Builder<T> {
         // the ops (and thus `dealloc_driver`) exist.
         unsafe {
             (&raw mut (*dev.as_ptr()).data).write(data);
+            (&raw mut (*dev.as_ptr()).cqs).write(cqs);
+            (&raw mut (*dev.as_ptr()).qps).write(qps);
             (*raw).ops.owner = &raw mut __this_module;
             b::ib_set_device_ops(raw, &Adapter::<T>::OPS);
             (*raw).node_type = b::RDMA_NODE_IB_CA as u8;
@@ -1183,7 +1190,7 @@ impl<T: Driver> Adapter<T> {
         ibcq: *mut b::ib_cq,
         (data, id, cqe): (T::Cq, u32, u32),
     ) -> Result {
-        if let Err(e) = T::cq_table(dev).insert(id, ibcq) {
+        if let Err(e) = dev.cqs.insert(id, ibcq) {
             destroy_or_leak(data, |d| T::destroy_cq(dev, d));
             return Err(e);
         }
@@ -1211,7 +1218,7 @@ impl<T: Driver> Adapter<T> {
         };
         // Removal from the table comes first, so no completion handler call
         // uses the CQ after it.
-        T::cq_table(dev).remove(id);
+        dev.cqs.remove(id);
         // A CQ ib_core cannot destroy would leak its uobject forever; the
         // driver state is leaked instead (see `Driver::destroy_cq`).
         destroy_or_leak(data, |d| T::destroy_cq(dev, d));
@@ -1282,7 +1289,7 @@ impl<T: Driver> Adapter<T> {
                 (*obj).data.write(data);
                 (*ibqp).qp_num = qpn;
             }
-            if let Err(e) = T::qp_table(dev).insert(qpn, ibqp) {
+            if let Err(e) = dev.qps.insert(qpn, ibqp) {
                 // SAFETY: written just above, never read again: ib_core
                 // frees the QP after a failed create.
                 let data = unsafe { (*obj).data.assume_init_read() };
@@ -1362,7 +1369,7 @@ impl<T: Driver> Adapter<T> {
             )
         };
         // Removal from the event table comes first.
-        T::qp_table(dev).remove(qpn);
+        dev.qps.remove(qpn);
         destroy_or_leak(data, |d| T::destroy_qp(dev, d));
         0
     }

@@ -54,13 +54,13 @@ impl<T: Driver> Device<T> {
 
     /// The `ib_qp` of QP number `qpn`, if it is in the QP table.
     pub(super) fn qp_ptr(&self, qpn: u32) -> Option<*mut b::ib_qp> {
-        T::qp_table(self).get(qpn)
+        self.qps.get(qpn)
     }
 
     /// Runs `f` on the driver state of QP `qpn`, under the QP table's lock
     /// (which its destruction takes first); `None` if there is no such QP.
     pub(crate) fn with_qp<R>(&self, qpn: u32, f: impl FnOnce(&T::Qp) -> R) -> Option<R> {
-        T::qp_table(self).with_ref(qpn, |qp| {
+        self.qps.with_ref(qpn, |qp| {
             // SAFETY: a QP is inserted into the table only after its state
             // was written, and removed before it is read out for
             // destruction; `with_ref` holds the lock both take.

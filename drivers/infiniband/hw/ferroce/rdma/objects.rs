@@ -5,8 +5,12 @@
 
 use super::attr::GidAttr;
 use crate::bindings as b;
-use core::ptr::NonNull;
-use kernel::{new_spinlock_irq, prelude::*, sync::SpinLockIrq};
+use core::{marker::PhantomData, ptr::NonNull};
+use kernel::{
+    new_spinlock_irq,
+    prelude::*,
+    sync::{Arc, SpinLockIrq},
+};
 
 /// QP transport types the layer passes on.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -180,23 +184,33 @@ pub(crate) enum QpEvent {
 /// it before its destroy method runs; the event methods call the object's
 /// handlers under the table's lock, so an object being destroyed is never
 /// called after its removal. Usable from hard IRQ context.
+///
+/// Only the layer inserts, and only objects of a `Device<D>`; a device keeps
+/// (an `Arc` of) the tables it was built with, so every insert and its
+/// remove go to the same table, whatever the driver does.
 #[pin_data]
-pub(crate) struct ObjTable<R> {
+pub(crate) struct ObjTable<R, D> {
     #[pin]
     slots: SpinLockIrq<KVVec<Option<Ptr<R>>>>,
+    _driver: PhantomData<fn() -> D>,
 }
 
-/// CQs by CQ number.
-pub(crate) type CqTable = ObjTable<b::ib_cq>;
-/// QPs by QP number.
-pub(crate) type QpTable = ObjTable<b::ib_qp>;
+/// CQs of the devices of driver `D` by CQ number.
+pub(crate) type CqTable<D> = ObjTable<b::ib_cq, D>;
+/// QPs of the devices of driver `D` by QP number.
+pub(crate) type QpTable<D> = ObjTable<b::ib_qp, D>;
 
-impl<R> ObjTable<R> {
-    /// An empty table.
-    pub(crate) fn new() -> impl PinInit<Self> {
-        pin_init!(Self {
-            slots <- new_spinlock_irq!(KVVec::new()),
-        })
+impl<R, D> ObjTable<R, D> {
+    /// An empty table, shared by the driver (for its event paths) and the
+    /// device it is given to in [`super::Builder::new`].
+    pub(crate) fn new() -> Result<Arc<Self>> {
+        Arc::pin_init(
+            pin_init!(Self {
+                slots <- new_spinlock_irq!(KVVec::new()),
+                _driver: PhantomData,
+            }),
+            GFP_KERNEL,
+        )
     }
 
     pub(super) fn insert(&self, id: u32, obj: *mut R) -> Result {
@@ -260,7 +274,7 @@ impl<R> ObjTable<R> {
     }
 }
 
-impl ObjTable<b::ib_cq> {
+impl<D> ObjTable<b::ib_cq, D> {
     /// Calls the completion handler of CQ `id`; `false` if there is none.
     pub(crate) fn notify(&self, id: u32) -> bool {
         self.with(id, |cq| {
@@ -284,7 +298,7 @@ impl ObjTable<b::ib_cq> {
     }
 }
 
-impl ObjTable<b::ib_qp> {
+impl<D> ObjTable<b::ib_qp, D> {
     /// Dispatches an async event of QP `id`; `false` if there is none.
     pub(crate) fn event(&self, id: u32, ev: QpEvent) -> bool {
         let ty = match ev {
