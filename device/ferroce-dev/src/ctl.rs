@@ -11,7 +11,7 @@
 //! | `{"cmd":"status"}` | DEV_STATUS, fatal code, link, MTU, MAC |
 //! | `{"cmd":"link","up":true}` | new link state |
 //! | `{"cmd":"fault","spec":"drop=1%"}` | fault config and injected counts (`spec` optional) |
-//! | `{"cmd":"stall","on":true}` | stall / resume the data path |
+//! | `{"cmd":"stall","on":true}` | stall / resume the device |
 //! | `{"cmd":"kill"}` | the process exits at once (137) |
 //!
 //! Answers are `{"ok":true,"data":...}` or `{"ok":false,"error":"..."}`.

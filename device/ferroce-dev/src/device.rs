@@ -554,11 +554,17 @@ impl Device {
         (st.faults.cfg, st.faults.counters, st.faults.stalled)
     }
 
-    /// Stalls (or resumes) the data path: while stalled, doorbells are only
-    /// recorded, received frames are dropped and timers do not run.
+    /// Stalls (or resumes) the device: while stalled, doorbells (admin
+    /// queue included) are only recorded, received frames are dropped and
+    /// timers do not run. Recorded work resumes on unstall.
     pub fn set_stall(&self, on: bool) {
         let mut st = self.lock();
         st.faults.stalled = on;
+        if !on && st.bus_master() {
+            if let Some(pi) = st.deferred.adminq_pi.take() {
+                st.adminq_doorbell(u32::from(pi));
+            }
+        }
         if st.data_path_runs() {
             let qpns: Vec<u32> = st.qps.iter().map(|(q, _)| q).collect();
             for q in qpns {

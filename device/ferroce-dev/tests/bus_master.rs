@@ -219,3 +219,34 @@ fn reset_of_the_vfio_function_clears_bus_master() {
     vfio.reset();
     assert!(!h.dev.bus_master(), "FLR restores COMMAND 0");
 }
+
+/// A stalled device fetches no admin command either: a command rung
+/// during a stall completes only once the device is unstalled.
+#[test]
+fn admin_commands_wait_for_unstall() {
+    let (mut h, recording) = recorded_harness();
+    h.drain_aeq();
+    h.irq.take();
+    recording.take();
+
+    h.dev.set_stall(true);
+    let mut raw = [0u8; CMD_SIZE];
+    let cmd = alloc_pd();
+    raw[..cmd.as_bytes().len()].copy_from_slice(cmd.as_bytes());
+    raw[2..4].copy_from_slice(&9u16.to_le_bytes());
+    h.mem.write(ADMINQ, &raw).unwrap();
+    h.reg_w(REG_ADMINQ_DB, 1);
+
+    assert_eq!(recording.take(), vec![], "no DMA while stalled");
+    assert_eq!(h.irq.take(), Vec::<u16>::new(), "no MSI-X while stalled");
+    assert_eq!(h.reg_r(REG_ADMINQ_CI), 0, "the command was not fetched");
+    let comp: CmdComp = h.read(ADMINCQ);
+    assert_eq!(comp.flags & COMP_PHASE, 0, "no completion written");
+
+    h.dev.set_stall(false);
+    let comp: CmdComp = h.read(ADMINCQ);
+    assert_eq!(comp.flags & COMP_PHASE, 1, "completed once unstalled");
+    assert_eq!((comp.cmd_id, comp.status), (9, STATUS_SUCCESS));
+    assert_eq!(h.reg_r(REG_ADMINQ_CI), 1);
+    assert_eq!(h.irq.take(), vec![0], "one AEQ interrupt");
+}

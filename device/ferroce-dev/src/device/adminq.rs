@@ -32,8 +32,9 @@ impl State {
         if u32::from(pi.wrapping_sub(adminq.ci)) > adminq.depth {
             return self.bad_doorbell(format!("ADMINQ_DB pi {pi} > ci {} + depth", adminq.ci));
         }
-        if !self.bus_master() {
-            // No command fetch while BME is clear: done when it is set.
+        if !self.bus_master() || self.faults.stalled {
+            // No command fetch while BME is clear or the device is
+            // stalled: done when BME is set and the stall ends.
             self.deferred.adminq_pi = Some(pi);
             self.bus_master_counters.adminq_deferred += 1;
             return;
