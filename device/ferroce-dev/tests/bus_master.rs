@@ -15,7 +15,7 @@ use common::rdma::*;
 use common::*;
 use ferroce_dev::doorbell::cq_db;
 use ferroce_dev::hw::*;
-use ferroce_dev::{Device, DeviceConfig, FakeMemory, GuestMemory, Limits, RecordingIrq};
+use ferroce_dev::{FakeMemory, GuestMemory, Limits};
 use recording::RecordingMemory;
 use zerocopy::IntoBytes;
 
@@ -26,28 +26,7 @@ fn recorded_harness() -> (Harness, Arc<RecordingMemory>) {
     let fake = Arc::new(FakeMemory::new());
     fake.add_region(RAM, RAM_SIZE);
     let recording = Arc::new(RecordingMemory::new(fake.clone()));
-    let irq = Arc::new(RecordingIrq::new());
-    let cfg = DeviceConfig {
-        mac: mac(),
-        limits: Limits::default(),
-        ..DeviceConfig::default()
-    };
-    let dev = Arc::new(Device::new(cfg, recording.clone(), irq.clone()));
-    let h = Harness {
-        dev,
-        mem: fake,
-        irq,
-        depth: 16,
-        aeq_depth: 64,
-        pi: 0,
-        aeq_ci: 0,
-        next_id: 1,
-        heap: HEAP,
-        events: Vec::new(),
-    };
-    h.program_queues();
-    h.reg_w(REG_DEV_CTRL, CTRL_ENABLE);
-    assert_eq!(h.reg_r(REG_DEV_STATUS), DEV_STATUS_READY);
+    let h = Harness::enabled_over(fake, recording.clone(), Limits::default(), 16, 64);
     (h, recording)
 }
 

@@ -29,7 +29,7 @@ use std::sync::Arc;
 use common::rdma::Rng;
 use common::*;
 use ferroce_dev::hw::*;
-use ferroce_dev::{Device, DeviceConfig, FakeMemory, GuestMemory, Limits, RecordingIrq};
+use ferroce_dev::{Device, FakeMemory, GuestMemory, Limits};
 use recording::RecordingMemory;
 use zerocopy::IntoBytes;
 
@@ -42,29 +42,6 @@ const CANARY_SIZE: usize = 1 << 20;
 const CANARY_BYTE: u8 = 0xa5;
 const ADMIN_DEPTH: u32 = 16;
 const AEQ_DEPTH: u32 = 64;
-
-const OPCODES: [u8; 20] = [
-    CMD_QUERY_CAPS,
-    CMD_QUERY_PORT,
-    CMD_SET_PORT_MTU,
-    CMD_QUERY_COUNTERS,
-    CMD_CREATE_EQ,
-    CMD_DESTROY_EQ,
-    CMD_CREATE_CQ,
-    CMD_DESTROY_CQ,
-    CMD_ALLOC_PD,
-    CMD_DEALLOC_PD,
-    CMD_REG_MR,
-    CMD_DEREG_MR,
-    CMD_CREATE_QP,
-    CMD_DESTROY_QP,
-    CMD_MODIFY_QP,
-    CMD_QUERY_QP,
-    CMD_CREATE_AH,
-    CMD_DESTROY_AH,
-    CMD_SET_GID,
-    CMD_CLEAR_GID,
-];
 
 /// The statuses of the documented table.
 const STATUSES: [u8; 11] = [
@@ -605,7 +582,6 @@ fn fuzz_harness() -> (Harness, Arc<RecordingMemory>) {
     fake.add_region(CANARY, CANARY_SIZE);
     fake.write(CANARY, &vec![CANARY_BYTE; CANARY_SIZE]).unwrap();
     let recording = Arc::new(RecordingMemory::new(fake.clone()));
-    let irq = Arc::new(RecordingIrq::new());
     let limits = Limits {
         max_pd: 8,
         max_mr: 16,
@@ -614,27 +590,7 @@ fn fuzz_harness() -> (Harness, Arc<RecordingMemory>) {
         max_ah: 8,
         ..Limits::default()
     };
-    let cfg = DeviceConfig {
-        mac: mac(),
-        limits,
-        ..DeviceConfig::default()
-    };
-    let dev = Arc::new(Device::new(cfg, recording.clone(), irq.clone()));
-    let h = Harness {
-        dev,
-        mem: fake,
-        irq,
-        depth: ADMIN_DEPTH,
-        aeq_depth: AEQ_DEPTH,
-        pi: 0,
-        aeq_ci: 0,
-        next_id: 1,
-        heap: HEAP,
-        events: Vec::new(),
-    };
-    h.program_queues();
-    h.reg_w(REG_DEV_CTRL, CTRL_ENABLE);
-    assert_eq!(h.reg_r(REG_DEV_STATUS), DEV_STATUS_READY);
+    let h = Harness::enabled_over(fake, recording.clone(), limits, ADMIN_DEPTH, AEQ_DEPTH);
     (h, recording)
 }
 
@@ -708,7 +664,7 @@ fn fuzz(seed: u64, iterations: usize) {
     let mut seen = BTreeSet::new();
     for iteration in 0..iterations {
         let opcode = if fuzzer.chance(85) {
-            fuzzer.pick(&OPCODES)
+            fuzzer.pick(&ADMIN_OPCODES)
         } else {
             fuzzer.rng.next() as u8
         };
@@ -737,7 +693,7 @@ fn fuzz(seed: u64, iterations: usize) {
             "undocumented status {} ({ctx})",
             comp.status
         );
-        if !OPCODES.contains(&opcode) {
+        if !ADMIN_OPCODES.contains(&opcode) {
             assert_eq!(comp.status, STATUS_BAD_OPCODE, "{ctx}");
         } else if bad_header {
             assert_eq!(comp.status, STATUS_BAD_RESERVED, "{ctx}");
@@ -780,7 +736,7 @@ fn fuzz(seed: u64, iterations: usize) {
     assert!(canary.iter().all(|b| *b == CANARY_BYTE), "canary changed");
     // The decoder was exercised: every opcode succeeded at least once and
     // nearly every documented status was produced.
-    for opcode in OPCODES {
+    for opcode in ADMIN_OPCODES {
         assert!(
             seen.contains(&(opcode, STATUS_SUCCESS)),
             "opcode {opcode:#x} never succeeded (seed {seed}): {seen:?}"

@@ -89,6 +89,42 @@ impl Harness {
         h
     }
 
+    /// An enabled device with `limits` and queue depths that does its DMA
+    /// through `guest` (for example a recording wrapper of `mem`), while
+    /// the harness reads and writes `mem` directly.
+    #[allow(dead_code)]
+    pub fn enabled_over(
+        mem: Arc<FakeMemory>,
+        guest: Arc<dyn GuestMemory>,
+        limits: Limits,
+        depth: u32,
+        aeq_depth: u32,
+    ) -> Self {
+        let irq = Arc::new(RecordingIrq::new());
+        let cfg = DeviceConfig {
+            mac: mac(),
+            limits,
+            ..DeviceConfig::default()
+        };
+        let dev = Arc::new(Device::new(cfg, guest, irq.clone()));
+        let h = Self {
+            dev,
+            mem,
+            irq,
+            depth,
+            aeq_depth,
+            pi: 0,
+            aeq_ci: 0,
+            next_id: 1,
+            heap: HEAP,
+            events: Vec::new(),
+        };
+        h.program_queues();
+        h.reg_w(REG_DEV_CTRL, CTRL_ENABLE);
+        assert_eq!(h.reg_r(REG_DEV_STATUS), DEV_STATUS_READY);
+        h
+    }
+
     pub fn program_queues(&self) {
         self.reg_w(REG_ADMINQ_BASE_LO, ADMINQ as u32);
         self.reg_w(REG_ADMINQ_BASE_HI, (ADMINQ >> 32) as u32);
@@ -394,3 +430,28 @@ pub fn attr_with(qpn: u32, state: u8, mask: u32) -> QpAttr {
     a.attr_mask = mask | QP_ATTR_STATE;
     a
 }
+
+/// Every admin command opcode of the spec.
+#[allow(dead_code)]
+pub const ADMIN_OPCODES: [u8; 20] = [
+    CMD_QUERY_CAPS,
+    CMD_QUERY_PORT,
+    CMD_SET_PORT_MTU,
+    CMD_QUERY_COUNTERS,
+    CMD_CREATE_EQ,
+    CMD_DESTROY_EQ,
+    CMD_CREATE_CQ,
+    CMD_DESTROY_CQ,
+    CMD_ALLOC_PD,
+    CMD_DEALLOC_PD,
+    CMD_REG_MR,
+    CMD_DEREG_MR,
+    CMD_CREATE_QP,
+    CMD_DESTROY_QP,
+    CMD_MODIFY_QP,
+    CMD_QUERY_QP,
+    CMD_CREATE_AH,
+    CMD_DESTROY_AH,
+    CMD_SET_GID,
+    CMD_CLEAR_GID,
+];
