@@ -259,6 +259,9 @@ pub struct Port {
     netdev_queue: SyncSender<Vec<u8>>,
     netdev_queue_rx: Mutex<Option<Receiver<Vec<u8>>>>,
     pcap: Option<Mutex<PcapWriter<std::fs::File>>>,
+    /// Held from taking the engine's frames until they are on the wire, so
+    /// that the wire and engine threads never reorder them.
+    tx: Mutex<()>,
     start: Instant,
     stop: AtomicBool,
     wake_tx: SyncSender<()>,
@@ -299,6 +302,7 @@ impl Port {
             netdev_queue,
             netdev_queue_rx: Mutex::new(Some(netdev_queue_rx)),
             pcap,
+            tx: Mutex::new(()),
             start: Instant::now(),
             stop: AtomicBool::new(false),
             wake_tx,
@@ -362,7 +366,10 @@ impl Port {
 
     /// Sends the engine's queued frames on the wire, until it has no more
     /// (taking frames lets READ responses held back by backpressure go on).
+    /// Frames leave in the engine's order: a caller that finds another
+    /// one sending waits for it (its frames may come after ours).
     pub fn flush_engine(&self) {
+        let _tx = self.tx.lock().unwrap_or_else(|e| e.into_inner());
         loop {
             let frames = self.dev.take_tx();
             if frames.is_empty() {

@@ -1243,6 +1243,57 @@ fn duplicate_reads_are_served_from_responder_resources() {
     assert_eq!(b.h.dev.qp_state(b.qps[0].qpn), Some(QPS_RTS));
 }
 
+/// A go-back re-requests a READ whose responses are still on the way; the
+/// requester completes it from them and posts the next READ, which reaches
+/// the responder in one batch with the duplicate (max_dest_rd_atomic 1):
+/// the new READ takes the resource the duplicate has answered again. It
+/// used to be NAKed invalid request, failing a requester that kept to its
+/// limit (ib_read_bw -a after a reordered READ request).
+#[test]
+fn a_new_read_reuses_a_resource_answered_again_for_a_duplicate() {
+    use ferroce_dev::wire::{decode, op};
+    let (mut a, mut b) = read_pair(1, 1);
+    let local = a.reg_mr(16384, ACCESS_LOCAL_WRITE);
+    let remote = b.reg_mr(16384, ALL_ACCESS);
+    let data = pattern(11, 16384);
+    b.fill(remote.gpa, &data);
+    a.post_send(0, &read_wr(1, &local, 0, &remote, 0, 2048));
+    let f1 = a.h.dev.take_tx();
+    assert_eq!(f1.len(), 1);
+    b.h.dev.receive_batch(f1.iter().map(|f| f.as_slice()));
+    let r1 = b.h.dev.take_tx();
+    assert_eq!(r1.len(), 2);
+    // The requester completes READ 1 and sends READ 2.
+    a.h.dev.receive_batch(r1.iter().map(|f| f.as_slice()));
+    a.post_send(0, &read_wr(2, &local, 4096, &remote, 8192, 100));
+    let f2 = a.h.dev.take_tx();
+    assert_eq!(f2.len(), 1);
+    // The late retransmission of READ 1 and READ 2 in one batch.
+    b.h.dev
+        .receive_batch(f1.iter().chain(&f2).map(|f| f.as_slice()));
+    let r2 = b.h.dev.take_tx();
+    let psn2 = decode(&f2[0]).unwrap().bth.psn;
+    let got = decoded(&r2);
+    assert!(
+        got.iter().all(|r| r.0 != op::RC_ACK),
+        "no NAK: {:?}",
+        got.iter().map(|r| (r.0, r.1, r.2)).collect::<Vec<_>>()
+    );
+    assert!(got
+        .iter()
+        .any(|r| (r.0, r.1) == (op::RC_READ_RESPONSE_ONLY, psn2) && r.3 == data[8192..8292]));
+    assert_eq!(b.h.dev.counters().data.err_naks_sent, 0);
+    assert_eq!(b.h.dev.qp_state(b.qps[0].qpn), Some(QPS_RTS));
+    a.h.dev.receive_batch(r2.iter().map(|f| f.as_slice()));
+    assert_eq!(
+        statuses(&a.poll()),
+        vec![(1, WC_RDMA_READ, 0), (2, WC_RDMA_READ, 0)]
+    );
+    assert_eq!(a.bytes(local.gpa, 2048), data[..2048]);
+    assert_eq!(a.bytes(local.gpa + 4096, 100), data[8192..8292]);
+    assert_eq!(a.h.dev.qp_state(a.qps[0].qpn), Some(QPS_RTS));
+}
+
 fn psn_next(psn: u32) -> u32 {
     ferroce_dev::wire::psn_add(psn, 1)
 }

@@ -37,10 +37,12 @@
 //! processed (before the coalesced ACK and before any later NAK of the QP).
 //! An answered resource stays in the ring to answer duplicates of the READ
 //! (from the resource: same rkey and range, PSNs from the duplicate's on)
-//! until a newer READ reuses it, oldest first; a duplicate that matches no
-//! resource is dropped silently. A new READ that finds every resource still
-//! unanswered (the requester exceeded the responder's resources) gets NAK
-//! invalid request and the QP goes to ERR.
+//! until a newer READ reuses it, oldest first, also while it is answered
+//! again for a duplicate (the requester may have completed the READ from
+//! the first answer); a duplicate that matches no resource is dropped
+//! silently. A new READ that finds every resource never answered in full
+//! (the requester exceeded the responder's resources) gets NAK invalid
+//! request and the QP goes to ERR.
 //! A SEND without a receive WQE gets an RNR NAK (`min_rnr_timer`). Invalid
 //! requests and remote access errors get the matching NAK and move the
 //! responder's QP to the error state.
@@ -273,6 +275,10 @@ struct ReadRes {
     /// responses go out as the TX queue has room (backpressure), never
     /// all at once.
     next: u32,
+    /// Every response was sent once: the requester may have completed the
+    /// READ, so a new READ may take the resource even while a duplicate
+    /// has it answered again.
+    answered: bool,
 }
 
 impl ReadRes {
@@ -2284,8 +2290,9 @@ impl State {
         {
             return Err(RespErr::Fatal(aeth::NAK_REM_ACCESS, None));
         }
-        // Reuse the oldest answered resources; unanswered ones stay.
-        while e.reads.len() >= limit && e.reads.front().is_some_and(|r| !r.unanswered()) {
+        // Reuse the oldest resources answered once; never answered ones
+        // stay.
+        while e.reads.len() >= limit && e.reads.front().is_some_and(|r| r.answered) {
             e.reads.pop_front();
         }
         if e.reads.len() >= limit {
@@ -2309,6 +2316,7 @@ impl State {
             msn: e.msn,
             from: 0,
             next: 0,
+            answered: false,
         });
         self.schedule_response(c.qpn, e);
         Ok(())
@@ -2373,6 +2381,7 @@ impl State {
         };
         let Some(path) = self.path_of(&c.attr.av, c.qpn, c.attr.dest_qp_num) else {
             r.next = r.npkts;
+            r.answered = true;
             return true;
         };
         let mtu = r.mtu;
@@ -2407,6 +2416,7 @@ impl State {
             self.send_response(&path, bth, aeth, &payload);
             r.next = k + 1;
         }
+        r.answered |= r.next >= n;
         true
     }
 }
