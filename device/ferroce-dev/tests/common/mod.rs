@@ -66,43 +66,23 @@ impl Harness {
     pub fn unenabled_mac(limits: Limits, depth: u32, aeq_depth: u32, m: [u8; 6]) -> Self {
         let mem = Arc::new(FakeMemory::new());
         mem.add_region(RAM, RAM_SIZE);
-        let irq = Arc::new(RecordingIrq::new());
-        let cfg = DeviceConfig {
-            mac: m,
-            limits,
-            ..DeviceConfig::default()
-        };
-        let dev = Arc::new(Device::new(cfg, mem.clone(), irq.clone()));
-        let h = Self {
-            dev,
-            mem,
-            irq,
-            depth,
-            aeq_depth,
-            pi: 0,
-            aeq_ci: 0,
-            next_id: 1,
-            heap: HEAP,
-            events: Vec::new(),
-        };
-        h.program_queues();
-        h
+        Self::unenabled_over(mem.clone(), mem, limits, depth, aeq_depth, m)
     }
 
-    /// An enabled device with `limits` and queue depths that does its DMA
+    /// A device with programmed queues, not enabled, that does its DMA
     /// through `guest` (for example a recording wrapper of `mem`), while
     /// the harness reads and writes `mem` directly.
-    #[allow(dead_code)]
-    pub fn enabled_over(
+    fn unenabled_over(
         mem: Arc<FakeMemory>,
         guest: Arc<dyn GuestMemory>,
         limits: Limits,
         depth: u32,
         aeq_depth: u32,
+        m: [u8; 6],
     ) -> Self {
         let irq = Arc::new(RecordingIrq::new());
         let cfg = DeviceConfig {
-            mac: mac(),
+            mac: m,
             limits,
             ..DeviceConfig::default()
         };
@@ -120,6 +100,19 @@ impl Harness {
             events: Vec::new(),
         };
         h.program_queues();
+        h
+    }
+
+    /// [`Self::unenabled_over`], enabled.
+    #[allow(dead_code)]
+    pub fn enabled_over(
+        mem: Arc<FakeMemory>,
+        guest: Arc<dyn GuestMemory>,
+        limits: Limits,
+        depth: u32,
+        aeq_depth: u32,
+    ) -> Self {
+        let h = Self::unenabled_over(mem, guest, limits, depth, aeq_depth, mac());
         h.reg_w(REG_DEV_CTRL, CTRL_ENABLE);
         assert_eq!(h.reg_r(REG_DEV_STATUS), DEV_STATUS_READY);
         h
