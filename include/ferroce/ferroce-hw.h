@@ -83,8 +83,8 @@
 #define FERROCE_REG_NUM_VECTORS			0x060	/* RO */
 #define FERROCE_REG_DB_PAGES			0x064	/* RO */
 #define FERROCE_REG_DB_KERNEL_PAGES		0x068	/* RO */
-#define FERROCE_REG_PORT_MAC_LO			0x070	/* RO: mac[2..5] */
-#define FERROCE_REG_PORT_MAC_HI			0x074	/* RO: mac[0..1] */
+#define FERROCE_REG_PORT_MAC_LO			0x070	/* RO: permanent mac[2..5] */
+#define FERROCE_REG_PORT_MAC_HI			0x074	/* RO: permanent mac[0..1] */
 #define FERROCE_REG_PORT_MTU			0x078	/* RW: Ethernet MTU */
 #define FERROCE_REG_PORT_STATE			0x07c	/* RO */
 
@@ -93,7 +93,7 @@
 #define FERROCE_VERSION_MAJOR_MASK		0xffff0000
 #define FERROCE_VERSION_MINOR_MASK		0x0000ffff
 #define FERROCE_VERSION_MAJOR			1
-#define FERROCE_VERSION_MINOR			1
+#define FERROCE_VERSION_MINOR			2
 
 /* MAGIC: "FRCE" read as a little-endian u32 */
 #define FERROCE_MAGIC_VALUE			0x45435246
@@ -113,6 +113,7 @@
 #define FERROCE_CAP_GSI				0x00000800
 #define FERROCE_CAP_PHYS_MR			0x00001000	/* 1.1: REG_MR of physical MRs */
 #define FERROCE_CAP_MEM_MGT_EXT			0x00002000	/* 1.1: fast-reg, LOCAL_INV, SEND_INV, inline AVs */
+#define FERROCE_CAP_PORT_MAC			0x00004000	/* 1.2: SET_PORT_MAC */
 
 /* DEV_CTRL */
 #define FERROCE_CTRL_RESET			0x00000001	/* self-clearing */
@@ -208,6 +209,7 @@
 #define FERROCE_CMD_QUERY_PORT			0x02
 #define FERROCE_CMD_SET_PORT_MTU		0x03
 #define FERROCE_CMD_QUERY_COUNTERS		0x04
+#define FERROCE_CMD_SET_PORT_MAC		0x05	/* 1.2, CAP_PORT_MAC */
 #define FERROCE_CMD_CREATE_EQ			0x10
 #define FERROCE_CMD_DESTROY_EQ			0x11
 #define FERROCE_CMD_CREATE_CQ			0x20
@@ -324,8 +326,8 @@ struct ferroce_caps {
 #define FERROCE_PORT_OUT_STATE			0	/* FERROCE_PORT_ACTIVE/DOWN */
 #define FERROCE_PORT_OUT_MTU			1	/* Ethernet MTU */
 #define FERROCE_PORT_OUT_ACTIVE_MTU		2	/* FERROCE_MTU_* */
-#define FERROCE_PORT_OUT_MAC_LO			3	/* as REG_PORT_MAC_LO */
-#define FERROCE_PORT_OUT_MAC_HI			4	/* as REG_PORT_MAC_HI */
+#define FERROCE_PORT_OUT_MAC_LO			3	/* current MAC, as REG_PORT_MAC_LO */
+#define FERROCE_PORT_OUT_MAC_HI			4	/* current MAC, as REG_PORT_MAC_HI */
 #define FERROCE_PORT_DOWN			1	/* == IB_PORT_DOWN */
 #define FERROCE_PORT_ACTIVE			4	/* == IB_PORT_ACTIVE */
 
@@ -339,6 +341,15 @@ struct ferroce_cmd_set_port_mtu {
 	struct ferroce_cmd_hdr hdr;
 	__le32 port;		/* 1 */
 	__le32 mtu;		/* Ethernet MTU, PORT_MTU_MIN..MAX */
+};
+
+/* SET_PORT_MAC (1.2): the port's current MAC (receive steering, loopback) */
+struct ferroce_cmd_set_port_mac {
+	struct ferroce_cmd_hdr hdr;
+	__le32 port;		/* 1 */
+	__le32 reserved;
+	__u8 mac[6];		/* wire order; unicast, non-zero */
+	__u8 reserved2[2];
 };
 
 struct ferroce_cmd_query_counters {
@@ -846,6 +857,7 @@ _Static_assert(sizeof(struct ferroce_cmd_query_caps) == 24, "query_caps");
 _Static_assert(sizeof(struct ferroce_caps) == 112, "caps");
 _Static_assert(sizeof(struct ferroce_cmd_query_port) == 16, "query_port");
 _Static_assert(sizeof(struct ferroce_cmd_set_port_mtu) == 16, "set_port_mtu");
+_Static_assert(sizeof(struct ferroce_cmd_set_port_mac) == 24, "set_port_mac");
 _Static_assert(sizeof(struct ferroce_cmd_query_counters) == 24, "query_counters");
 _Static_assert(sizeof(struct ferroce_counters) == 240, "counters");
 _Static_assert(sizeof(struct ferroce_cmd_create_eq) == 24, "create_eq");

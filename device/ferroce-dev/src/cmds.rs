@@ -81,6 +81,7 @@ impl State {
             CMD_QUERY_CAPS
                 | CMD_QUERY_PORT
                 | CMD_SET_PORT_MTU
+                | CMD_SET_PORT_MAC
                 | CMD_QUERY_COUNTERS
                 | CMD_CREATE_EQ
                 | CMD_DESTROY_EQ
@@ -108,6 +109,7 @@ impl State {
             CMD_QUERY_CAPS => self.cmd_query_caps(Self::parse(raw)?),
             CMD_QUERY_PORT => self.cmd_query_port(Self::parse(raw)?),
             CMD_SET_PORT_MTU => self.cmd_set_port_mtu(Self::parse(raw)?),
+            CMD_SET_PORT_MAC => self.cmd_set_port_mac(Self::parse(raw)?),
             CMD_QUERY_COUNTERS => self.cmd_query_counters(Self::parse(raw)?),
             CMD_CREATE_EQ => self.cmd_create_eq(Self::parse(raw)?),
             CMD_DESTROY_EQ => self.cmd_destroy_eq(Self::parse(raw)?),
@@ -218,7 +220,7 @@ impl State {
         out[PORT_OUT_STATE] = if self.link_up { PORT_ACTIVE } else { PORT_DOWN };
         out[PORT_OUT_MTU] = self.mtu;
         out[PORT_OUT_ACTIVE_MTU] = u32::from(active_ib_mtu(self.mtu));
-        let m = self.cfg.mac;
+        let m = self.mac;
         out[PORT_OUT_MAC_LO] = u32::from_be_bytes([m[2], m[3], m[4], m[5]]);
         out[PORT_OUT_MAC_HI] = u32::from(u16::from_be_bytes([m[0], m[1]]));
         Ok(out)
@@ -228,6 +230,16 @@ impl State {
         param(c.port == NUM_PORTS)?;
         param((PORT_MTU_MIN..=PORT_MTU_MAX).contains(&c.mtu))?;
         self.mtu = c.mtu;
+        OK
+    }
+
+    fn cmd_set_port_mac(&mut self, c: CmdSetPortMac) -> CmdResult {
+        rsvd(c.reserved)?;
+        rsvd_bytes(&c.reserved2)?;
+        param(c.port == NUM_PORTS)?;
+        // Unicast and non-zero: bit 0 of the first byte is the group bit.
+        param(c.mac != [0; 6] && c.mac[0] & 1 == 0)?;
+        self.set_mac(c.mac);
         OK
     }
 

@@ -17,6 +17,7 @@
 //! Enable: the DMA gate and what is held while it is clear).
 
 use std::collections::{BTreeMap, VecDeque};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use crate::fault::{FaultConfig, FaultCounters, FaultState};
@@ -161,15 +162,44 @@ pub struct StatusInfo {
     pub link_up: bool,
     /// Ethernet MTU.
     pub mtu: u32,
-    /// Port MAC.
+    /// The port's current MAC.
     pub mac: String,
     /// Admin SQ consumer index.
     pub adminq_ci: u16,
 }
 
+/// The port's current MAC (device.rst "Port MAC"), readable without the
+/// device lock by the port's receive steering.
+#[derive(Debug, Default)]
+pub(crate) struct CurrentMac(AtomicU64);
+
+impl CurrentMac {
+    fn new(mac: [u8; 6]) -> Self {
+        let m = Self::default();
+        m.set(mac);
+        m
+    }
+
+    pub(crate) fn set(&self, mac: [u8; 6]) {
+        let [a, b, c, d, e, f] = mac;
+        let v = u64::from_be_bytes([0, 0, a, b, c, d, e, f]);
+        self.0.store(v, Ordering::Relaxed);
+    }
+
+    pub(crate) fn get(&self) -> [u8; 6] {
+        let [_, _, a, b, c, d, e, f] = self.0.load(Ordering::Relaxed).to_be_bytes();
+        [a, b, c, d, e, f]
+    }
+}
+
 /// Everything behind the device lock.
 pub(crate) struct State {
+    /// The configuration; `cfg.mac` is the port's permanent MAC.
     pub cfg: DeviceConfig,
+    /// The port's current MAC (SET_PORT_MAC), also in [`Device`]'s
+    /// lock-free copy; set through [`State::set_mac`].
+    pub mac: [u8; 6],
+    pub mac_shared: Arc<CurrentMac>,
     /// Guest memory, behind `gate`.
     pub mem: Arc<dyn GuestMemory>,
     /// PCI Bus Master Enable: refuses DMA while it is clear.
@@ -237,6 +267,8 @@ pub(crate) type Waker = Arc<dyn Fn() + Send + Sync>;
 /// The ferroce device model.
 pub struct Device {
     state: Mutex<State>,
+    /// The port's current MAC, shared with `State`.
+    mac: Arc<CurrentMac>,
 }
 
 /// A CQE could not be delivered (see [`Device::post_cqe`]).
@@ -279,7 +311,10 @@ impl Device {
         }
         let limits = cfg.limits.clone();
         let gate = Arc::new(BusMasterGate::new(mem));
+        let mac = Arc::new(CurrentMac::new(cfg.mac));
         let st = State {
+            mac: cfg.mac,
+            mac_shared: mac.clone(),
             mem: gate.clone(),
             gate,
             deferred: Deferred::default(),
@@ -325,7 +360,14 @@ impl Device {
         };
         Self {
             state: Mutex::new(st),
+            mac,
         }
+    }
+
+    /// The port's current MAC (device.rst "Port MAC"): what receive
+    /// steering accepts RoCE frames for. Does not take the device lock.
+    pub fn current_mac(&self) -> [u8; 6] {
+        self.mac.get()
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {
@@ -600,7 +642,7 @@ impl Device {
             fatal_code: st.fatal_code,
             link_up: st.link_up,
             mtu: st.mtu,
-            mac: crate::gid::fmt_mac(&st.cfg.mac),
+            mac: crate::gid::fmt_mac(&st.mac),
             adminq_ci: st.adminq.as_ref().map_or(0, |a| a.ci),
         }
     }

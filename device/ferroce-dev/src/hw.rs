@@ -175,7 +175,7 @@ hw_consts! {
     /// `FERROCE_VERSION_MAJOR`.
     VERSION_MAJOR: u32 = 1;
     /// `FERROCE_VERSION_MINOR`.
-    VERSION_MINOR: u32 = 1;
+    VERSION_MINOR: u32 = 2;
     /// `FERROCE_MAGIC_VALUE`.
     MAGIC_VALUE: u32 = 0x45435246;
     /// `FERROCE_CAP_RC`.
@@ -206,6 +206,8 @@ hw_consts! {
     CAP_PHYS_MR: u32 = 0x00001000;
     /// 1.1: fast-reg, LOCAL_INV, SEND_INV, inline AVs
     CAP_MEM_MGT_EXT: u32 = 0x00002000;
+    /// 1.2: SET_PORT_MAC
+    CAP_PORT_MAC: u32 = 0x00004000;
     /// Self-clearing
     CTRL_RESET: u32 = 0x00000001;
     /// `FERROCE_CTRL_ENABLE`.
@@ -312,6 +314,8 @@ hw_consts! {
     CMD_SET_PORT_MTU: u8 = 0x03;
     /// `FERROCE_CMD_QUERY_COUNTERS`.
     CMD_QUERY_COUNTERS: u8 = 0x04;
+    /// 1.2, CAP_PORT_MAC
+    CMD_SET_PORT_MAC: u8 = 0x05;
     /// `FERROCE_CMD_CREATE_EQ`.
     CMD_CREATE_EQ: u8 = 0x10;
     /// `FERROCE_CMD_DESTROY_EQ`.
@@ -834,6 +838,19 @@ hw_structs! {
         pub port: u32,
         /// Ethernet MTU, PORT_MTU_MIN..MAX
         pub mtu: u32,
+    }
+    /// `struct ferroce_cmd_set_port_mac`: the port's current MAC.
+    pub struct CmdSetPortMac = "ferroce_cmd_set_port_mac" {
+        /// hdr
+        pub hdr: CmdHdr,
+        /// 1
+        pub port: u32,
+        /// reserved
+        pub reserved: u32,
+        /// wire order; unicast, non-zero
+        pub mac: [u8; 6],
+        /// reserved2
+        pub reserved2: [u8; 2],
     }
     /// `struct ferroce_cmd_query_counters`.
     pub struct CmdQueryCounters = "ferroce_cmd_query_counters" {

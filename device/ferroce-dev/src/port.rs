@@ -53,7 +53,7 @@ pub enum Steer {
 }
 
 /// Steering decision for a frame received from the wire by a port whose
-/// MAC is `mac`.
+/// current MAC (device.rst "Port MAC") is `mac`.
 pub fn steer(frame: &[u8], mac: &[u8; 6]) -> Steer {
     if frame.get(0..6) == Some(&mac[..]) && wire::is_roce(frame) {
         Steer::Engine
@@ -247,7 +247,6 @@ pub struct PortStats {
 /// The port of one device.
 pub struct Port {
     dev: Arc<Device>,
-    mac: [u8; 6],
     wire: Arc<dyn FrameLink>,
     /// The attached netdev connection and its serial number, so that a
     /// reader that lost its connection detaches only its own.
@@ -285,7 +284,6 @@ impl Port {
         wire: Arc<dyn FrameLink>,
         pcap: Option<std::fs::File>,
     ) -> io::Result<Arc<Self>> {
-        let mac = dev.config().mac;
         let pcap = match pcap {
             Some(f) => Some(Mutex::new(PcapWriter::new(f)?)),
             None => None,
@@ -294,7 +292,6 @@ impl Port {
         let (netdev_queue, netdev_queue_rx) = sync_channel(NETDEV_QUEUE);
         let port = Arc::new(Self {
             dev,
-            mac,
             wire,
             netdev: Mutex::new(None),
             netdev_serial: AtomicU64::new(0),
@@ -385,7 +382,7 @@ impl Port {
     pub fn from_wire(&self, frame: &[u8]) {
         bump(&self.counters.wire_rx);
         self.record(frame);
-        match steer(frame, &self.mac) {
+        match steer(frame, &self.dev.current_mac()) {
             Steer::Engine => {
                 bump(&self.counters.to_engine);
                 self.dev.receive(frame);
@@ -497,7 +494,7 @@ impl Port {
         for f in frames {
             bump(&self.counters.wire_rx);
             self.record(f);
-            match steer(f, &self.mac) {
+            match steer(f, &self.dev.current_mac()) {
                 Steer::Engine => {
                     bump(&self.counters.to_engine);
                     engine.push(f);

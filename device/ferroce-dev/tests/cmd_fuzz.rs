@@ -324,6 +324,15 @@ impl Fuzzer {
                 }
                 cmd.as_bytes().to_vec()
             }
+            CMD_SET_PORT_MAC => {
+                let mut cmd = CmdSetPortMac::zeroed();
+                cmd.port = if self.wild() { self.pick(&[0, 2]) } else { 1 };
+                cmd.mac = self.pick(&[[0x02, 0, 0, 0, 0, 1], [0x52, 0x54, 0, 0x12, 0x34, 0x56]]);
+                if self.wild() {
+                    cmd.mac = self.pick(&[[0; 6], [0xff; 6], [0x01, 0, 0x5e, 0, 0, 1]]);
+                }
+                cmd.as_bytes().to_vec()
+            }
             CMD_CREATE_EQ => {
                 let mut cmd = CmdCreateEq::zeroed();
                 cmd.base = self.ptr();

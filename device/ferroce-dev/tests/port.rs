@@ -11,6 +11,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use common::rdma::*;
+use common::{ipv4_gid, set_gid};
 use ferroce_dev::hw::*;
 use ferroce_dev::port::{steer, Port, Steer};
 use ferroce_dev::wire;
@@ -352,4 +353,141 @@ fn concurrent_flushes_keep_the_engine_order() {
         psns.windows(2).all(|w| w[1] == (w[0] + 1) & 0xff_ffff),
         "frames left out of order: {psns:?}"
     );
+}
+
+/// What the driver does on NETDEV_CHANGEADDR (device.rst "Port MAC"):
+/// SET_PORT_MAC with the netdev's new address, and ib_core re-adds the
+/// GIDs with it as source MAC.
+fn change_mac(n: &mut Node, mac: [u8; 6]) {
+    let mut m = CmdSetPortMac::zeroed();
+    m.hdr.opcode = CMD_SET_PORT_MAC;
+    m.port = 1;
+    m.mac = mac;
+    n.h.ok(&m);
+    let mut clear = CmdClearGid::zeroed();
+    clear.hdr.opcode = CMD_CLEAR_GID;
+    clear.index = 3;
+    clear.port = 1;
+    n.h.ok(&clear);
+    let mut g = set_gid(3, ipv4_gid(n.ip), GID_TYPE_ROCE_V2, NET_IPV4);
+    g.smac = mac;
+    n.h.ok(&g);
+    n.mac = mac;
+}
+
+/// One byte-checked RDMA WRITE from QP `qa` of `a` to `b` through the
+/// ports.
+fn write_through_ports(a: &mut Side, qa: usize, b: &mut Side, wr_id: u64) {
+    let src = a.node.reg_mr(8192, ACCESS_LOCAL_WRITE);
+    let dst = b
+        .node
+        .reg_mr(8192, ACCESS_LOCAL_WRITE | ACCESS_REMOTE_WRITE);
+    let data: Vec<u8> = (0..5000u32)
+        .map(|i| (i * 13 + wr_id as u32) as u8)
+        .collect();
+    a.node.fill(src.gpa, &data);
+    let w = SendWr {
+        wr_id,
+        opcode: WR_RDMA_WRITE,
+        flags: WQE_SIGNALED,
+        remote_addr: dst.va(0),
+        rkey: dst.key,
+        sges: vec![(src.va(0), 5000, src.key)],
+        ..SendWr::default()
+    };
+    a.node.post_send(qa, &w);
+    let mut cqes = Vec::new();
+    wait_for("RDMA WRITE completion", || {
+        cqes.extend(a.node.poll());
+        !cqes.is_empty()
+    });
+    assert_eq!((cqes[0].wr_id, cqes[0].status), (wr_id, WC_SUCCESS));
+    assert_eq!(b.node.bytes(dst.gpa, 5000), data);
+}
+
+/// The port follows its netdev's MAC: after SET_PORT_MAC, RoCE frames for
+/// the new MAC reach the engine and carry traffic, RoCE frames for the old
+/// one go to the netdev, QUERY_PORT reports the new MAC while PORT_MAC
+/// keeps the permanent one, and a reset goes back to the permanent MAC.
+#[test]
+fn the_port_follows_a_mac_change() {
+    let (wa, wb) = UnixDatagram::pair().unwrap();
+    let mut a = side(40, wa);
+    let mut b = side(41, wb);
+    let old = b.node.mac;
+    let new = [0x02, 0x11, 0x22, 0x33, 0x44, 0x41];
+    assert_eq!(b.node.h.dev.current_mac(), old);
+    change_mac(&mut b.node, new);
+    assert_eq!(b.node.h.dev.current_mac(), new);
+    let mut q = CmdQueryPort::zeroed();
+    q.hdr.opcode = CMD_QUERY_PORT;
+    q.port = 1;
+    let (s, out) = b.node.h.cmd(&q);
+    assert_eq!(s, STATUS_SUCCESS);
+    assert_eq!(
+        (out[PORT_OUT_MAC_HI], out[PORT_OUT_MAC_LO]),
+        (0x0211, 0x2233_4441)
+    );
+    assert_eq!(b.node.h.reg_r(REG_PORT_MAC_HI), 0x5254);
+    assert_eq!(b.node.h.reg_r(REG_PORT_MAC_LO), 0x00fe_0029);
+    assert_eq!(b.node.h.dev.status().mac, "02:11:22:33:44:41");
+
+    // A connection made after the change (the peer resolved the new MAC)
+    // carries traffic both ways (ACKs come from the new source MAC).
+    a.node.create_qp(QPT_RC);
+    b.node.create_qp(QPT_RC);
+    connect_pair(&mut a.node, 0, &mut b.node, 0, |x| x.timeout = 14);
+    write_through_ports(&mut a, 0, &mut b, 1);
+    write_through_ports(&mut b, 0, &mut a, 2);
+
+    // A RoCE frame for the old MAC is no longer the engine's.
+    let before = b.port.stats();
+    let f = udp_frame(old, 4791);
+    wait_for("old-MAC frame at b's netdev", || {
+        // Sent from a's guest: resent until a's netdev connection is up.
+        write_stream_frame(&mut a.qemu, &f);
+        b.port.stats().to_netdev > before.to_netdev
+    });
+    assert_eq!(read_stream_frame(&mut b.qemu), f);
+    assert_eq!(b.port.stats().to_engine, before.to_engine);
+
+    // And back: the permanent MAC works again.
+    change_mac(&mut b.node, old);
+    a.node.create_qp(QPT_RC);
+    b.node.create_qp(QPT_RC);
+    connect_pair(&mut a.node, 1, &mut b.node, 1, |x| x.timeout = 14);
+    write_through_ports(&mut a, 1, &mut b, 3);
+
+    // Bad addresses and fields are refused and change nothing.
+    let mut m = CmdSetPortMac::zeroed();
+    m.hdr.opcode = CMD_SET_PORT_MAC;
+    m.port = 1;
+    for (mac, st) in [
+        ([0; 6], STATUS_BAD_PARAM),
+        ([0xff; 6], STATUS_BAD_PARAM),
+        ([0x01, 0, 0x5e, 0, 0, 1], STATUS_BAD_PARAM),
+        ([0x33, 0x33, 0, 0, 0, 1], STATUS_BAD_PARAM),
+    ] {
+        m.mac = mac;
+        b.node.h.expect(&m, st);
+    }
+    m.mac = new;
+    m.port = 2;
+    b.node.h.expect(&m, STATUS_BAD_PARAM);
+    m.port = 1;
+    m.reserved = 1;
+    b.node.h.expect(&m, STATUS_BAD_RESERVED);
+    m.reserved = 0;
+    m.reserved2 = [0, 1];
+    b.node.h.expect(&m, STATUS_BAD_RESERVED);
+    assert_eq!(b.node.h.dev.current_mac(), old);
+
+    // A reset goes back to the permanent MAC.
+    m.reserved2 = [0; 2];
+    b.node.h.ok(&m);
+    assert_eq!(b.node.h.dev.current_mac(), new);
+    b.node.h.dev.reset();
+    assert_eq!(b.node.h.dev.current_mac(), old);
+    a.port.stop();
+    b.port.stop();
 }

@@ -22,6 +22,7 @@ impl State {
             | CAP_GSI
             | CAP_PHYS_MR
             | CAP_MEM_MGT_EXT
+            | CAP_PORT_MAC
     }
 
     pub(crate) fn caps(&self) -> hw::Caps {
@@ -271,6 +272,13 @@ impl State {
         self.loopback.clear();
         self.ack_list.clear();
         self.deferred = Default::default();
+        self.set_mac(self.cfg.mac);
         self.counters.hw.resets += 1;
+    }
+
+    /// Sets the port's current MAC (device.rst "Port MAC").
+    pub(crate) fn set_mac(&mut self, mac: [u8; 6]) {
+        self.mac = mac;
+        self.mac_shared.set(mac);
     }
 }

@@ -711,7 +711,7 @@ impl State {
     /// Queues a frame after fault injection.
     pub(crate) fn queue_frame(&mut self, frame: Vec<u8>) {
         self.data.tx_frames += 1;
-        if frame.get(0..6) == Some(&self.cfg.mac[..]) {
+        if frame.get(0..6) == Some(&self.mac[..]) {
             self.data.loopback_frames += 1;
             self.loopback.push_back(frame);
         } else {
@@ -1743,7 +1743,7 @@ impl State {
         };
         // Only frames for this port's MAC: no multicast group can be
         // attached, so a multicast or broadcast frame reaches no QP.
-        if p.dmac != self.cfg.mac {
+        if p.dmac != self.mac {
             self.data.rx_no_qp += 1;
             return;
         }

@@ -426,10 +426,11 @@ pub fn attr_with(qpn: u32, state: u8, mask: u32) -> QpAttr {
 
 /// Every admin command opcode of the spec.
 #[allow(dead_code)]
-pub const ADMIN_OPCODES: [u8; 20] = [
+pub const ADMIN_OPCODES: [u8; 21] = [
     CMD_QUERY_CAPS,
     CMD_QUERY_PORT,
     CMD_SET_PORT_MTU,
+    CMD_SET_PORT_MAC,
     CMD_QUERY_COUNTERS,
     CMD_CREATE_EQ,
     CMD_DESTROY_EQ,
