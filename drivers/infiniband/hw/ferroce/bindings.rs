@@ -66,6 +66,7 @@ commands!(
     ferroce_cmd_query_caps = FERROCE_CMD_QUERY_CAPS,
     ferroce_cmd_query_port = FERROCE_CMD_QUERY_PORT,
     ferroce_cmd_set_port_mtu = FERROCE_CMD_SET_PORT_MTU,
+    ferroce_cmd_set_port_mac = FERROCE_CMD_SET_PORT_MAC,
     ferroce_cmd_create_eq = FERROCE_CMD_CREATE_EQ,
     ferroce_cmd_destroy_eq = FERROCE_CMD_DESTROY_EQ,
     ferroce_cmd_alloc_pd = FERROCE_CMD_ALLOC_PD,

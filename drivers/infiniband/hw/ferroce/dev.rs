@@ -422,6 +422,17 @@ impl Shared {
         self.exec(&cmd).map(|_| ())
     }
 
+    /// Sets the port's current MAC (SET_PORT_MAC, device.rst "Port MAC"):
+    /// the one RoCE frames are steered to the device for.
+    pub(crate) fn set_port_mac(&self, mac: [u8; 6]) -> Result {
+        let cmd = hw::ferroce_cmd_set_port_mac {
+            port: 1,
+            mac,
+            ..Default::default()
+        };
+        self.exec(&cmd).map(|_| ())
+    }
+
     /// Resets the device: stops its DMA and interrupts, destroys its
     /// objects. Best effort (the device may be gone).
     fn reset(&self) {
@@ -534,7 +545,10 @@ impl irq::Handler for EqHandler {
 pub(crate) struct PortWatch {
     shared: Arc<Shared>,
     ib: EventRef,
+    /// The port's permanent MAC (PORT_MAC), the pairing key.
     mac: [u8; 6],
+    /// The device has SET_PORT_MAC (`CAP_PORT_MAC`).
+    can_set_mac: bool,
     /// Set before the notifier is unregistered: the replayed
     /// `NETDEV_DOWN`/`NETDEV_UNREGISTER` events are then ignored (the
     /// `ib_device` is unregistered right after, dropping the pairing).
@@ -559,6 +573,9 @@ impl PortWatch {
             Mac(&self.mac)
         );
         self.sync_mtu(nd);
+        if nd.mac().is_some_and(|m| m != self.mac) {
+            self.sync_mac(nd);
+        }
         let up = nd.oper_up();
         self.shared.update_port(|s| s.netdev_up = up);
         // No GID rescan here (it takes RTNL): for a netdev registering now,
@@ -575,6 +592,38 @@ impl PortWatch {
                 "unpairing failed: error {}\n",
                 e.to_errno()
             );
+        }
+    }
+
+    /// Has the device steer RoCE frames for the netdev's current MAC (the
+    /// GIDs follow by themselves: ib_core re-adds them with the new MAC).
+    fn sync_mac(&self, nd: NetDev<'_>) {
+        let Some(mac) = nd.mac() else {
+            return;
+        };
+        if !self.can_set_mac {
+            dev_warn!(
+                self.shared.dev(),
+                "{} has MAC {}, but the device cannot follow (no CAP_PORT_MAC): RoCE still uses {}\n",
+                nd.name(),
+                Mac(&mac),
+                Mac(&self.mac)
+            );
+            return;
+        }
+        match self.shared.set_port_mac(mac) {
+            Ok(()) => dev_info!(
+                self.shared.dev(),
+                "{} has MAC {}: RoCE follows\n",
+                nd.name(),
+                Mac(&mac)
+            ),
+            Err(e) => dev_warn!(
+                self.shared.dev(),
+                "SET_PORT_MAC {} failed: error {}\n",
+                Mac(&mac),
+                e.to_errno()
+            ),
         }
     }
 
@@ -620,7 +669,8 @@ impl NetdevHandler for PortWatch {
             }
             // roce_gid_mgmt re-adds the default GIDs; add_gid takes the new
             // MAC from the netdev.
-            NetdevEvent::ChangeAddr | NetdevEvent::Register => {}
+            NetdevEvent::ChangeAddr => self.sync_mac(nd),
+            NetdevEvent::Register => {}
         }
     }
 }
@@ -1030,6 +1080,7 @@ impl<'bound> Ferroce<'bound> {
                 shared: shared.clone(),
                 ib,
                 mac: port.mac,
+                can_set_mac: caps.device_caps & hw::FERROCE_CAP_PORT_MAC != 0,
                 closing: AtomicBool::new(false),
             })
         });
