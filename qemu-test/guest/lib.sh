@@ -126,6 +126,26 @@ gid_index() {
 	return 1
 }
 
+# eui64_gid MAC: the sysfs spelling of fe80:: + the modified EUI-64 of MAC
+# (ff:fe in the middle, the universal/local bit flipped).
+eui64_gid() {
+	local IFS=:
+	# shellcheck disable=SC2086
+	set -- $1
+	printf 'fe80:0000:0000:0000:%02x%s:%sff:fe%s:%s%s' $((0x$1 ^ 2)) "$2" "$3" "$4" "$5" "$6"
+}
+
+# set_mac MAC: eth0's address, live or (if the NIC needs it) down and up.
+set_mac() {
+	ip link set eth0 address "$1" 2>/dev/null ||
+		{ ip link set eth0 down && ip link set eth0 address "$1" && ip link set eth0 up; }
+}
+
+# device_mac NAME: the current MAC of this VM's emulated NIC (control socket).
+device_mac() {
+	host_ctl "$1" status | python3 -c 'import json, sys; print(json.load(sys.stdin)["mac"])'
+}
+
 # ipv4_gid_prefix A.B.C.D: the sysfs spelling of ::ffff:A.B.C.D.
 ipv4_gid_prefix() {
 	local IFS=.
