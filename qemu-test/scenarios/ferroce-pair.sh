@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: GPL-2.0
 # shellcheck shell=bash disable=SC2034 # DESC/TIMEOUT/hooks are read by qemu-test/run
-DESC="two VMs with the emulated ferroce NIC on one segment: ibv_devinfo, ibv_rc/ud_pingpong, data-checked WRITE/READ/SEND, perftest RC and UD over ferroce0; RoCE v2 with good ICRCs on the wire"
-TIMEOUT=720
+DESC="two VMs with the emulated ferroce NIC on one segment: ibv_devinfo, ibv_rc/ud_pingpong, data-checked WRITE/READ/SEND, perftest RC and UD over ferroce0, RoCE v1, a new IPv4 GID, a MAC change and back; RoCE v2 with good ICRCs on the wire"
+TIMEOUT=900
 CTL_SERVER=1
 
 setup() {
@@ -10,31 +10,28 @@ setup() {
 	vm vm2 ferroce lan 10.0.1.2/24 ferroce
 }
 
-# wire_check RUN_DIR VM [SRC_IP...]: the VM's device recorded its wire
-# (--pcap): it must hold RoCE v2 frames, each ICRC recomputed independently
-# (qemu-test/guest/roce-wire.py) must match, each SRC_IP must have sent some,
-# and tshark must dissect the UDP 4791 frames as InfiniBand with none
+# shellcheck source=../wire.sh
+. "$FERROCE_TOP/qemu-test/wire.sh"
+
+# roce_v1 RUN_DIR VM: RoCE v1 frames (Ethertype 0x8915, from the -g 0
+# pingpong) crossed the wire, and tshark dissects them with nothing
 # malformed.
-wire_check() {
-	local dir=$1 v=$2 pcap=$1/$2/wire.pcap out rc=0 ib mal
-	shift 2
-	[ -s "$pcap" ] || { echo "$v: no wire capture $pcap"; return 1; }
-	"$FERROCE_TOP/scripts/in-root" -- python3 "$FERROCE_TOP/qemu-test/guest/roce-wire.py" \
-		"$pcap" --show 5 "${@/#/--src=}" >"$dir/$v/wire.txt" 2>&1 || rc=1
-	sed "s/^/$v wire: /" "$dir/$v/wire.txt"
-	# One tshark pass: each frame's UDP destination port and protocol stack.
-	out=$("$FERROCE_TOP/scripts/in-root" -- tshark -r "$pcap" -T fields \
-		-e udp.dstport -e frame.protocols 2>/dev/null)
-	ib=$(awk '$1 == 4791 && $2 ~ /:udp:infiniband/' <<<"$out" | wc -l)
-	mal=$(grep -c '_ws\.malformed' <<<"$out")
-	echo "$v wire: tshark: $ib frames to UDP 4791 dissected as InfiniBand (RoCE v2), $mal malformed frames"
-	[ "$rc" = 0 ] && [ "$ib" -gt 0 ] && [ "$mal" = 0 ]
+roce_v1() {
+	local n mal
+	n=$("$FERROCE_TOP/scripts/in-root" -- tshark -r "$1/$2/wire.pcap" -Y 'eth.type == 0x8915' \
+		-T fields -e frame.protocols 2>/dev/null)
+	mal=$(grep -c '_ws\.malformed' <<<"$n")
+	echo "$2 wire: $(grep -c . <<<"$n") RoCE v1 frames (Ethertype 0x8915), $mal malformed"
+	[ "$(grep -c . <<<"$n")" -gt 0 ] && [ "$mal" = 0 ]
 }
 
 check() {
 	local rc=0
 	wire_check "$1" vm1 10.0.1.1 10.0.1.2 || rc=1
 	wire_check "$1" vm2 10.0.1.1 10.0.1.2 || rc=1
+	roce_v1 "$1" vm1 || rc=1
+	roce_v1 "$1" vm2 || rc=1
+	seed_truths "$1" vm1 10.0.1.1 10.0.1.2 || rc=1
 	return "$rc"
 }
 
@@ -56,6 +53,9 @@ rdma_report() {
 report() {
 	echo "RDMA over ferroce, two TCG VMs on one segment (client side):"
 	rdma_report "$1" vm2 rc_pingpong rc_pingpong_events rdma_verify write_bw read_bw send_bw \
-		write_lat read_lat send_lat ud_send_bw ud_pingpong
+		write_lat read_lat send_lat send_lat_events ud_send_bw ud_pingpong
+	awk '$1 == "send_lat_us" {p = $2} $1 == "send_lat_events_us" {e = $2}
+		END {print "ib_send_lat 2 B, typical: " p " us polling the CQ, " e " us waiting for CQ events (-e)"}' \
+		"$1/vm2/notes" 2>/dev/null
 	cat "$1/vm2/notes" 2>/dev/null
 }
