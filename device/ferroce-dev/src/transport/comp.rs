@@ -286,42 +286,40 @@ impl State {
         }
         let now = self.now_ns;
         let due: Vec<u32> = self
-            .engines
+            .qps
             .iter()
-            .filter(|(_, e)| {
-                e.timer.is_some_and(|t| t <= now) || e.rnr_wait.is_some_and(|(t, _)| t <= now)
-            })
-            .map(|(q, _)| *q)
+            .filter(|(_, qp)| qp.engine.next_deadline().is_some_and(|t| t <= now))
+            .map(|(qpn, _)| qpn)
             .collect();
         for qpn in due {
-            let Some(c) = self.qp_ctx(qpn) else {
-                continue;
-            };
-            let mut e = self.take_engine(qpn);
-            if c.state != QPS_RTS && c.state != QPS_SQD {
-                e.timer = None;
+            self.with_engine(qpn, |st, c, e| st.timers_expired(c, e, now));
+        }
+    }
+
+    /// The retransmission or RNR timer of one QP expired at `now`.
+    fn timers_expired(&mut self, c: &QpCtx, e: &mut Engine, now: u64) {
+        if c.state != QPS_RTS && c.state != QPS_SQD {
+            e.timer = None;
+            e.rnr_wait = None;
+        } else if let Some((t, psn)) = e.rnr_wait {
+            if t <= now {
                 e.rnr_wait = None;
-            } else if let Some((t, psn)) = e.rnr_wait {
-                if t <= now {
-                    e.rnr_wait = None;
-                    self.rewind(&mut e, psn);
-                    self.fetch_and_send(&c, &mut e);
-                }
-            } else if e.timer.is_some_and(|t| t <= now) {
-                e.timer = None;
-                self.data.timeouts += 1;
-                if e.inflight.is_empty() {
-                    // nothing outstanding
-                } else if e.retry_left == 0 {
-                    self.qp_fail(&c, &mut e, Some(WC_RETRY_EXC_ERR));
-                } else {
-                    e.retry_left -= 1;
-                    let una = e.una;
-                    self.rewind(&mut e, una);
-                    self.fetch_and_send(&c, &mut e);
-                }
+                self.rewind(e, psn);
+                self.fetch_and_send(c, e);
             }
-            self.engines.insert(qpn, e);
+        } else if e.timer.is_some_and(|t| t <= now) {
+            e.timer = None;
+            self.data.timeouts += 1;
+            if e.inflight.is_empty() {
+                // nothing outstanding
+            } else if e.retry_left == 0 {
+                self.qp_fail(c, e, Some(WC_RETRY_EXC_ERR));
+            } else {
+                e.retry_left -= 1;
+                let una = e.una;
+                self.rewind(e, una);
+                self.fetch_and_send(c, e);
+            }
         }
     }
 }

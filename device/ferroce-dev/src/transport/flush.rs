@@ -99,13 +99,10 @@ impl State {
 
     /// RQ doorbell: in ERR, flushes the new receive WQEs.
     pub(crate) fn rq_progress(&mut self, qpn: u32) {
-        let Some(c) = self.qp_ctx(qpn) else {
-            return;
-        };
-        if c.state == QPS_ERR {
-            let mut e = self.take_engine(qpn);
-            self.flush_rq(&c, &mut e);
-            self.engines.insert(qpn, e);
-        }
+        self.with_engine(qpn, |st, c, e| {
+            if c.state == QPS_ERR {
+                st.flush_rq(c, e);
+            }
+        });
     }
 }

@@ -717,62 +717,84 @@ impl State {
         let _ = self.post_cqe(cqn, cqe);
     }
 
-    fn take_engine(&mut self, qpn: u32) -> Engine {
-        self.engines.remove(&qpn).unwrap_or_default()
+    /// Runs `f` on QP `qpn`'s engine state and the device state; None if
+    /// there is no such QP.
+    ///
+    /// Every entry point of the engine works on one QP. Its engine state
+    /// lives in its [`crate::objects::Qp`]; for the call it is held out of
+    /// the QP so that `f` may use the rest of the device (CQs, MRs, queues,
+    /// the QP's own scalars) through `st`, and is put back after (dropped
+    /// if `f` destroyed the QP, which no engine path does). Nothing in the
+    /// engine looks at another QP's engine state.
+    fn with_engine<R>(
+        &mut self,
+        qpn: u32,
+        f: impl FnOnce(&mut Self, &QpCtx, &mut Engine) -> R,
+    ) -> Option<R> {
+        let c = self.qp_ctx(qpn)?;
+        self.lend_engine(&c, f)
+    }
+
+    /// [`Self::with_engine`] for a QP whose scalars `c` were just read.
+    fn lend_engine<R>(
+        &mut self,
+        c: &QpCtx,
+        f: impl FnOnce(&mut Self, &QpCtx, &mut Engine) -> R,
+    ) -> Option<R> {
+        let mut engine = std::mem::take(&mut self.qps.get_mut(c.qpn)?.engine);
+        let r = f(self, c, &mut engine);
+        if let Some(qp) = self.qps.get_mut(c.qpn) {
+            qp.engine = engine;
+        }
+        Some(r)
     }
 
     // ------------------------------------------------------------ QP lifecycle
 
     /// Called after MODIFY_QP changed QP `qpn` from `cur` to `next`.
     pub(crate) fn engine_modified(&mut self, qpn: u32, cur: u8, next: u8) {
-        let Some(c) = self.qp_ctx(qpn) else {
-            return;
-        };
         if next == QPS_RESET {
-            self.engines.remove(&qpn);
+            if let Some(qp) = self.qps.get_mut(qpn) {
+                qp.engine = Engine::default();
+            }
             return;
         }
-        let mut e = self.take_engine(qpn);
-        if cur != next && next == QPS_RTR {
-            e.epsn = c.attr.rq_psn & 0xff_ffff;
-            e.msn = 0;
-            e.reads.clear();
-        }
-        if cur == QPS_RTR && next == QPS_RTS {
-            e.next_psn = c.attr.sq_psn & 0xff_ffff;
-            e.una = e.next_psn;
-            e.retry_left = c.attr.retry_cnt;
-            e.rnr_left = c.attr.rnr_retry;
-        }
-        if cur == QPS_SQD && next == QPS_SQD {
-            // SQD -> SQD may change the retry counts (IBTA 11.2.4.2): they
-            // apply to what is outstanding at once.
-            e.retry_left = c.attr.retry_cnt;
-            e.rnr_left = c.attr.rnr_retry;
-        }
-        if next == QPS_ERR && cur != QPS_ERR {
-            self.flush_all(&c, &mut e, None);
-        }
-        if cur != QPS_SQD && next == QPS_SQD && c.attr.en_sqd_async_notify != 0 {
-            // SQ_DRAINED once nothing is outstanding any more.
-            if e.inflight.is_empty() {
-                self.post_async(EQE_QP_SQ_DRAINED, qpn, 0, 0);
-            } else {
-                e.drain_notify = true;
+        let modified = self.with_engine(qpn, |st, c, e| {
+            if cur != next && next == QPS_RTR {
+                e.epsn = c.attr.rq_psn & 0xff_ffff;
+                e.msn = 0;
+                e.reads.clear();
             }
-        }
-        if next != QPS_SQD {
-            e.drain_notify = false;
-        }
-        self.engines.insert(qpn, e);
-        if next == QPS_RTS {
+            if cur == QPS_RTR && next == QPS_RTS {
+                e.next_psn = c.attr.sq_psn & 0xff_ffff;
+                e.una = e.next_psn;
+                e.retry_left = c.attr.retry_cnt;
+                e.rnr_left = c.attr.rnr_retry;
+            }
+            if cur == QPS_SQD && next == QPS_SQD {
+                // SQD -> SQD may change the retry counts (IBTA 11.2.4.2): they
+                // apply to what is outstanding at once.
+                e.retry_left = c.attr.retry_cnt;
+                e.rnr_left = c.attr.rnr_retry;
+            }
+            if next == QPS_ERR && cur != QPS_ERR {
+                st.flush_all(c, e, None);
+            }
+            if cur != QPS_SQD && next == QPS_SQD && c.attr.en_sqd_async_notify != 0 {
+                // SQ_DRAINED once nothing is outstanding any more.
+                if e.inflight.is_empty() {
+                    st.post_async(EQE_QP_SQ_DRAINED, qpn, 0, 0);
+                } else {
+                    e.drain_notify = true;
+                }
+            }
+            if next != QPS_SQD {
+                e.drain_notify = false;
+            }
+        });
+        if modified.is_some() && next == QPS_RTS {
             self.sq_progress(qpn);
         }
-    }
-
-    /// Called when QP `qpn` is destroyed.
-    pub(crate) fn engine_destroyed(&mut self, qpn: u32) {
-        self.engines.remove(&qpn);
     }
 
     // ------------------------------------------------------------ receive dispatch
@@ -820,38 +842,34 @@ impl State {
             self.data.rx_bad_addr += 1;
             return;
         }
-        let mut e = self.take_engine(qpn);
-        if c.rc() && !ud_op {
-            match p.bth.opcode {
-                op::RC_ACK
+        let response = matches!(
+            p.bth.opcode,
+            op::RC_ACK
                 | op::RC_READ_RESPONSE_FIRST
                 | op::RC_READ_RESPONSE_MIDDLE
                 | op::RC_READ_RESPONSE_LAST
-                | op::RC_READ_RESPONSE_ONLY => {
-                    if matches!(c.state, QPS_RTS | QPS_SQD) {
-                        self.rc_response(&c, &mut e, &p);
-                    } else {
-                        self.data.rx_no_qp += 1;
-                    }
-                }
-                _ => {
-                    if matches!(c.state, QPS_RTR | QPS_RTS | QPS_SQD) {
-                        self.rc_request(&c, &mut e, &p);
-                    } else {
-                        self.data.rx_no_qp += 1;
-                    }
-                }
-            }
-        } else if !c.rc() && ud_op {
-            if matches!(c.state, QPS_RTR | QPS_RTS | QPS_SQD | QPS_SQE) {
-                self.ud_receive(&c, &mut e, &p, frame);
-            } else {
-                self.data.rx_no_qp += 1;
-            }
-        } else {
+                | op::RC_READ_RESPONSE_ONLY
+        );
+        // Which part of the engine takes the packet, in which QP states.
+        let accepted = match (c.rc(), ud_op) {
+            (true, false) if response => matches!(c.state, QPS_RTS | QPS_SQD),
+            (true, false) => matches!(c.state, QPS_RTR | QPS_RTS | QPS_SQD),
+            (false, true) => matches!(c.state, QPS_RTR | QPS_RTS | QPS_SQD | QPS_SQE),
+            _ => false,
+        };
+        if !accepted {
             self.data.rx_no_qp += 1;
+            return;
         }
-        self.engines.insert(qpn, e);
+        self.lend_engine(&c, |st, c, e| {
+            if !c.rc() {
+                st.ud_receive(c, e, &p, frame);
+            } else if response {
+                st.rc_response(c, e, &p);
+            } else {
+                st.rc_request(c, e, &p);
+            }
+        });
     }
 
     /// An RC packet comes from the QP's peer to the QP's own address: its

@@ -167,18 +167,15 @@ impl State {
 
     /// SQ doorbell / state change: fetch new WQEs and transmit.
     pub(crate) fn sq_progress(&mut self, qpn: u32) {
-        let Some(c) = self.qp_ctx(qpn) else {
-            return;
-        };
-        let mut e = self.take_engine(qpn);
-        // In ERR and in SQE new send WQEs complete with flush error (IBTA
-        // 10.3.1); after SQE -> RTS only WQEs posted later run.
-        if c.state == QPS_ERR || c.state == QPS_SQE {
-            self.flush_sq_posted(&c, &mut e);
-        } else if c.state == QPS_RTS {
-            self.fetch_and_send(&c, &mut e);
-        }
-        self.engines.insert(qpn, e);
+        self.with_engine(qpn, |st, c, e| {
+            // In ERR and in SQE new send WQEs complete with flush error (IBTA
+            // 10.3.1); after SQE -> RTS only WQEs posted later run.
+            if c.state == QPS_ERR || c.state == QPS_SQE {
+                st.flush_sq_posted(c, e);
+            } else if c.state == QPS_RTS {
+                st.fetch_and_send(c, e);
+            }
+        });
     }
 
     pub(super) fn fetch_and_send(&mut self, c: &QpCtx, e: &mut Engine) {

@@ -98,26 +98,23 @@ impl State {
     pub(crate) fn flush_acks(&mut self) {
         let qpns = std::mem::take(&mut self.ack_list);
         for qpn in qpns {
-            let Some(c) = self.qp_ctx(qpn) else {
-                continue;
-            };
-            let Some(mut e) = self.engines.remove(&qpn) else {
-                continue;
-            };
-            e.listed = false;
-            if !self.answer_reads(&c, &mut e) {
-                // Backpressure: the rest (and the ACK, which must not
-                // overtake the responses) when the TX queue drains.
-                self.schedule_response(qpn, &mut e);
-                self.engines.insert(qpn, e);
-                continue;
-            }
-            if e.ack_pending {
-                e.ack_pending = false;
-                let (psn, msn) = (psn_add(e.epsn, 0xff_ffff), e.msn);
-                self.send_ack(&c, psn, aeth::ACK_UNLIMITED, msn);
-            }
-            self.engines.insert(qpn, e);
+            self.with_engine(qpn, Self::respond);
+        }
+    }
+
+    /// The responder output of one QP at the end of a batch.
+    fn respond(&mut self, c: &QpCtx, e: &mut Engine) {
+        e.listed = false;
+        if !self.answer_reads(c, e) {
+            // Backpressure: the rest (and the ACK, which must not
+            // overtake the responses) when the TX queue drains.
+            self.schedule_response(c.qpn, e);
+            return;
+        }
+        if e.ack_pending {
+            e.ack_pending = false;
+            let (psn, msn) = (psn_add(e.epsn, 0xff_ffff), e.msn);
+            self.send_ack(c, psn, aeth::ACK_UNLIMITED, msn);
         }
     }
 
