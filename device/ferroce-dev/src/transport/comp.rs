@@ -2,16 +2,17 @@
 //! The completer (rxe `rxe_comp.c`): ACKs, NAKs and READ responses, send
 //! completions, retransmission and RNR timers, retries.
 
+use super::codes::{Syndrome, WcStatus};
 use crate::device::State;
 use crate::hw::*;
-use crate::wire::{aeth, op, psn_add, psn_diff, Packet};
+use crate::wire::{op, psn_add, psn_diff, Packet};
 
 use super::{ack_timeout_ns, rnr_delay_ns, wc_opcode, Engine, QpCtx, SendWqe, WINDOW};
 
 impl State {
-    pub(super) fn complete_send(&mut self, c: &QpCtx, w: &SendWqe, status: u8) {
+    pub(super) fn complete_send(&mut self, c: &QpCtx, w: &SendWqe, status: WcStatus) {
         let sig = w.signaled || c.flags & QP_FLAG_SQ_SIG_ALL != 0;
-        if status == WC_SUCCESS && !sig {
+        if status == WcStatus::Success && !sig {
             return;
         }
         let byte_len = if w.opcode == WR_RDMA_READ {
@@ -26,7 +27,7 @@ impl State {
                 byte_len,
                 qpn: c.qpn,
                 opcode: wc_opcode(w.opcode),
-                status,
+                status: status.to_hw(),
                 wqe_idx: w.idx,
                 ..Cqe::zeroed()
             },
@@ -64,13 +65,13 @@ impl State {
             }
             if let Some(local) = w.local {
                 if self.execute_local_op(c.pdn, &local).is_err() {
-                    self.qp_fail(c, e, Some(WC_LOC_PROT_ERR));
+                    self.qp_fail(c, e, Some(WcStatus::LocProtErr));
                     return executed;
                 }
                 executed = true;
                 if let Some(w) = e.inflight.pop_front() {
                     e.sq_ci = w.idx.wrapping_add(1);
-                    self.complete_send(c, &w, WC_SUCCESS);
+                    self.complete_send(c, &w, WcStatus::Success);
                 }
                 continue;
             }
@@ -84,7 +85,7 @@ impl State {
             }
             if let Some(w) = e.inflight.pop_front() {
                 e.sq_ci = w.idx.wrapping_add(1);
-                self.complete_send(c, &w, WC_SUCCESS);
+                self.complete_send(c, &w, WcStatus::Success);
             }
         }
         if e.inflight.is_empty() {
@@ -134,7 +135,6 @@ impl State {
         }
         match p.bth.opcode {
             op::RC_ACK => {
-                let syn = p.aeth.syndrome;
                 // A NAK names the PSN that failed: one behind `una` was
                 // already acted on (a duplicate or a stale NAK, IBTA
                 // 9.7.5.1.1; rxe `check_psn`). An ACK behind `una` is old.
@@ -142,8 +142,8 @@ impl State {
                     self.data.stale_responses += 1;
                     return;
                 }
-                match syn & aeth::TYPE_MASK {
-                    aeth::ACK => {
+                match Syndrome::from_wire(p.aeth.syndrome) {
+                    Syndrome::Ack => {
                         self.ack_before(c, e, psn_add(psn, 1));
                         // An ACK beyond an incomplete READ: its responses were lost.
                         let mut implied = None;
@@ -161,7 +161,7 @@ impl State {
                             }
                         }
                     }
-                    aeth::RNR_NAK => {
+                    Syndrome::RnrNak(timer) => {
                         self.data.rnr_naks_rcvd += 1;
                         self.ack_before(c, e, psn);
                         self.complete_head(c, e);
@@ -169,14 +169,14 @@ impl State {
                             return;
                         }
                         if e.rnr_left == 0 {
-                            self.qp_fail(c, e, Some(WC_RNR_RETRY_EXC_ERR));
+                            self.qp_fail(c, e, Some(WcStatus::RnrRetryExcErr));
                             return;
                         }
                         if e.rnr_left != 7 {
                             e.rnr_left -= 1;
                         }
                         e.timer = None;
-                        e.rnr_wait = Some((self.now_ns.saturating_add(rnr_delay_ns(syn)), psn));
+                        e.rnr_wait = Some((self.now_ns.saturating_add(rnr_delay_ns(timer)), psn));
                         // Nothing more goes out until the RNR timer expires.
                         for w in e.inflight.iter_mut() {
                             let end = psn_add(w.first_psn, w.npkts);
@@ -190,32 +190,28 @@ impl State {
                         }
                         return;
                     }
-                    aeth::NAK => {
+                    Syndrome::Nak(code) => {
                         self.ack_before(c, e, psn);
                         self.complete_head(c, e);
-                        if syn == aeth::NAK_PSN_SEQ {
-                            self.data.seq_naks_rcvd += 1;
-                            // A retry like a timeout's: it consumes one of
-                            // retry_cnt (rxe COMPST_ERROR_RETRY).
-                            if e.last_rewind != Some(psn) && !e.inflight.is_empty() {
-                                if e.retry_left == 0 {
-                                    self.qp_fail(c, e, Some(WC_RETRY_EXC_ERR));
-                                    return;
-                                }
-                                e.retry_left -= 1;
-                                self.rewind(e, psn);
-                            }
-                        } else {
-                            let st = match syn {
-                                aeth::NAK_INVALID_REQ => WC_REM_INV_REQ_ERR,
-                                aeth::NAK_REM_ACCESS => WC_REM_ACCESS_ERR,
-                                _ => WC_REM_OP_ERR,
-                            };
-                            self.qp_fail(c, e, Some(st));
+                        // Only a PSN sequence error is retried; every other
+                        // NAK completes the WQE in error (rxe `check_ack`).
+                        if let Some(status) = code.completion_status() {
+                            self.qp_fail(c, e, Some(status));
                             return;
                         }
+                        self.data.seq_naks_rcvd += 1;
+                        // A retry like a timeout's: it consumes one of
+                        // retry_cnt (rxe COMPST_ERROR_RETRY).
+                        if e.last_rewind != Some(psn) && !e.inflight.is_empty() {
+                            if e.retry_left == 0 {
+                                self.qp_fail(c, e, Some(WcStatus::RetryExcErr));
+                                return;
+                            }
+                            e.retry_left -= 1;
+                            self.rewind(e, psn);
+                        }
                     }
-                    _ => {
+                    Syndrome::Reserved(_) => {
                         self.data.stale_responses += 1;
                         return;
                     }
@@ -259,7 +255,7 @@ impl State {
                 let ok = fresh && self.scatter(&segs, off, p.payload);
                 e.inflight[i].segs = segs;
                 if !ok {
-                    self.qp_fail(c, e, Some(WC_LOC_PROT_ERR));
+                    self.qp_fail(c, e, Some(WcStatus::LocProtErr));
                     return;
                 }
                 e.inflight[i].read_rcvd += 1;
@@ -313,7 +309,7 @@ impl State {
             if e.inflight.is_empty() {
                 // nothing outstanding
             } else if e.retry_left == 0 {
-                self.qp_fail(c, e, Some(WC_RETRY_EXC_ERR));
+                self.qp_fail(c, e, Some(WcStatus::RetryExcErr));
             } else {
                 e.retry_left -= 1;
                 let una = e.una;

@@ -3,6 +3,7 @@
 //! outstanding and flushes both queues with `WR_FLUSH_ERR` (IBTA 10.3.1,
 //! rxe `rxe_qp_error` and the flush in `rxe_comp.c`/`rxe_resp.c`).
 
+use super::codes::WcStatus;
 use crate::device::State;
 use crate::hw::*;
 
@@ -11,7 +12,7 @@ use super::{wc_opcode, Engine, QpCtx};
 impl State {
     /// Moves the QP to ERR (posting QP_FATAL), completes the head send WQE
     /// with `head_status` if given, and flushes everything else.
-    pub(super) fn qp_fail(&mut self, c: &QpCtx, e: &mut Engine, head_status: Option<u8>) {
+    pub(super) fn qp_fail(&mut self, c: &QpCtx, e: &mut Engine, head_status: Option<WcStatus>) {
         if let Some(q) = self.qps.get_mut(c.qpn) {
             if q.state == QPS_ERR {
                 return;
@@ -24,10 +25,10 @@ impl State {
         self.flush_all(c, e, head_status);
     }
 
-    pub(super) fn flush_all(&mut self, c: &QpCtx, e: &mut Engine, head_status: Option<u8>) {
+    pub(super) fn flush_all(&mut self, c: &QpCtx, e: &mut Engine, head_status: Option<WcStatus>) {
         let mut first = head_status;
         while let Some(w) = e.inflight.pop_front() {
-            let st = first.take().unwrap_or(WC_WR_FLUSH_ERR);
+            let st = first.take().unwrap_or(WcStatus::WrFlushErr);
             self.complete_send(c, &w, st);
             e.sq_ci = w.idx.wrapping_add(1);
         }
@@ -60,7 +61,7 @@ impl State {
                     wr_id,
                     qpn: c.qpn,
                     opcode: wc_opcode(op),
-                    status: WC_WR_FLUSH_ERR,
+                    status: WcStatus::WrFlushErr.to_hw(),
                     wqe_idx: idx,
                     ..Cqe::zeroed()
                 },
@@ -88,7 +89,7 @@ impl State {
                     wr_id,
                     qpn: c.qpn,
                     opcode: WC_RECV,
-                    status: WC_WR_FLUSH_ERR,
+                    status: WcStatus::WrFlushErr.to_hw(),
                     wqe_idx: e.rq_ci,
                     ..Cqe::zeroed()
                 },

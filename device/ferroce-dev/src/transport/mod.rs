@@ -47,6 +47,7 @@
 //! requests and remote access errors get the matching NAK and move the
 //! responder's QP to the error state.
 
+mod codes;
 mod comp;
 mod flush;
 mod memreg;
@@ -62,6 +63,7 @@ use crate::device::State;
 use crate::hw::*;
 use crate::objects::{MrKind, Qp};
 use crate::wire::{self, op, psn_diff, Aeth, Bth, Deth, NetHdr, NetKind, Packet, Reth};
+use codes::WcStatus;
 use memreg::LocalOp;
 
 /// Largest number of unacknowledged PSNs in flight per QP.
@@ -225,7 +227,7 @@ struct SendWqe {
     /// READ: response packets received.
     read_rcvd: u32,
     /// A local error found when fetching: completes with this status.
-    error: Option<u8>,
+    error: Option<WcStatus>,
     /// UD destination.
     ud: Option<UdDest>,
 }

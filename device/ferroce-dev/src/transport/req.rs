@@ -2,6 +2,7 @@
 //! The RC requester (rxe `rxe_req.c`): fetches send WQEs, validates them,
 //! segments messages into packets and transmits them within the window.
 
+use super::codes::WcStatus;
 use crate::device::State;
 use crate::hw::*;
 use crate::wire::{self, op, psn_add, psn_diff, Aeth, Bth, Deth, Reth};
@@ -43,7 +44,7 @@ impl State {
         };
         if !self.wqe_read(c.qpn, true, idx, &mut raw) {
             self.counters.hw.bad_dma += 1;
-            w.error = Some(WC_LOC_QP_OP_ERR);
+            w.error = Some(WcStatus::LocQpOpErr);
             return w;
         }
         if let Err(status) = self.decode_send_wqe(c, &raw, &mut w, mtu) {
@@ -60,8 +61,8 @@ impl State {
         raw: &[u8],
         w: &mut SendWqe,
         mtu: u64,
-    ) -> Result<(), u8> {
-        let hdr: SqWqeHdr = wqe_struct(raw, 0).ok_or(WC_LOC_QP_OP_ERR)?;
+    ) -> Result<(), WcStatus> {
+        let hdr: SqWqeHdr = wqe_struct(raw, 0).ok_or(WcStatus::LocQpOpErr)?;
         w.wr_id = hdr.wr_id;
         w.opcode = hdr.opcode;
         w.flags = hdr.flags;
@@ -90,17 +91,17 @@ impl State {
         };
         let inline = hdr.flags & WQE_INLINE != 0;
         if !op_ok || hdr.flags & !known_flags != 0 || (inline && hdr.opcode == WR_RDMA_READ) {
-            return Err(WC_LOC_QP_OP_ERR);
+            return Err(WcStatus::LocQpOpErr);
         }
         match hdr.opcode {
             WR_REG_MR | WR_LOCAL_INV => {
                 if hdr.num_sge != 0 || inline || hdr.inline_len != 0 {
-                    return Err(WC_LOC_PROT_ERR);
+                    return Err(WcStatus::LocProtErr);
                 }
                 let local = if hdr.opcode == WR_REG_MR {
                     LocalOp::RegMr {
-                        seg: wqe_struct(raw, SQ_WQE_SEG_OFFSET).ok_or(WC_LOC_PROT_ERR)?,
-                        pbl: wqe_struct(raw, SQ_WQE_DATA_OFFSET).ok_or(WC_LOC_PROT_ERR)?,
+                        seg: wqe_struct(raw, SQ_WQE_SEG_OFFSET).ok_or(WcStatus::LocProtErr)?,
+                        pbl: wqe_struct(raw, SQ_WQE_DATA_OFFSET).ok_or(WcStatus::LocProtErr)?,
                     }
                 } else {
                     LocalOp::LocalInv {
@@ -112,7 +113,8 @@ impl State {
                 return Ok(());
             }
             WR_RDMA_WRITE | WR_RDMA_WRITE_IMM | WR_RDMA_READ => {
-                let rdma: SqWqeRdma = wqe_struct(raw, SQ_WQE_SEG_OFFSET).ok_or(WC_LOC_QP_OP_ERR)?;
+                let rdma: SqWqeRdma =
+                    wqe_struct(raw, SQ_WQE_SEG_OFFSET).ok_or(WcStatus::LocQpOpErr)?;
                 w.remote_addr = rdma.remote_addr;
                 w.rkey = rdma.rkey;
             }
@@ -127,9 +129,9 @@ impl State {
         if inline {
             let len = hdr.inline_len as usize;
             if hdr.inline_len > c.max_inline || len > room {
-                return Err(WC_LOC_LEN_ERR);
+                return Err(WcStatus::LocLenErr);
             }
-            let bytes = raw.get(data..data + len).ok_or(WC_LOC_LEN_ERR)?;
+            let bytes = raw.get(data..data + len).ok_or(WcStatus::LocLenErr)?;
             w.len = u64::from(hdr.inline_len);
             w.inline = Some(bytes.to_vec());
         } else {
@@ -137,7 +139,7 @@ impl State {
             let max_sge =
                 (room / core::mem::size_of::<Sge>()).min(self.cfg.limits.max_sge as usize);
             if num_sge > max_sge {
-                return Err(WC_LOC_LEN_ERR);
+                return Err(WcStatus::LocLenErr);
             }
             w.need = if hdr.opcode == WR_RDMA_READ {
                 ACCESS_LOCAL_WRITE
@@ -146,21 +148,21 @@ impl State {
             };
             for i in 0..num_sge {
                 let at = data + i * core::mem::size_of::<Sge>();
-                w.sges.push(wqe_struct(raw, at).ok_or(WC_LOC_LEN_ERR)?);
+                w.sges.push(wqe_struct(raw, at).ok_or(WcStatus::LocLenErr)?);
             }
             w.segs = self
                 .translate_sges(c.pdn, &w.sges, w.need)
-                .ok_or(WC_LOC_PROT_ERR)?;
+                .ok_or(WcStatus::LocProtErr)?;
             w.len = w.sges.iter().fold(0u64, |total, sge| {
                 total.saturating_add(u64::from(sge.length))
             });
         }
         if w.len > MAX_MSG || (ud && w.len > mtu) {
-            return Err(WC_LOC_LEN_ERR);
+            return Err(WcStatus::LocLenErr);
         }
         w.npkts = if ud { 1 } else { pkts_for(w.len, mtu) };
         if w.npkts > MAX_MSG_PKTS {
-            return Err(WC_LOC_LEN_ERR);
+            return Err(WcStatus::LocLenErr);
         }
         Ok(())
     }
@@ -234,7 +236,7 @@ impl State {
         }
         let Some(path) = self.path_of(&c.attr.av, c.qpn, c.attr.dest_qp_num) else {
             if e.inflight.iter().any(|w| w.error.is_none()) {
-                self.qp_fail(c, e, Some(WC_LOC_QP_OP_ERR));
+                self.qp_fail(c, e, Some(WcStatus::LocQpOpErr));
             }
             return;
         };
@@ -335,7 +337,7 @@ impl State {
                     // The local pages vanished under the WQE.
                     let head = i == 0;
                     if head {
-                        self.qp_fail(c, e, Some(WC_LOC_PROT_ERR));
+                        self.qp_fail(c, e, Some(WcStatus::LocProtErr));
                         return;
                     }
                     blocked = true;

@@ -2,9 +2,10 @@
 //! The RC responder (rxe `rxe_resp.c`): incoming SEND/WRITE/READ requests,
 //! receive WQEs, READ responder resources, ACKs and NAKs.
 
+use super::codes::{NakCode, Syndrome, WcStatus};
 use crate::device::State;
 use crate::hw::*;
-use crate::wire::{self, aeth, op, psn_add, psn_diff, Aeth, Bth, Packet};
+use crate::wire::{self, op, psn_add, psn_diff, Aeth, Bth, Packet};
 
 use super::{
     pkts_for, wqe_struct, Engine, QpCtx, ReadRes, RecvCtx, RecvWqe, WriteCtx, MAX_MSG, MAX_MSG_PKTS,
@@ -12,8 +13,8 @@ use super::{
 
 /// How a packet is being answered by the responder.
 pub(super) enum RespErr {
-    /// NAK with this syndrome, responder QP to error, optional recv CQE status.
-    Fatal(u8, Option<u8>),
+    /// NAK with this code, responder QP to error, optional recv CQE status.
+    Fatal(NakCode, Option<WcStatus>),
     /// RNR NAK.
     Rnr,
 }
@@ -38,28 +39,28 @@ impl State {
     }
 
     /// Reads and translates the receive WQE at `idx`.
-    pub(super) fn read_recv_wqe(&mut self, c: &QpCtx, idx: u16) -> Result<RecvWqe, u8> {
+    pub(super) fn read_recv_wqe(&mut self, c: &QpCtx, idx: u16) -> Result<RecvWqe, WcStatus> {
         let stride = 1usize << c.rq_shift;
         let mut raw = vec![0u8; stride];
         if !self.wqe_read(c.qpn, false, idx, &mut raw) {
             self.counters.hw.bad_dma += 1;
-            return Err(WC_LOC_QP_OP_ERR);
+            return Err(WcStatus::LocQpOpErr);
         }
-        let hdr: RqWqeHdr = wqe_struct(&raw, 0).ok_or(WC_LOC_QP_OP_ERR)?;
+        let hdr: RqWqeHdr = wqe_struct(&raw, 0).ok_or(WcStatus::LocQpOpErr)?;
         let num_sge = usize::from(hdr.num_sge);
         let sge_size = core::mem::size_of::<Sge>();
         if RQ_WQE_DATA_OFFSET + num_sge * sge_size > stride
             || num_sge > self.cfg.limits.max_sge as usize
         {
-            return Err(WC_LOC_LEN_ERR);
+            return Err(WcStatus::LocLenErr);
         }
         let sges = (0..num_sge)
             .map(|i| wqe_struct::<Sge>(&raw, RQ_WQE_DATA_OFFSET + i * sge_size))
             .collect::<Option<Vec<Sge>>>()
-            .ok_or(WC_LOC_LEN_ERR)?;
+            .ok_or(WcStatus::LocLenErr)?;
         let segs = self
             .translate_sges(c.pdn, &sges, ACCESS_LOCAL_WRITE)
-            .ok_or(WC_LOC_PROT_ERR)?;
+            .ok_or(WcStatus::LocProtErr)?;
         let cap = sges
             .iter()
             .fold(0u64, |cap, sge| cap.saturating_add(u64::from(sge.length)));
@@ -72,7 +73,7 @@ impl State {
         })
     }
 
-    pub(super) fn send_ack(&mut self, c: &QpCtx, psn: u32, syndrome: u8, msn: u32) {
+    pub(super) fn send_ack(&mut self, c: &QpCtx, psn: u32, syndrome: Syndrome, msn: u32) {
         let Some(path) = self.path_of(&c.attr.av, c.qpn, c.attr.dest_qp_num) else {
             return;
         };
@@ -83,11 +84,14 @@ impl State {
             psn,
             ..Bth::default()
         };
-        let aeth = Aeth { syndrome, msn };
-        match syndrome & aeth::TYPE_MASK {
-            aeth::ACK => self.data.acks_sent += 1,
-            aeth::RNR_NAK => self.data.rnr_naks_sent += 1,
-            _ if syndrome == aeth::NAK_PSN_SEQ => self.data.seq_naks_sent += 1,
+        let aeth = Aeth {
+            syndrome: syndrome.to_wire(),
+            msn,
+        };
+        match syndrome {
+            Syndrome::Ack => self.data.acks_sent += 1,
+            Syndrome::RnrNak(_) => self.data.rnr_naks_sent += 1,
+            Syndrome::Nak(NakCode::PsnSeqErr) => self.data.seq_naks_sent += 1,
             _ => self.data.err_naks_sent += 1,
         }
         self.send_response(&path, bth, aeth, &[]);
@@ -114,7 +118,7 @@ impl State {
         if e.ack_pending {
             e.ack_pending = false;
             let (psn, msn) = (psn_add(e.epsn, 0xff_ffff), e.msn);
-            self.send_ack(c, psn, aeth::ACK_UNLIMITED, msn);
+            self.send_ack(c, psn, Syndrome::Ack, msn);
         }
     }
 
@@ -136,9 +140,15 @@ impl State {
     /// A PSN sequence or RNR NAK is not sent while READ responses before
     /// it wait for room (false): it would overtake them; the requester
     /// resends and gets it again.
-    pub(super) fn send_nak(&mut self, c: &QpCtx, e: &mut Engine, psn: u32, syndrome: u8) -> bool {
+    pub(super) fn send_nak(
+        &mut self,
+        c: &QpCtx,
+        e: &mut Engine,
+        psn: u32,
+        syndrome: Syndrome,
+    ) -> bool {
         let answered = self.answer_reads(c, e);
-        let fatal = syndrome & aeth::TYPE_MASK == aeth::NAK && syndrome != aeth::NAK_PSN_SEQ;
+        let fatal = matches!(syndrome, Syndrome::Nak(code) if code != NakCode::PsnSeqErr);
         if !answered && !fatal {
             return false;
         }
@@ -153,7 +163,7 @@ impl State {
         if d > 0 {
             if !e.nak_sent {
                 let epsn = e.epsn;
-                e.nak_sent = self.send_nak(c, e, epsn, aeth::NAK_PSN_SEQ);
+                e.nak_sent = self.send_nak(c, e, epsn, Syndrome::Nak(NakCode::PsnSeqErr));
             }
             return;
         }
@@ -189,22 +199,24 @@ impl State {
             | op::RC_WRITE_ONLY_IMM => self.rc_write(c, e, p),
             op::RC_READ_REQUEST => {
                 if e.recv.is_some() || e.write.is_some() {
-                    Err(RespErr::Fatal(aeth::NAK_INVALID_REQ, None))
+                    Err(RespErr::Fatal(NakCode::InvalidRequest, None))
                 } else {
                     self.read_accept(c, e, p)
                 }
             }
-            _ => Err(RespErr::Fatal(aeth::NAK_INVALID_REQ, None)),
+            _ => Err(RespErr::Fatal(NakCode::InvalidRequest, None)),
         };
         match r {
             Ok(()) => {}
             Err(RespErr::Rnr) => {
-                let _ = self.send_nak(c, e, psn, aeth::RNR_NAK | (c.attr.min_rnr_timer & 0x1f));
+                let _ = self.send_nak(c, e, psn, Syndrome::RnrNak(c.attr.min_rnr_timer));
             }
-            Err(RespErr::Fatal(syn, recv_status)) => {
-                let _ = self.send_nak(c, e, psn, syn);
-                if syn == aeth::NAK_REM_ACCESS {
-                    self.post_async(EQE_QP_ACCESS_ERR, c.qpn, u32::from(syn), 0);
+            Err(RespErr::Fatal(code, recv_status)) => {
+                let syndrome = Syndrome::Nak(code);
+                let _ = self.send_nak(c, e, psn, syndrome);
+                if code == NakCode::RemoteAccessErr {
+                    let data = u32::from(syndrome.to_wire());
+                    self.post_async(EQE_QP_ACCESS_ERR, c.qpn, data, 0);
                 }
                 if let (Some(st), Some(r)) = (recv_status, e.recv.take()) {
                     e.rq_ci = r.idx.wrapping_add(1);
@@ -215,7 +227,7 @@ impl State {
                             qpn: c.qpn,
                             src_qp: c.attr.dest_qp_num,
                             opcode: WC_RECV,
-                            status: st,
+                            status: st.to_hw(),
                             wqe_idx: r.idx,
                             ..Cqe::zeroed()
                         },
@@ -241,7 +253,7 @@ impl State {
         if ok {
             Ok(())
         } else {
-            Err(RespErr::Fatal(aeth::NAK_INVALID_REQ, None))
+            Err(RespErr::Fatal(NakCode::InvalidRequest, None))
         }
     }
 
@@ -258,13 +270,13 @@ impl State {
         );
         let last = !matches!(o, op::RC_SEND_FIRST | op::RC_SEND_MIDDLE);
         if first != e.recv.is_none() || e.write.is_some() {
-            return Err(RespErr::Fatal(aeth::NAK_INVALID_REQ, None));
+            return Err(RespErr::Fatal(NakCode::InvalidRequest, None));
         }
         let mtu = self.mtu_of(&c.attr);
         Self::check_seg_len(mtu, p.payload.len(), first, last)?;
         if first {
             if c.rq_depth == 0 {
-                return Err(RespErr::Fatal(aeth::NAK_INVALID_REQ, None));
+                return Err(RespErr::Fatal(NakCode::InvalidRequest, None));
             }
             if !self.rq_available(c, e) {
                 return Err(RespErr::Rnr);
@@ -281,22 +293,28 @@ impl State {
                         cap: 0,
                     };
                     e.recv = Some(RecvCtx { idx, wqe, off: 0 });
-                    return Err(RespErr::Fatal(aeth::NAK_REM_OP, Some(st)));
+                    return Err(RespErr::Fatal(NakCode::RemoteOpErr, Some(st)));
                 }
             }
         }
         let Some(mut r) = e.recv.take() else {
-            return Err(RespErr::Fatal(aeth::NAK_INVALID_REQ, None));
+            return Err(RespErr::Fatal(NakCode::InvalidRequest, None));
         };
         let end = r.off + p.payload.len() as u64;
         if end > r.wqe.cap {
             e.recv = Some(r);
-            return Err(RespErr::Fatal(aeth::NAK_INVALID_REQ, Some(WC_LOC_LEN_ERR)));
+            return Err(RespErr::Fatal(
+                NakCode::InvalidRequest,
+                Some(WcStatus::LocLenErr),
+            ));
         }
         let fresh = self.refresh_recv_segs(c.pdn, &mut r.wqe);
         if !fresh || !self.scatter(&r.wqe.segs, r.off, p.payload) {
             e.recv = Some(r);
-            return Err(RespErr::Fatal(aeth::NAK_REM_OP, Some(WC_LOC_PROT_ERR)));
+            return Err(RespErr::Fatal(
+                NakCode::RemoteOpErr,
+                Some(WcStatus::LocProtErr),
+            ));
         }
         r.off = end;
         // SEND with invalidate: the key goes once the data is placed. A key
@@ -306,8 +324,8 @@ impl State {
         if with_inv && self.invalidate_key(c.pdn, p.ieth).is_err() {
             e.recv = Some(r);
             return Err(RespErr::Fatal(
-                aeth::NAK_INVALID_REQ,
-                Some(WC_REM_INV_REQ_ERR),
+                NakCode::InvalidRequest,
+                Some(WcStatus::RemInvReqErr),
             ));
         }
         e.epsn = psn_add(e.epsn, 1);
@@ -379,10 +397,10 @@ impl State {
         let last = !matches!(o, op::RC_WRITE_FIRST | op::RC_WRITE_MIDDLE);
         let imm = matches!(o, op::RC_WRITE_LAST_IMM | op::RC_WRITE_ONLY_IMM);
         if first != e.write.is_none() || e.recv.is_some() {
-            return Err(RespErr::Fatal(aeth::NAK_INVALID_REQ, None));
+            return Err(RespErr::Fatal(NakCode::InvalidRequest, None));
         }
         if c.attr.qp_access_flags & ACCESS_REMOTE_WRITE == 0 {
-            return Err(RespErr::Fatal(aeth::NAK_INVALID_REQ, None));
+            return Err(RespErr::Fatal(NakCode::InvalidRequest, None));
         }
         let mtu = self.mtu_of(&c.attr);
         Self::check_seg_len(mtu, p.payload.len(), first, last)?;
@@ -395,7 +413,7 @@ impl State {
                         .translate(p.reth.rkey, c.pdn, p.reth.va, total, ACCESS_REMOTE_WRITE)
                         .is_none()
                 {
-                    return Err(RespErr::Fatal(aeth::NAK_REM_ACCESS, None));
+                    return Err(RespErr::Fatal(NakCode::RemoteAccessErr, None));
                 }
                 WriteCtx {
                     rkey: p.reth.rkey,
@@ -407,22 +425,22 @@ impl State {
         };
         let n = p.payload.len() as u64;
         if n > w.left || (last && n != w.left) {
-            return Err(RespErr::Fatal(aeth::NAK_INVALID_REQ, None));
+            return Err(RespErr::Fatal(NakCode::InvalidRequest, None));
         }
         // Immediate data needs a receive WQE before anything is written.
         if imm && last && !self.rq_available(c, e) {
             if c.rq_depth == 0 {
-                return Err(RespErr::Fatal(aeth::NAK_INVALID_REQ, None));
+                return Err(RespErr::Fatal(NakCode::InvalidRequest, None));
             }
             e.write = (!first).then_some(w);
             return Err(RespErr::Rnr);
         }
         if n > 0 {
             let Some(segs) = self.translate(w.rkey, c.pdn, w.va, n, ACCESS_REMOTE_WRITE) else {
-                return Err(RespErr::Fatal(aeth::NAK_REM_ACCESS, None));
+                return Err(RespErr::Fatal(NakCode::RemoteAccessErr, None));
             };
             if !self.scatter(&segs, 0, p.payload) {
-                return Err(RespErr::Fatal(aeth::NAK_REM_OP, None));
+                return Err(RespErr::Fatal(NakCode::RemoteOpErr, None));
             }
         }
         w.va = w.va.wrapping_add(n);
@@ -459,17 +477,17 @@ impl State {
         // may have 4 outstanding. More resources than asked for are allowed.
         let limit = usize::from(c.attr.max_dest_rd_atomic).next_power_of_two();
         if c.attr.qp_access_flags & ACCESS_REMOTE_READ == 0 || c.attr.max_dest_rd_atomic == 0 {
-            return Err(RespErr::Fatal(aeth::NAK_INVALID_REQ, None));
+            return Err(RespErr::Fatal(NakCode::InvalidRequest, None));
         }
         let len = u64::from(p.reth.len);
         if len > MAX_MSG {
-            return Err(RespErr::Fatal(aeth::NAK_INVALID_REQ, None));
+            return Err(RespErr::Fatal(NakCode::InvalidRequest, None));
         }
         if self
             .translate(p.reth.rkey, c.pdn, p.reth.va, len, ACCESS_REMOTE_READ)
             .is_none()
         {
-            return Err(RespErr::Fatal(aeth::NAK_REM_ACCESS, None));
+            return Err(RespErr::Fatal(NakCode::RemoteAccessErr, None));
         }
         // Reuse the oldest resources answered once; never answered ones
         // stay.
@@ -478,12 +496,12 @@ impl State {
         }
         if e.reads.len() >= limit {
             // More READs outstanding than max_dest_rd_atomic.
-            return Err(RespErr::Fatal(aeth::NAK_INVALID_REQ, None));
+            return Err(RespErr::Fatal(NakCode::InvalidRequest, None));
         }
         let mtu = self.mtu_of(&c.attr);
         let n = pkts_for(len, mtu);
         if n > MAX_MSG_PKTS {
-            return Err(RespErr::Fatal(aeth::NAK_INVALID_REQ, None));
+            return Err(RespErr::Fatal(NakCode::InvalidRequest, None));
         }
         e.epsn = psn_add(p.bth.psn, n);
         e.msn = (e.msn + 1) & 0xff_ffff;
@@ -536,7 +554,7 @@ impl State {
             }
             if !ok {
                 e.reads.clear();
-                self.send_ack(c, r.psn, aeth::NAK_REM_OP, r.msn);
+                self.send_ack(c, r.psn, Syndrome::Nak(NakCode::RemoteOpErr), r.msn);
                 self.qp_fail(c, e, None);
                 return true;
             }
@@ -585,7 +603,7 @@ impl State {
                 ..Bth::default()
             };
             let aeth = Aeth {
-                syndrome: aeth::ACK_UNLIMITED,
+                syndrome: Syndrome::Ack.to_wire(),
                 msn: r.msn,
             };
             self.send_response(&path, bth, aeth, &payload);

@@ -2,6 +2,7 @@
 //! UD and GSI QPs: one-packet SENDs to an address handle or an inline
 //! address vector, and their reception with a GRH.
 
+use super::codes::WcStatus;
 use crate::device::State;
 use crate::hw::*;
 use crate::wire::{self, op, psn_add, Aeth, Bth, Deth, NetKind, Packet, Reth};
@@ -26,16 +27,16 @@ impl State {
         c: &QpCtx,
         raw: &[u8],
         w: &mut SendWqe,
-    ) -> Result<usize, u8> {
-        let dest: SqWqeUd = wqe_struct(raw, SQ_WQE_SEG_OFFSET).ok_or(WC_LOC_QP_OP_ERR)?;
+    ) -> Result<usize, WcStatus> {
+        let dest: SqWqeUd = wqe_struct(raw, SQ_WQE_SEG_OFFSET).ok_or(WcStatus::LocQpOpErr)?;
         let (av, data) = if w.flags & WQE_AV != 0 {
-            let av: Av = wqe_struct(raw, SQ_WQE_DATA_OFFSET).ok_or(WC_LOC_QP_OP_ERR)?;
+            let av: Av = wqe_struct(raw, SQ_WQE_DATA_OFFSET).ok_or(WcStatus::LocQpOpErr)?;
             let av_end = SQ_WQE_DATA_OFFSET + core::mem::size_of::<Av>();
             let reserved = raw
                 .get(av_end..SQ_WQE_AV_DATA_OFFSET)
-                .ok_or(WC_LOC_QP_OP_ERR)?;
+                .ok_or(WcStatus::LocQpOpErr)?;
             if dest.ahn != 0 || reserved.iter().any(|b| *b != 0) || self.check_av(&av).is_err() {
-                return Err(WC_LOC_QP_OP_ERR);
+                return Err(WcStatus::LocQpOpErr);
             }
             (av, SQ_WQE_AV_DATA_OFFSET)
         } else {
@@ -44,7 +45,7 @@ impl State {
                 .get(dest.ahn)
                 .filter(|ah| ah.pdn == c.pdn)
                 .map(|ah| ah.av)
-                .ok_or(WC_LOC_QP_OP_ERR)?;
+                .ok_or(WcStatus::LocQpOpErr)?;
             (av, SQ_WQE_DATA_OFFSET)
         };
         let qpn = dest.remote_qpn & QPN_MASK;
@@ -53,7 +54,7 @@ impl State {
         } else {
             dest.remote_qkey
         };
-        let path = self.path_of(&av, c.qpn, qpn).ok_or(WC_LOC_QP_OP_ERR)?;
+        let path = self.path_of(&av, c.qpn, qpn).ok_or(WcStatus::LocQpOpErr)?;
         w.ud = Some(UdDest { path, qpn, qkey });
         Ok(data)
     }
@@ -72,7 +73,7 @@ impl State {
                 // Later WQEs are flushed.
                 while let Some(w2) = e.inflight.pop_front() {
                     e.sq_ci = w2.idx.wrapping_add(1);
-                    self.complete_send(c, &w2, WC_WR_FLUSH_ERR);
+                    self.complete_send(c, &w2, WcStatus::WrFlushErr);
                 }
                 self.flush_sq_posted(c, e);
                 return;
@@ -89,7 +90,7 @@ impl State {
                 None => self.gather(&w.segs, 0, w.len as usize, &mut payload),
             };
             if !ok {
-                self.complete_send(c, &w, WC_LOC_PROT_ERR);
+                self.complete_send(c, &w, WcStatus::LocProtErr);
                 continue;
             }
             let opcode = if w.opcode == WR_SEND_IMM {
@@ -119,7 +120,7 @@ impl State {
                 w.imm,
                 &payload,
             );
-            self.complete_send(c, &w, WC_SUCCESS);
+            self.complete_send(c, &w, WcStatus::Success);
         }
     }
 
@@ -146,7 +147,7 @@ impl State {
                         wr_id,
                         qpn: c.qpn,
                         opcode: WC_RECV,
-                        status: st,
+                        status: st.to_hw(),
                         wqe_idx: idx,
                         ..Cqe::zeroed()
                     },
@@ -178,11 +179,11 @@ impl State {
             ..Cqe::zeroed()
         };
         if total > cap {
-            cqe.status = WC_LOC_LEN_ERR;
+            cqe.status = WcStatus::LocLenErr.to_hw();
         } else if !self.scatter(&segs, 0, &grh)
             || !self.scatter(&segs, u64::from(GRH_LEN), p.payload)
         {
-            cqe.status = WC_LOC_PROT_ERR;
+            cqe.status = WcStatus::LocProtErr.to_hw();
         } else {
             cqe.byte_len = total as u32;
             cqe.flags = CQE_GRH | (p.net.kind.to_hw() << CQE_NET_TYPE_SHIFT);
