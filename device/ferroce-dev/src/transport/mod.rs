@@ -189,6 +189,9 @@ pub struct DataCounters {
     pub retransmits: u64,
     /// Stale or unexpected responses ignored by the completer.
     pub stale_responses: u64,
+    /// Segments visited by gather and scatter: the work of walking the
+    /// translated SGE and page lists of messages.
+    pub sg_steps: u64,
     /// CQEs written by the data path.
     pub cqes: u64,
     /// Of those, with an error status (flushes included).
@@ -569,6 +572,7 @@ impl State {
             if done == len {
                 break;
             }
+            self.data.sg_steps += 1;
             if off >= slen {
                 off -= slen;
                 continue;
@@ -595,6 +599,7 @@ impl State {
             if done == data.len() {
                 break;
             }
+            self.data.sg_steps += 1;
             if off >= slen {
                 off -= slen;
                 continue;
