@@ -251,8 +251,8 @@ impl State {
                     return;
                 }
                 let fresh = self.refresh_send_segs(c.pdn, &mut e.inflight[i]);
-                let segs = std::mem::take(&mut e.inflight[i].segs);
-                let ok = fresh && self.scatter(&segs, off, p.payload);
+                let mut segs = std::mem::take(&mut e.inflight[i].segs);
+                let ok = fresh && self.scatter(&mut segs, off, p.payload);
                 e.inflight[i].segs = segs;
                 if !ok {
                     self.qp_fail(c, e, Some(WcStatus::LocProtErr));

@@ -198,6 +198,73 @@ pub struct DataCounters {
     pub cqe_errors: u64,
 }
 
+/// The local memory of a message: guest physical segments (address,
+/// length) in message order, with a cursor where the last access ended.
+///
+/// The packets of a message are cut in order, so each access continues
+/// from the cursor: a message of n segments costs O(n + packets) steps, not
+/// O(n) per packet (rxe keeps the same position in its `dma` state,
+/// `rxe_mr_copy` resumes from `cur_sge`/`sge_offset`). An access behind
+/// the cursor (a retransmission after a rewind) starts over.
+#[derive(Debug, Clone, Default)]
+struct Segments {
+    list: Vec<(u64, u64)>,
+    /// Index of the segment the cursor is in.
+    idx: usize,
+    /// Message offset where segment `idx` starts.
+    start: u64,
+}
+
+impl Segments {
+    fn new(list: Vec<(u64, u64)>) -> Self {
+        Self {
+            list,
+            idx: 0,
+            start: 0,
+        }
+    }
+
+    /// Calls `f(gpa, at, n)` for each piece of the `len` bytes at message
+    /// offset `off` (`at`: offset in those bytes); false if the segments
+    /// end first or `f` fails. Adds the segments visited to `steps`.
+    fn walk(
+        &mut self,
+        off: u64,
+        len: usize,
+        steps: &mut u64,
+        mut f: impl FnMut(u64, usize, usize) -> bool,
+    ) -> bool {
+        if off < self.start {
+            self.idx = 0;
+            self.start = 0;
+        }
+        let mut done = 0usize;
+        while done < len {
+            let Some(&(gpa, seg_len)) = self.list.get(self.idx) else {
+                return false;
+            };
+            *steps += 1;
+            let pos = off + done as u64;
+            let in_seg = pos - self.start;
+            if in_seg >= seg_len {
+                self.start += seg_len;
+                self.idx += 1;
+                continue;
+            }
+            let n = ((seg_len - in_seg) as usize).min(len - done);
+            if !f(gpa + in_seg, done, n) {
+                return false;
+            }
+            done += n;
+            if in_seg + n as u64 == seg_len {
+                self.start += seg_len;
+                self.idx += 1;
+            }
+        }
+        true
+    }
+}
+
 /// One fetched send WQE.
 #[derive(Debug, Clone)]
 struct SendWqe {
@@ -213,9 +280,9 @@ struct SendWqe {
     /// The local SGEs as posted, with the rights they need.
     sges: Vec<Sge>,
     need: u32,
-    /// Translated local segments (guest physical, length), valid while
-    /// `State::mr_epoch` equals `epoch`.
-    segs: Vec<(u64, u64)>,
+    /// Translated local segments, valid while `State::mr_epoch` equals
+    /// `epoch`.
+    segs: Segments,
     epoch: u64,
     inline: Option<Vec<u8>>,
     /// REG_MR / LOCAL_INV: executed when it reaches the head of the SQ.
@@ -249,7 +316,7 @@ struct RecvWqe {
     /// The SGEs as posted.
     sges: Vec<Sge>,
     /// Their translation, valid while `State::mr_epoch` equals `epoch`.
-    segs: Vec<(u64, u64)>,
+    segs: Segments,
     epoch: u64,
     /// Bytes the SGEs hold.
     cap: u64,
@@ -540,7 +607,7 @@ impl State {
         }
         match self.translate_sges(pdn, &w.sges, w.need) {
             Some(segs) => {
-                w.segs = segs;
+                w.segs = Segments::new(segs);
                 w.epoch = self.mr_epoch;
                 true
             }
@@ -555,7 +622,7 @@ impl State {
         }
         match self.translate_sges(pdn, &wqe.sges, ACCESS_LOCAL_WRITE) {
             Some(segs) => {
-                wqe.segs = segs;
+                wqe.segs = Segments::new(segs);
                 wqe.epoch = self.mr_epoch;
                 true
             }
@@ -563,56 +630,35 @@ impl State {
         }
     }
 
-    /// Copies `len` bytes from offset `off` of a segment list into `out`.
-    fn gather(&mut self, segs: &[(u64, u64)], mut off: u64, len: usize, out: &mut Vec<u8>) -> bool {
+    /// Copies `len` bytes from offset `off` of a message's segments into
+    /// `out`.
+    fn gather(&mut self, segs: &mut Segments, off: u64, len: usize, out: &mut Vec<u8>) -> bool {
         let start = out.len();
         out.resize(start + len, 0);
-        let mut done = 0usize;
-        for &(gpa, slen) in segs {
-            if done == len {
-                break;
-            }
-            self.data.sg_steps += 1;
-            if off >= slen {
-                off -= slen;
-                continue;
-            }
-            let n = ((slen - off) as usize).min(len - done);
-            if self
-                .mem
-                .read(gpa + off, &mut out[start + done..start + done + n])
-                .is_err()
-            {
-                self.counters.hw.bad_dma += 1;
-                return false;
-            }
-            done += n;
-            off = 0;
+        let (mem, mut dma_failed) = (&self.mem, false);
+        let ok = segs.walk(off, len, &mut self.data.sg_steps, |gpa, at, n| {
+            let done = mem.read(gpa, &mut out[start + at..start + at + n]).is_ok();
+            dma_failed |= !done;
+            done
+        });
+        if dma_failed {
+            self.counters.hw.bad_dma += 1;
         }
-        done == len
+        ok
     }
 
-    /// Writes `data` at offset `off` of a segment list.
-    fn scatter(&mut self, segs: &[(u64, u64)], mut off: u64, data: &[u8]) -> bool {
-        let mut done = 0usize;
-        for &(gpa, slen) in segs {
-            if done == data.len() {
-                break;
-            }
-            self.data.sg_steps += 1;
-            if off >= slen {
-                off -= slen;
-                continue;
-            }
-            let n = ((slen - off) as usize).min(data.len() - done);
-            if self.mem.write(gpa + off, &data[done..done + n]).is_err() {
-                self.counters.hw.bad_dma += 1;
-                return false;
-            }
-            done += n;
-            off = 0;
+    /// Writes `data` at offset `off` of a message's segments.
+    fn scatter(&mut self, segs: &mut Segments, off: u64, data: &[u8]) -> bool {
+        let (mem, mut dma_failed) = (&self.mem, false);
+        let ok = segs.walk(off, data.len(), &mut self.data.sg_steps, |gpa, at, n| {
+            let done = mem.write(gpa, &data[at..at + n]).is_ok();
+            dma_failed |= !done;
+            done
+        });
+        if dma_failed {
+            self.counters.hw.bad_dma += 1;
         }
-        done == data.len()
+        ok
     }
 
     /// Resolves an address vector into a path (None: the sgid entry is gone

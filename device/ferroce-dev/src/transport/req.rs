@@ -9,8 +9,8 @@ use crate::wire::{self, op, psn_add, psn_diff, Aeth, Bth, Deth, Reth};
 
 use super::memreg::LocalOp;
 use super::{
-    ack_timeout_ns, pkts_for, wqe_struct, Engine, QpCtx, SendWqe, ACK_REQ_EVERY, MAX_INFLIGHT_WQES,
-    MAX_MSG, MAX_MSG_PKTS, WINDOW,
+    ack_timeout_ns, pkts_for, wqe_struct, Engine, QpCtx, Segments, SendWqe, ACK_REQ_EVERY,
+    MAX_INFLIGHT_WQES, MAX_MSG, MAX_MSG_PKTS, WINDOW,
 };
 
 impl State {
@@ -30,7 +30,7 @@ impl State {
             rkey: 0,
             sges: Vec::new(),
             need: 0,
-            segs: Vec::new(),
+            segs: Segments::default(),
             epoch: self.mr_epoch,
             inline: None,
             local: None,
@@ -150,9 +150,10 @@ impl State {
                 let at = data + i * core::mem::size_of::<Sge>();
                 w.sges.push(wqe_struct(raw, at).ok_or(WcStatus::LocLenErr)?);
             }
-            w.segs = self
-                .translate_sges(c.pdn, &w.sges, w.need)
-                .ok_or(WcStatus::LocProtErr)?;
+            w.segs = Segments::new(
+                self.translate_sges(c.pdn, &w.sges, w.need)
+                    .ok_or(WcStatus::LocProtErr)?,
+            );
             w.len = w.sges.iter().fold(0u64, |total, sge| {
                 total.saturating_add(u64::from(sge.length))
             });
@@ -324,8 +325,8 @@ impl State {
                     }
                     None => {
                         let fresh = self.refresh_send_segs(c.pdn, &mut e.inflight[i]);
-                        let segs = std::mem::take(&mut e.inflight[i].segs);
-                        let ok = fresh && self.gather(&segs, off, n, &mut payload);
+                        let mut segs = std::mem::take(&mut e.inflight[i].segs);
+                        let ok = fresh && self.gather(&mut segs, off, n, &mut payload);
                         e.inflight[i].segs = segs;
                         ok
                     }

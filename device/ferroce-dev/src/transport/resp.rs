@@ -8,7 +8,8 @@ use crate::hw::*;
 use crate::wire::{self, op, psn_add, psn_diff, Aeth, Bth, Packet};
 
 use super::{
-    pkts_for, wqe_struct, Engine, QpCtx, ReadRes, RecvCtx, RecvWqe, WriteCtx, MAX_MSG, MAX_MSG_PKTS,
+    pkts_for, wqe_struct, Engine, QpCtx, ReadRes, RecvCtx, RecvWqe, Segments, WriteCtx, MAX_MSG,
+    MAX_MSG_PKTS,
 };
 
 /// How a packet is being answered by the responder.
@@ -67,7 +68,7 @@ impl State {
         Ok(RecvWqe {
             wr_id: hdr.wr_id,
             sges,
-            segs,
+            segs: Segments::new(segs),
             epoch: self.mr_epoch,
             cap,
         })
@@ -288,7 +289,7 @@ impl State {
                     let wqe = RecvWqe {
                         wr_id: self.wqe_wr_id(c.qpn, false, idx),
                         sges: Vec::new(),
-                        segs: Vec::new(),
+                        segs: Segments::default(),
                         epoch: self.mr_epoch,
                         cap: 0,
                     };
@@ -309,7 +310,7 @@ impl State {
             ));
         }
         let fresh = self.refresh_recv_segs(c.pdn, &mut r.wqe);
-        if !fresh || !self.scatter(&r.wqe.segs, r.off, p.payload) {
+        if !fresh || !self.scatter(&mut r.wqe.segs, r.off, p.payload) {
             e.recv = Some(r);
             return Err(RespErr::Fatal(
                 NakCode::RemoteOpErr,
@@ -439,7 +440,7 @@ impl State {
             let Some(segs) = self.translate(w.rkey, c.pdn, w.va, n, ACCESS_REMOTE_WRITE) else {
                 return Err(RespErr::Fatal(NakCode::RemoteAccessErr, None));
             };
-            if !self.scatter(&segs, 0, p.payload) {
+            if !self.scatter(&mut Segments::new(segs), 0, p.payload) {
                 return Err(RespErr::Fatal(NakCode::RemoteOpErr, None));
             }
         }
@@ -566,26 +567,38 @@ impl State {
     }
 
     /// Sends response packets of READ `r` from `r.next` on while the TX
-    /// queue has room; false if its memory cannot be read.
+    /// queue has room; false if its memory cannot be read. Only what is
+    /// about to be sent is translated, as much as the queue has room for,
+    /// so a long READ answered over many calls walks its pages once.
     pub(super) fn read_responses(&mut self, c: &QpCtx, r: &mut ReadRes) -> bool {
         let len = u64::from(r.len);
-        let Some(segs) = self.translate(r.rkey, c.pdn, r.va, len, ACCESS_REMOTE_READ) else {
+        let mtu = r.mtu;
+        let n = r.npkts;
+        let from = u64::from(r.next) * mtu;
+        // The translated part: `segs` covers message bytes `base..end`.
+        let Some((mut segs, mut end)) = self.read_chunk(c, r, from) else {
             return false;
         };
+        let mut base = from;
         let Some(path) = self.path_of(&c.attr.av, c.qpn, c.attr.dest_qp_num) else {
             r.next = r.npkts;
             r.answered = true;
             return true;
         };
-        let mtu = r.mtu;
-        let n = r.npkts;
         let mut payload = Vec::with_capacity(mtu as usize);
         while r.next < n && self.tx_room() > 0 {
             let k = r.next;
             let off = u64::from(k) * mtu;
             let m = (len - off.min(len)).min(mtu) as usize;
+            if off + m as u64 > end {
+                let Some(chunk) = self.read_chunk(c, r, off) else {
+                    return false;
+                };
+                (segs, end) = chunk;
+                base = off;
+            }
             payload.clear();
-            if !self.gather(&segs, off, m, &mut payload) {
+            if !self.gather(&mut segs, off - base, m, &mut payload) {
                 return false;
             }
             // A re-requested tail is answered as a READ of its own.
@@ -611,5 +624,18 @@ impl State {
         }
         r.answered |= r.next >= n;
         true
+    }
+
+    /// Translates the part of READ `r` from message offset `off` that the
+    /// TX queue has room for now (at least one packet); returns it and the
+    /// message offset where it ends.
+    fn read_chunk(&self, c: &QpCtx, r: &ReadRes, off: u64) -> Option<(Segments, u64)> {
+        let len = u64::from(r.len);
+        let room = self.tx_room().max(1) as u64;
+        let end = len.min(off.saturating_add(room.saturating_mul(r.mtu)));
+        let va = r.va.wrapping_add(off);
+        let len = end.saturating_sub(off);
+        let segs = self.translate(r.rkey, c.pdn, va, len, ACCESS_REMOTE_READ)?;
+        Some((Segments::new(segs), end))
     }
 }

@@ -60,7 +60,7 @@ impl State {
     }
 
     pub(super) fn ud_transmit(&mut self, c: &QpCtx, e: &mut Engine) {
-        while let Some(w) = e.inflight.pop_front() {
+        while let Some(mut w) = e.inflight.pop_front() {
             e.sq_ci = w.idx.wrapping_add(1);
             if let Some(st) = w.error {
                 // UD: the WQE fails, the QP goes to SQE (IBTA 10.8.3.3).
@@ -87,7 +87,7 @@ impl State {
                     payload.extend_from_slice(v);
                     true
                 }
-                None => self.gather(&w.segs, 0, w.len as usize, &mut payload),
+                None => self.gather(&mut w.segs, 0, w.len as usize, &mut payload),
             };
             if !ok {
                 self.complete_send(c, &w, WcStatus::LocProtErr);
@@ -135,7 +135,10 @@ impl State {
         }
         let idx = e.rq_ci;
         let RecvWqe {
-            wr_id, segs, cap, ..
+            wr_id,
+            mut segs,
+            cap,
+            ..
         } = match self.read_recv_wqe(c, idx) {
             Ok(wqe) => wqe,
             Err(st) => {
@@ -180,8 +183,8 @@ impl State {
         };
         if total > cap {
             cqe.status = WcStatus::LocLenErr.to_hw();
-        } else if !self.scatter(&segs, 0, &grh)
-            || !self.scatter(&segs, u64::from(GRH_LEN), p.payload)
+        } else if !self.scatter(&mut segs, 0, &grh)
+            || !self.scatter(&mut segs, u64::from(GRH_LEN), p.payload)
         {
             cqe.status = WcStatus::LocProtErr.to_hw();
         } else {
