@@ -3,9 +3,12 @@
 
 mod common;
 
+use std::sync::{Arc, Mutex};
+
 use common::rdma::*;
+use common::*;
 use ferroce_dev::hw::*;
-use ferroce_dev::GuestMemory;
+use ferroce_dev::{DmaError, FakeMemory, GuestMemory, Limits};
 
 const ALL_ACCESS: u32 = ACCESS_LOCAL_WRITE | ACCESS_REMOTE_WRITE | ACCESS_REMOTE_READ;
 
@@ -150,4 +153,99 @@ fn gather_scatter_is_linear_in_segments() {
     let b_steps = sg_steps(&b) - b_steps;
     assert!(a_steps <= bound, "READ scatter: {a_steps} steps > {bound}");
     assert!(b_steps <= bound, "READ gather: {b_steps} steps > {bound}");
+}
+
+/// Guest memory whose reads fail in `hole` although it is mapped (the
+/// device was allowed the range when the MR was registered): memory that
+/// becomes unreadable under a posted WQE.
+struct HoledMemory {
+    inner: Arc<FakeMemory>,
+    hole: Mutex<Option<(u64, u64)>>,
+}
+
+impl GuestMemory for HoledMemory {
+    fn read(&self, gpa: u64, buf: &mut [u8]) -> Result<(), DmaError> {
+        if let Some((base, len)) = *self.hole.lock().unwrap() {
+            if gpa < base + len && base < gpa + buf.len() as u64 {
+                let len = buf.len() as u64;
+                return Err(DmaError { gpa, len });
+            }
+        }
+        self.inner.read(gpa, buf)
+    }
+
+    fn write(&self, gpa: u64, buf: &[u8]) -> Result<(), DmaError> {
+        self.inner.write(gpa, buf)
+    }
+
+    fn check_range(&self, gpa: u64, len: u64) -> Result<(), DmaError> {
+        self.inner.check_range(gpa, len)
+    }
+}
+
+/// A node like [`Node::new`] whose device does its DMA through `guest`.
+fn node_over(mem: Arc<FakeMemory>, guest: Arc<dyn GuestMemory>) -> Node {
+    let mut h = Harness::enabled_over(mem, guest, Limits::default(), 16, 256);
+    let ip = [10, 0, 1, 36];
+    let mut gid = set_gid(3, ipv4_gid(ip), GID_TYPE_ROCE_V2, NET_IPV4);
+    gid.smac = mac();
+    h.ok(&gid);
+    let pdn = h.alloc_pd();
+    h.create_eq(1, 256);
+    let (c, ring, dbrec) = h.cq_cmd(1, CQ_DEPTH, 0);
+    let cqn = h.ok(&c);
+    Node {
+        h,
+        mac: mac(),
+        ip,
+        pdn,
+        cqn,
+        cq_ring: ring,
+        cq_dbrec: dbrec,
+        cq_ci: 0,
+        qps: Vec::new(),
+    }
+}
+
+/// A UD send whose local memory cannot be read completes with
+/// LOC_PROT_ERR and moves the QP to SQE; the WQEs after it are flushed and
+/// nothing is sent (IBTA 10.3.1, as for a refused SGE).
+#[test]
+fn ud_gather_failure_completes_in_error_and_moves_to_sqe() {
+    let mem = Arc::new(FakeMemory::new());
+    mem.add_region(RAM, RAM_SIZE);
+    let holed = Arc::new(HoledMemory {
+        inner: mem.clone(),
+        hole: Mutex::new(None),
+    });
+    let mut a = node_over(mem, holed.clone());
+    a.create_qp(QPT_UD);
+    let qkey = 0x1111;
+    a.activate_ud(0, qkey);
+    let mut av = Av::zeroed();
+    av.dmac = node_mac(37);
+    av.dgid = ipv4_gid([10, 0, 1, 37]);
+    av.sgid_index = 3;
+    av.hop_limit = 64;
+    av.network_type = NET_IPV4;
+    let ahn = a.create_ah(av);
+    let m = a.reg_mr(8192, ACCESS_LOCAL_WRITE);
+    *holed.hole.lock().unwrap() = Some((m.gpa, 4096));
+    let send = |wr_id: u64, sges: Vec<(u64, u32, u32)>| SendWr {
+        wr_id,
+        opcode: WR_SEND,
+        flags: WQE_SIGNALED,
+        sges,
+        ud: Some((ahn, 0x99, qkey)),
+        ..SendWr::default()
+    };
+    a.post_send(0, &send(1, vec![(m.va(0), 256, m.key)]));
+    let cqes: Vec<_> = a.poll().iter().map(|c| (c.wr_id, c.status)).collect();
+    assert_eq!(cqes, vec![(1, WC_LOC_PROT_ERR)]);
+    assert_eq!(a.h.dev.qp_state(a.qps[0].qpn), Some(QPS_SQE));
+    // In SQE a readable send is flushed, not sent.
+    a.post_send(0, &send(2, vec![(m.va(4096), 256, m.key)]));
+    let cqes: Vec<_> = a.poll().iter().map(|c| (c.wr_id, c.status)).collect();
+    assert_eq!(cqes, vec![(2, WC_WR_FLUSH_ERR)]);
+    assert!(a.h.dev.take_tx().is_empty(), "nothing was sent");
 }
