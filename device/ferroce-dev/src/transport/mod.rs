@@ -150,6 +150,8 @@ pub struct DataCounters {
     pub rx_stalled: u64,
     /// Frames for the wire dropped because nobody took them.
     pub tx_overflow: u64,
+    /// Most frames queued at once, wire and loopback together.
+    pub tx_queue_peak: u64,
     /// Dropped: truncated.
     pub rx_truncated: u64,
     /// Dropped: not RoCE.
@@ -760,6 +762,8 @@ impl State {
             }
             self.tx.push_back(frame);
         }
+        let queued = (self.tx.len() + self.loopback.len()) as u64;
+        self.data.tx_queue_peak = self.data.tx_queue_peak.max(queued);
     }
 
     fn post_data_cqe(&mut self, cqn: u32, cqe: Cqe) {
