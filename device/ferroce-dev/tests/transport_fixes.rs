@@ -17,15 +17,11 @@ fn pattern(seed: u64, len: usize) -> Vec<u8> {
     (0..len).map(|_| r.next() as u8).collect()
 }
 
-/// An MR over `count` 4 KiB pages of node `n` placed in reverse order (no
-/// two neighbours adjacent: `count` segments), through a 2-level page
-/// list. Returns the MR and the guest address of each page.
-fn reversed_mr(n: &mut Node, count: u32, access: u32) -> (MrInfo, Vec<u64>) {
+/// A REG_MR command for an MR over `pages` (4 KiB each, in MR order)
+/// through a 2-level page list.
+fn reg_mr_cmd(n: &mut Node, pages: &[u64], access: u32) -> CmdRegMr {
     let h = &mut n.h;
-    let data = h.alloc(u64::from(count) * 4096, 4096);
-    let pages: Vec<u64> = (0..count)
-        .map(|i| data + u64::from(count - 1 - i) * 4096)
-        .collect();
+    let count = pages.len() as u32;
     let n1 = count.div_ceil(PBL_L1_ENTRIES);
     let top = h.alloc(u64::from(n1) * 8, 8);
     for j in 0..n1 {
@@ -52,7 +48,19 @@ fn reversed_mr(n: &mut Node, count: u32, access: u32) -> (MrInfo, Vec<u64>) {
     c.pdn = n.pdn;
     c.access = access;
     c.key_variant = 0x22;
-    let key = h.ok(&c);
+    c
+}
+
+/// An MR over `count` 4 KiB pages of node `n` placed in reverse order (no
+/// two neighbours adjacent: `count` segments). Returns the MR and the
+/// guest address of each page.
+fn reversed_mr(n: &mut Node, count: u32, access: u32) -> (MrInfo, Vec<u64>) {
+    let data = n.h.alloc(u64::from(count) * 4096, 4096);
+    let pages: Vec<u64> = (0..count)
+        .map(|i| data + u64::from(count - 1 - i) * 4096)
+        .collect();
+    let c = reg_mr_cmd(n, &pages, access);
+    let key = n.h.ok(&c);
     let mr = MrInfo {
         key,
         iova: c.iova,
@@ -343,4 +351,24 @@ fn loopback_read_queue_is_bounded() {
         "peak {} frames queued",
         d.tx_queue_peak
     );
+}
+
+/// REG_MR checks every page of the list for DMA (device.rst: each page
+/// must be DMA-able): one page outside guest memory anywhere in a 2-level
+/// list, the last one included, fails the command with DMA_ERROR.
+#[test]
+fn reg_mr_checks_every_page() {
+    let mut a = Node::new(36);
+    let base = a.h.alloc(1100 * 4096, 4096);
+    let good: Vec<u64> = (0..1100).map(|i| base + i * 4096).collect();
+    // Just past the end of guest RAM: aligned, but not memory.
+    let outside = RAM + RAM_SIZE as u64;
+    for bad in [0usize, 511, 512, 700, 1099] {
+        let mut pages = good.clone();
+        pages[bad] = outside;
+        let c = reg_mr_cmd(&mut a, &pages, ACCESS_LOCAL_WRITE);
+        a.h.expect(&c, STATUS_DMA_ERROR);
+    }
+    let c = reg_mr_cmd(&mut a, &good, ACCESS_LOCAL_WRITE);
+    a.h.ok(&c);
 }
