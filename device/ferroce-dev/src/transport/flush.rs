@@ -6,6 +6,7 @@
 use super::codes::WcStatus;
 use crate::device::State;
 use crate::hw::*;
+use zerocopy::FromZeros;
 
 use super::{wc_opcode, Engine, QpCtx};
 
@@ -47,20 +48,16 @@ impl State {
         let pi = self.qps.get(c.qpn).map_or(e.sq_next, |q| q.sq_pi);
         let mut n = 0u32;
         while e.sq_next != pi && n < c.sq_depth {
-            let mut hdr = [0u8; 32];
             let idx = e.sq_next;
-            let wr_id = if self.wqe_read(c.qpn, true, idx, &mut hdr) {
-                u64::from_le_bytes(hdr[0..8].try_into().unwrap_or_default())
-            } else {
-                0
-            };
-            let op = hdr[8];
+            let hdr = self
+                .wqe_header::<SqWqeHdr>(c.qpn, true, idx)
+                .unwrap_or_else(SqWqeHdr::new_zeroed);
             self.post_data_cqe(
                 c.send_cqn,
                 Cqe {
-                    wr_id,
+                    wr_id: hdr.wr_id,
                     qpn: c.qpn,
-                    opcode: wc_opcode(op),
+                    opcode: wc_opcode(hdr.opcode),
                     status: WcStatus::WrFlushErr.to_hw(),
                     wqe_idx: idx,
                     ..Cqe::zeroed()
@@ -82,7 +79,7 @@ impl State {
             return;
         }
         while e.rq_ci != pi {
-            let wr_id = self.wqe_wr_id(c.qpn, false, e.rq_ci);
+            let wr_id = self.recv_wr_id(c.qpn, e.rq_ci);
             self.post_data_cqe(
                 c.recv_cqn,
                 Cqe {

@@ -57,7 +57,7 @@ mod ud;
 
 use std::collections::VecDeque;
 
-use zerocopy::FromBytes;
+use zerocopy::{FromBytes, IntoBytes};
 
 use crate::device::State;
 use crate::hw::*;
@@ -555,14 +555,18 @@ impl State {
         self.pages_read(pages, pshift, off, buf)
     }
 
-    /// The `wr_id` of the WQE at `idx` (0 if it cannot be read).
-    fn wqe_wr_id(&self, qpn: u32, sq: bool, idx: u16) -> u64 {
-        let mut b = [0u8; 8];
-        if self.wqe_read(qpn, sq, idx, &mut b) {
-            u64::from_le_bytes(b)
-        } else {
-            0
-        }
+    /// The header `T` of the SQ or RQ WQE at `idx` (None if it cannot be
+    /// read).
+    fn wqe_header<T: FromBytes + IntoBytes>(&self, qpn: u32, sq: bool, idx: u16) -> Option<T> {
+        let mut hdr = T::new_zeroed();
+        self.wqe_read(qpn, sq, idx, hdr.as_mut_bytes())
+            .then_some(hdr)
+    }
+
+    /// The `wr_id` of the receive WQE at `idx` (0 if it cannot be read).
+    fn recv_wr_id(&self, qpn: u32, idx: u16) -> u64 {
+        self.wqe_header::<RqWqeHdr>(qpn, false, idx)
+            .map_or(0, |hdr| hdr.wr_id)
     }
 
     fn mr_for(&self, key: u32, pdn: u32) -> Option<&crate::objects::Mr> {

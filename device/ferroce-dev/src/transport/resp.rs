@@ -287,7 +287,7 @@ impl State {
                 Ok(wqe) => e.recv = Some(RecvCtx { idx, wqe, off: 0 }),
                 Err(st) => {
                     let wqe = RecvWqe {
-                        wr_id: self.wqe_wr_id(c.qpn, false, idx),
+                        wr_id: self.recv_wr_id(c.qpn, idx),
                         sges: Vec::new(),
                         segs: Segments::default(),
                         epoch: self.mr_epoch,
@@ -452,7 +452,7 @@ impl State {
             e.msn = (e.msn + 1) & 0xff_ffff;
             if imm {
                 let idx = e.rq_ci;
-                let wr_id = self.wqe_wr_id(c.qpn, false, idx);
+                let wr_id = self.recv_wr_id(c.qpn, idx);
                 e.rq_ci = idx.wrapping_add(1);
                 self.rc_recv_cqe(c, p, wr_id, idx, w.total as u32);
             }

@@ -135,7 +135,7 @@ impl State {
             Ok(wqe) => wqe,
             Err(st) => {
                 e.rq_ci = idx.wrapping_add(1);
-                let wr_id = self.wqe_wr_id(c.qpn, false, idx);
+                let wr_id = self.recv_wr_id(c.qpn, idx);
                 self.post_data_cqe(
                     c.recv_cqn,
                     Cqe {
