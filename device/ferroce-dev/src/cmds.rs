@@ -548,6 +548,7 @@ impl State {
             rq_pi: 0,
             sq_doorbells: 0,
             rq_doorbells: 0,
+            engine: Default::default(),
         };
         let qpn = if gsi {
             self.qps.insert_min(GSI_QPN, qp)
@@ -568,7 +569,6 @@ impl State {
     fn cmd_destroy_qp(&mut self, c: CmdDestroyQp) -> CmdResult {
         rsvd(c.reserved)?;
         self.qps.remove(c.qpn).ok_or(STATUS_BAD_HANDLE)?;
-        self.engine_destroyed(c.qpn);
         OK
     }
 

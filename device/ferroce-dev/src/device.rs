@@ -16,7 +16,7 @@
 //! (BAR2 decoding, SQ/RQ doorbells) and `bus_master` (PCI Bus Master
 //! Enable: the DMA gate and what is held while it is clear).
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
@@ -25,7 +25,7 @@ use crate::gid::GidEntry;
 use crate::hw::{self, *};
 use crate::mem::{GuestMemory, IrqSink};
 use crate::objects::{Ah, Cq, Eq, Mr, Pd, Qp, Table};
-use crate::transport::{DataCounters, Engine};
+use crate::transport::DataCounters;
 use serde::Serialize;
 
 mod adminq;
@@ -231,7 +231,6 @@ pub(crate) struct State {
     pub gids: Vec<Option<GidEntry>>,
     pub counters: Counters,
     // data path
-    pub engines: BTreeMap<u32, Engine>,
     /// Frames waiting to go out on the wire.
     pub tx: VecDeque<Vec<u8>>,
     /// Frames this device sent to its own MAC.
@@ -344,7 +343,6 @@ impl Device {
             ahs: Table::new(1, limits.max_ah),
             gids: vec![None; GID_TABLE_LEN],
             counters: Counters::default(),
-            engines: BTreeMap::new(),
             tx: VecDeque::new(),
             loopback: VecDeque::new(),
             ack_list: Vec::new(),
@@ -753,9 +751,9 @@ impl State {
     pub(crate) fn next_timer(&self) -> Option<u64> {
         let held = self.faults.held.as_ref().map(|_| self.now_ns);
         let backlog = self.has_backlog().then_some(self.now_ns);
-        self.engines
-            .values()
-            .filter_map(|e| e.next_deadline())
+        self.qps
+            .iter()
+            .filter_map(|(_, qp)| qp.engine.next_deadline())
             .chain(self.faults.next_release())
             .chain(held)
             .chain(backlog)

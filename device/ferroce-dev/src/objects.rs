@@ -367,6 +367,10 @@ pub struct Qp {
     pub sq_doorbells: u64,
     /// RQ doorbells accepted.
     pub rq_doorbells: u64,
+    /// The data path state of this QP (requester, completer, responder):
+    /// born with the QP, cleared in RESET, gone with the QP.
+    #[serde(skip)]
+    pub(crate) engine: crate::transport::Engine,
 }
 
 /// Address handle.

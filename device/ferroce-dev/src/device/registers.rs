@@ -267,7 +267,6 @@ impl State {
         self.qps.clear();
         self.ahs.clear();
         self.gids.iter_mut().for_each(|g| *g = None);
-        self.engines.clear();
         self.tx.clear();
         self.loopback.clear();
         self.ack_list.clear();

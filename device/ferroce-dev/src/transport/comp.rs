@@ -1,0 +1,321 @@
+// SPDX-License-Identifier: GPL-2.0
+//! The completer (rxe `rxe_comp.c`): ACKs, NAKs and READ responses, send
+//! completions, retransmission and RNR timers, retries.
+
+use super::codes::{Syndrome, WcStatus};
+use crate::device::State;
+use crate::hw::*;
+use crate::wire::{op, psn_add, psn_diff, Packet};
+
+use super::{ack_timeout_ns, rnr_delay_ns, wc_opcode, Engine, QpCtx, SendWqe, WINDOW};
+
+impl State {
+    pub(super) fn complete_send(&mut self, c: &QpCtx, w: &SendWqe, status: WcStatus) {
+        let sig = w.signaled || c.flags & QP_FLAG_SQ_SIG_ALL != 0;
+        if status == WcStatus::Success && !sig {
+            return;
+        }
+        let byte_len = if w.opcode == WR_RDMA_READ {
+            w.len as u32
+        } else {
+            0
+        };
+        self.post_data_cqe(
+            c.send_cqn,
+            Cqe {
+                wr_id: w.wr_id,
+                byte_len,
+                qpn: c.qpn,
+                opcode: wc_opcode(w.opcode),
+                status: status.to_hw(),
+                wqe_idx: w.idx,
+                ..Cqe::zeroed()
+            },
+        );
+    }
+
+    /// Go-back-N: retransmit everything from `psn` on.
+    pub(super) fn rewind(&mut self, e: &mut Engine, psn: u32) {
+        self.data.retransmits += 1;
+        e.last_rewind = Some(psn);
+        for w in e.inflight.iter_mut() {
+            let end = psn_add(w.first_psn, w.npkts);
+            if psn_diff(end, psn) <= 0 {
+                continue;
+            }
+            if w.opcode == WR_RDMA_READ {
+                w.sent = 0;
+            } else {
+                let d = psn_diff(psn, w.first_psn).max(0) as u32;
+                w.sent = w.sent.min(d);
+            }
+        }
+        e.timer = None;
+    }
+
+    /// Retires completed WQEs from the head, executes a local operation
+    /// (REG_MR, LOCAL_INV) that reached the head and reports a local error
+    /// that did. True if a local operation executed.
+    pub(super) fn complete_head(&mut self, c: &QpCtx, e: &mut Engine) -> bool {
+        let mut executed = false;
+        while let Some(w) = e.inflight.front() {
+            if let Some(st) = w.error {
+                self.qp_fail(c, e, Some(st));
+                return executed;
+            }
+            if let Some(local) = w.local {
+                if self.execute_local_op(c.pdn, &local).is_err() {
+                    self.qp_fail(c, e, Some(WcStatus::LocProtErr));
+                    return executed;
+                }
+                executed = true;
+                if let Some(w) = e.inflight.pop_front() {
+                    e.sq_ci = w.idx.wrapping_add(1);
+                    self.complete_send(c, &w, WcStatus::Success);
+                }
+                continue;
+            }
+            let done = if w.opcode == WR_RDMA_READ {
+                w.read_rcvd >= w.npkts
+            } else {
+                w.sent >= w.npkts && psn_diff(e.una, psn_add(w.first_psn, w.npkts)) >= 0
+            };
+            if !done {
+                break;
+            }
+            if let Some(w) = e.inflight.pop_front() {
+                e.sq_ci = w.idx.wrapping_add(1);
+                self.complete_send(c, &w, WcStatus::Success);
+            }
+        }
+        if e.inflight.is_empty() {
+            e.timer = None;
+            if e.drain_notify && c.state == QPS_SQD {
+                e.drain_notify = false;
+                self.post_async(EQE_QP_SQ_DRAINED, c.qpn, 0, 0);
+            }
+        }
+        executed
+    }
+
+    pub(super) fn progress_made(&mut self, c: &QpCtx, e: &mut Engine) {
+        e.retry_left = c.attr.retry_cnt;
+        e.rnr_left = c.attr.rnr_retry;
+        e.last_rewind = None;
+        e.timer = ack_timeout_ns(c.attr.timeout).map(|t| self.now_ns.saturating_add(t));
+    }
+
+    /// Marks PSNs before `psn` (exclusive) acknowledged.
+    pub(super) fn ack_before(&mut self, c: &QpCtx, e: &mut Engine, mut psn: u32) {
+        // Nothing past an incomplete READ counts as acknowledged: its
+        // responses are the acknowledgement (an ACK beyond it is an implied NAK).
+        if let Some(w) = e
+            .inflight
+            .iter()
+            .find(|w| w.opcode == WR_RDMA_READ && w.read_rcvd < w.npkts)
+        {
+            let exp = psn_add(w.first_psn, w.read_rcvd);
+            if psn_diff(psn, exp) > 0 {
+                psn = exp;
+            }
+        }
+        if psn_diff(psn, e.una) > 0 && psn_diff(psn, e.next_psn) <= 0 {
+            e.una = psn;
+            self.progress_made(c, e);
+        }
+    }
+
+    /// The completer: ACK, NAK or read response for QP `c`.
+    pub(super) fn rc_response(&mut self, c: &QpCtx, e: &mut Engine, p: &Packet<'_>) {
+        let psn = p.bth.psn;
+        // Outside [una - WINDOW, next_psn): stale or bogus.
+        if psn_diff(psn, e.next_psn) >= 0 || psn_diff(psn, e.una) < -WINDOW {
+            self.data.stale_responses += 1;
+            return;
+        }
+        match p.bth.opcode {
+            op::RC_ACK => {
+                // A NAK names the PSN that failed: one behind `una` was
+                // already acted on (a duplicate or a stale NAK, IBTA
+                // 9.7.5.1.1; rxe `check_psn`). An ACK behind `una` is old.
+                if psn_diff(psn, e.una) < 0 {
+                    self.data.stale_responses += 1;
+                    return;
+                }
+                match Syndrome::from_wire(p.aeth.syndrome) {
+                    Syndrome::Ack => {
+                        self.ack_before(c, e, psn_add(psn, 1));
+                        // An ACK beyond an incomplete READ: its responses were lost.
+                        let mut implied = None;
+                        for w in &e.inflight {
+                            if w.opcode == WR_RDMA_READ && w.read_rcvd < w.npkts {
+                                if w.sent >= w.npkts && psn_diff(psn, w.first_psn) >= 0 {
+                                    implied = Some(psn_add(w.first_psn, w.read_rcvd));
+                                }
+                                break;
+                            }
+                        }
+                        if let Some(r) = implied {
+                            if e.last_rewind != Some(r) {
+                                self.rewind(e, r);
+                            }
+                        }
+                    }
+                    Syndrome::RnrNak(timer) => {
+                        self.data.rnr_naks_rcvd += 1;
+                        self.ack_before(c, e, psn);
+                        self.complete_head(c, e);
+                        if e.inflight.is_empty() {
+                            return;
+                        }
+                        if e.rnr_left == 0 {
+                            self.qp_fail(c, e, Some(WcStatus::RnrRetryExcErr));
+                            return;
+                        }
+                        if e.rnr_left != 7 {
+                            e.rnr_left -= 1;
+                        }
+                        e.timer = None;
+                        e.rnr_wait = Some((self.now_ns.saturating_add(rnr_delay_ns(timer)), psn));
+                        // Nothing more goes out until the RNR timer expires.
+                        for w in e.inflight.iter_mut() {
+                            let end = psn_add(w.first_psn, w.npkts);
+                            if psn_diff(end, psn) > 0 {
+                                w.sent = if w.opcode == WR_RDMA_READ {
+                                    0
+                                } else {
+                                    w.sent.min(psn_diff(psn, w.first_psn).max(0) as u32)
+                                };
+                            }
+                        }
+                        return;
+                    }
+                    Syndrome::Nak(code) => {
+                        self.ack_before(c, e, psn);
+                        self.complete_head(c, e);
+                        // Only a PSN sequence error is retried; every other
+                        // NAK completes the WQE in error (rxe `check_ack`).
+                        if let Some(status) = code.completion_status() {
+                            self.qp_fail(c, e, Some(status));
+                            return;
+                        }
+                        self.data.seq_naks_rcvd += 1;
+                        // A retry like a timeout's: it consumes one of
+                        // retry_cnt (rxe COMPST_ERROR_RETRY).
+                        if e.last_rewind != Some(psn) && !e.inflight.is_empty() {
+                            if e.retry_left == 0 {
+                                self.qp_fail(c, e, Some(WcStatus::RetryExcErr));
+                                return;
+                            }
+                            e.retry_left -= 1;
+                            self.rewind(e, psn);
+                        }
+                    }
+                    Syndrome::Reserved(_) => {
+                        self.data.stale_responses += 1;
+                        return;
+                    }
+                }
+            }
+            op::RC_READ_RESPONSE_FIRST
+            | op::RC_READ_RESPONSE_MIDDLE
+            | op::RC_READ_RESPONSE_LAST
+            | op::RC_READ_RESPONSE_ONLY => {
+                let Some(i) = e
+                    .inflight
+                    .iter()
+                    .position(|w| w.opcode == WR_RDMA_READ && w.read_rcvd < w.npkts)
+                else {
+                    self.data.stale_responses += 1;
+                    return;
+                };
+                let w = &e.inflight[i];
+                let exp = psn_add(w.first_psn, w.read_rcvd);
+                if psn != exp {
+                    self.data.stale_responses += 1;
+                    if psn_diff(psn, exp) > 0 && w.sent >= w.npkts && e.last_rewind != Some(exp) {
+                        self.rewind(e, exp);
+                        self.fetch_and_send(c, e);
+                    }
+                    return;
+                }
+                let off = u64::from(w.read_rcvd) * w.mtu;
+                let want = (w.len - off.min(w.len)).min(w.mtu) as usize;
+                let last = w.read_rcvd + 1 == w.npkts;
+                let op_ok = match p.bth.opcode {
+                    op::RC_READ_RESPONSE_ONLY | op::RC_READ_RESPONSE_LAST => last,
+                    _ => !last,
+                };
+                if p.payload.len() != want || !op_ok {
+                    self.data.stale_responses += 1;
+                    return;
+                }
+                let fresh = self.refresh_send_segs(c.pdn, &mut e.inflight[i]);
+                let mut segs = std::mem::take(&mut e.inflight[i].segs);
+                let ok = fresh && self.scatter(&mut segs, off, p.payload);
+                e.inflight[i].segs = segs;
+                if !ok {
+                    self.qp_fail(c, e, Some(WcStatus::LocProtErr));
+                    return;
+                }
+                e.inflight[i].read_rcvd += 1;
+                if psn_diff(psn_add(psn, 1), e.una) > 0 {
+                    e.una = psn_add(psn, 1);
+                }
+                self.progress_made(c, e);
+            }
+            _ => {
+                self.data.stale_responses += 1;
+                return;
+            }
+        }
+        self.complete_head(c, e);
+        if e.rnr_wait.is_none() {
+            self.fetch_and_send(c, e);
+        }
+    }
+
+    /// Timers of every QP at the current time.
+    pub(crate) fn run_timers(&mut self) {
+        if self.faults.stalled {
+            return;
+        }
+        let now = self.now_ns;
+        let due: Vec<u32> = self
+            .qps
+            .iter()
+            .filter(|(_, qp)| qp.engine.next_deadline().is_some_and(|t| t <= now))
+            .map(|(qpn, _)| qpn)
+            .collect();
+        for qpn in due {
+            self.with_engine(qpn, |st, c, e| st.timers_expired(c, e, now));
+        }
+    }
+
+    /// The retransmission or RNR timer of one QP expired at `now`.
+    fn timers_expired(&mut self, c: &QpCtx, e: &mut Engine, now: u64) {
+        if c.state != QPS_RTS && c.state != QPS_SQD {
+            e.timer = None;
+            e.rnr_wait = None;
+        } else if let Some((t, psn)) = e.rnr_wait {
+            if t <= now {
+                e.rnr_wait = None;
+                self.rewind(e, psn);
+                self.fetch_and_send(c, e);
+            }
+        } else if e.timer.is_some_and(|t| t <= now) {
+            e.timer = None;
+            self.data.timeouts += 1;
+            if e.inflight.is_empty() {
+                // nothing outstanding
+            } else if e.retry_left == 0 {
+                self.qp_fail(c, e, Some(WcStatus::RetryExcErr));
+            } else {
+                e.retry_left -= 1;
+                let una = e.una;
+                self.rewind(e, una);
+                self.fetch_and_send(c, e);
+            }
+        }
+    }
+}

@@ -1,0 +1,407 @@
+// SPDX-License-Identifier: GPL-2.0
+//! The RC requester (rxe `rxe_req.c`): fetches send WQEs, validates them,
+//! segments messages into packets and transmits them within the window.
+
+use super::codes::WcStatus;
+use crate::device::State;
+use crate::hw::*;
+use crate::wire::{self, op, psn_add, psn_diff, Aeth, Bth, Deth, Reth};
+
+use super::memreg::LocalOp;
+use super::{
+    ack_timeout_ns, pkts_for, wqe_struct, Engine, QpCtx, Segments, SendWqe, ACK_REQ_EVERY,
+    MAX_INFLIGHT_WQES, MAX_MSG, MAX_MSG_PKTS, WINDOW,
+};
+
+impl State {
+    /// Fetches and validates the send WQE at `idx`.
+    pub(super) fn fetch_wqe(&mut self, c: &QpCtx, idx: u16, mtu: u64) -> SendWqe {
+        let stride = 1usize << c.sq_shift;
+        let mut raw = vec![0u8; stride];
+        let mut w = SendWqe {
+            idx,
+            wr_id: 0,
+            opcode: 0,
+            flags: 0,
+            signaled: false,
+            len: 0,
+            imm: [0; 4],
+            remote_addr: 0,
+            rkey: 0,
+            sges: Vec::new(),
+            need: 0,
+            segs: Segments::default(),
+            epoch: self.mr_epoch,
+            inline: None,
+            local: None,
+            first_psn: 0,
+            npkts: 1,
+            mtu,
+            sent: 0,
+            read_rcvd: 0,
+            error: None,
+            ud: None,
+        };
+        if !self.wqe_read(c.qpn, true, idx, &mut raw) {
+            self.counters.hw.bad_dma += 1;
+            w.error = Some(WcStatus::LocQpOpErr);
+            return w;
+        }
+        if let Err(status) = self.decode_send_wqe(c, &raw, &mut w, mtu) {
+            w.error = Some(status);
+        }
+        w
+    }
+
+    /// Decodes and validates a send WQE into `w`; the error is the WQE's
+    /// completion status (nothing is read or sent for it).
+    pub(super) fn decode_send_wqe(
+        &mut self,
+        c: &QpCtx,
+        raw: &[u8],
+        w: &mut SendWqe,
+        mtu: u64,
+    ) -> Result<(), WcStatus> {
+        let hdr: SqWqeHdr = wqe_struct(raw, 0).ok_or(WcStatus::LocQpOpErr)?;
+        w.wr_id = hdr.wr_id;
+        w.opcode = hdr.opcode;
+        w.flags = hdr.flags;
+        w.signaled = hdr.flags & WQE_SIGNALED != 0;
+        w.imm = hdr.imm_data.to_le_bytes();
+        let ud = !c.rc();
+        let common_flags = WQE_SIGNALED | WQE_SOLICITED | WQE_INLINE | WQE_FENCE;
+        let (op_ok, known_flags) = if ud {
+            (
+                matches!(hdr.opcode, WR_SEND | WR_SEND_IMM),
+                common_flags | WQE_AV,
+            )
+        } else {
+            let op_ok = matches!(
+                hdr.opcode,
+                WR_SEND
+                    | WR_SEND_IMM
+                    | WR_SEND_INV
+                    | WR_RDMA_WRITE
+                    | WR_RDMA_WRITE_IMM
+                    | WR_RDMA_READ
+                    | WR_LOCAL_INV
+                    | WR_REG_MR
+            );
+            (op_ok, common_flags)
+        };
+        let inline = hdr.flags & WQE_INLINE != 0;
+        if !op_ok || hdr.flags & !known_flags != 0 || (inline && hdr.opcode == WR_RDMA_READ) {
+            return Err(WcStatus::LocQpOpErr);
+        }
+        match hdr.opcode {
+            WR_REG_MR | WR_LOCAL_INV => {
+                if hdr.num_sge != 0 || inline || hdr.inline_len != 0 {
+                    return Err(WcStatus::LocProtErr);
+                }
+                let local = if hdr.opcode == WR_REG_MR {
+                    LocalOp::RegMr {
+                        seg: wqe_struct(raw, SQ_WQE_SEG_OFFSET).ok_or(WcStatus::LocProtErr)?,
+                        pbl: wqe_struct(raw, SQ_WQE_DATA_OFFSET).ok_or(WcStatus::LocProtErr)?,
+                    }
+                } else {
+                    LocalOp::LocalInv {
+                        key: u32::from_be_bytes(w.imm),
+                    }
+                };
+                w.local = Some(local);
+                w.npkts = 0;
+                return Ok(());
+            }
+            WR_RDMA_WRITE | WR_RDMA_WRITE_IMM | WR_RDMA_READ => {
+                let rdma: SqWqeRdma =
+                    wqe_struct(raw, SQ_WQE_SEG_OFFSET).ok_or(WcStatus::LocQpOpErr)?;
+                w.remote_addr = rdma.remote_addr;
+                w.rkey = rdma.rkey;
+            }
+            _ => {}
+        }
+        let data = if ud {
+            self.decode_ud_dest(c, raw, w)?
+        } else {
+            SQ_WQE_DATA_OFFSET
+        };
+        let room = raw.len().saturating_sub(data);
+        if inline {
+            let len = hdr.inline_len as usize;
+            if hdr.inline_len > c.max_inline || len > room {
+                return Err(WcStatus::LocLenErr);
+            }
+            let bytes = raw.get(data..data + len).ok_or(WcStatus::LocLenErr)?;
+            w.len = u64::from(hdr.inline_len);
+            w.inline = Some(bytes.to_vec());
+        } else {
+            let num_sge = usize::from(hdr.num_sge);
+            let max_sge =
+                (room / core::mem::size_of::<Sge>()).min(self.cfg.limits.max_sge as usize);
+            if num_sge > max_sge {
+                return Err(WcStatus::LocLenErr);
+            }
+            w.need = if hdr.opcode == WR_RDMA_READ {
+                ACCESS_LOCAL_WRITE
+            } else {
+                0
+            };
+            for i in 0..num_sge {
+                let at = data + i * core::mem::size_of::<Sge>();
+                w.sges.push(wqe_struct(raw, at).ok_or(WcStatus::LocLenErr)?);
+            }
+            w.segs = Segments::new(
+                self.translate_sges(c.pdn, &w.sges, w.need)
+                    .ok_or(WcStatus::LocProtErr)?,
+            );
+            w.len = w.sges.iter().fold(0u64, |total, sge| {
+                total.saturating_add(u64::from(sge.length))
+            });
+        }
+        if w.len > MAX_MSG || (ud && w.len > mtu) {
+            return Err(WcStatus::LocLenErr);
+        }
+        w.npkts = if ud { 1 } else { pkts_for(w.len, mtu) };
+        if w.npkts > MAX_MSG_PKTS {
+            return Err(WcStatus::LocLenErr);
+        }
+        Ok(())
+    }
+
+    /// SQ doorbell / state change: fetch new WQEs and transmit.
+    pub(crate) fn sq_progress(&mut self, qpn: u32) {
+        self.with_engine(qpn, |st, c, e| {
+            // In ERR and in SQE new send WQEs complete with flush error (IBTA
+            // 10.3.1); after SQE -> RTS only WQEs posted later run.
+            if c.state == QPS_ERR || c.state == QPS_SQE {
+                st.flush_sq_posted(c, e);
+            } else if c.state == QPS_RTS {
+                st.fetch_and_send(c, e);
+            }
+        });
+    }
+
+    pub(super) fn fetch_and_send(&mut self, c: &QpCtx, e: &mut Engine) {
+        let mtu = self.mtu_of(&c.attr);
+        let rc = c.rc();
+        loop {
+            self.fetch_new_wqes(c, e, mtu);
+            if !rc {
+                self.ud_transmit(c, e);
+                return;
+            }
+            self.rc_transmit(c, e);
+            // A local operation that executed lets the WQEs after it in.
+            if !self.complete_head(c, e) {
+                break;
+            }
+        }
+        // Anything outstanding is covered by a timer.
+        if !e.inflight.is_empty() && e.timer.is_none() && e.rnr_wait.is_none() {
+            e.timer = ack_timeout_ns(c.attr.timeout).map(|t| self.now_ns.saturating_add(t));
+        }
+    }
+
+    /// Fetches posted WQEs while the window allows, up to a failed WQE or
+    /// a local operation (nothing after one is fetched before it executed).
+    pub(super) fn fetch_new_wqes(&mut self, c: &QpCtx, e: &mut Engine, mtu: u64) {
+        let rc = c.rc();
+        // New WQEs are started only in RTS (SQD drains what is outstanding).
+        let state = self.qps.get(c.qpn).map_or(c.state, |q| q.state);
+        while state == QPS_RTS && e.sq_next != c.sq_pi && e.inflight.len() < MAX_INFLIGHT_WQES {
+            if rc && psn_diff(e.next_psn, e.una) >= WINDOW {
+                break;
+            }
+            if e.inflight
+                .back()
+                .is_some_and(|w| w.error.is_some() || w.local.is_some())
+            {
+                break;
+            }
+            let mut w = self.fetch_wqe(c, e.sq_next, mtu);
+            e.sq_next = e.sq_next.wrapping_add(1);
+            if rc && w.error.is_none() {
+                w.first_psn = e.next_psn;
+                e.next_psn = psn_add(e.next_psn, w.npkts);
+            }
+            e.inflight.push_back(w);
+        }
+    }
+
+    /// Sends every packet that the window, the read limit and fences allow.
+    pub(super) fn rc_transmit(&mut self, c: &QpCtx, e: &mut Engine) {
+        // After an RNR NAK nothing goes out until the RNR timer fires, new
+        // doorbells included (IBTA 9.7.5.2.8; rxe `wait_for_rnr_timer`).
+        if e.rnr_wait.is_some() {
+            return;
+        }
+        let Some(path) = self.path_of(&c.attr.av, c.qpn, c.attr.dest_qp_num) else {
+            if e.inflight.iter().any(|w| w.error.is_none()) {
+                self.qp_fail(c, e, Some(WcStatus::LocQpOpErr));
+            }
+            return;
+        };
+        let max_reads = usize::from(c.attr.max_rd_atomic.max(1));
+        let mut sent_any = false;
+        let mut reads_pending = 0usize;
+        let mut payload = Vec::new();
+        for i in 0..e.inflight.len() {
+            let Some(w) = e.inflight.get(i) else {
+                break;
+            };
+            if w.error.is_some() {
+                break;
+            }
+            let is_read = w.opcode == WR_RDMA_READ;
+            if w.flags & WQE_FENCE != 0 && reads_pending > 0 {
+                break;
+            }
+            if is_read {
+                if w.read_rcvd >= w.npkts {
+                    continue;
+                }
+                if w.sent < w.npkts {
+                    if reads_pending >= max_reads {
+                        break;
+                    }
+                    let psn = psn_add(w.first_psn, w.read_rcvd);
+                    if psn_diff(psn, e.una) >= WINDOW {
+                        break;
+                    }
+                    let off = u64::from(w.read_rcvd) * w.mtu;
+                    let reth = Reth {
+                        va: w.remote_addr.wrapping_add(off),
+                        rkey: w.rkey,
+                        len: w.len.saturating_sub(off) as u32,
+                    };
+                    let bth = Bth {
+                        opcode: op::RC_READ_REQUEST,
+                        pkey: wire::DEFAULT_PKEY,
+                        dest_qp: c.attr.dest_qp_num,
+                        ack_req: true,
+                        psn,
+                        ..Bth::default()
+                    };
+                    self.send_pkt(
+                        &path,
+                        bth,
+                        reth,
+                        Aeth::default(),
+                        Deth::default(),
+                        [0; 4],
+                        &[],
+                    );
+                    if let Some(w) = e.inflight.get_mut(i) {
+                        w.sent = w.npkts;
+                    }
+                    sent_any = true;
+                }
+                reads_pending += 1;
+                continue;
+            }
+            let (npkts, first_psn, len, mtu) = (w.npkts, w.first_psn, w.len, w.mtu);
+            let write = matches!(w.opcode, WR_RDMA_WRITE | WR_RDMA_WRITE_IMM);
+            let with_imm = matches!(w.opcode, WR_RDMA_WRITE_IMM | WR_SEND_IMM);
+            let with_inv = w.opcode == WR_SEND_INV;
+            let mut k = w.sent;
+            let mut blocked = false;
+            while k < npkts {
+                let psn = psn_add(first_psn, k);
+                if psn_diff(psn, e.una) >= WINDOW {
+                    blocked = true;
+                    break;
+                }
+                let Some(w) = e.inflight.get(i) else {
+                    break;
+                };
+                let off = u64::from(k) * mtu;
+                let n = (len - off.min(len)).min(mtu) as usize;
+                payload.clear();
+                let ok = match &w.inline {
+                    Some(v) => {
+                        let s = off as usize;
+                        payload.extend_from_slice(v.get(s..s + n).unwrap_or(&[]));
+                        payload.len() == n
+                    }
+                    None => {
+                        let fresh = self.refresh_send_segs(c.pdn, &mut e.inflight[i]);
+                        let mut segs = std::mem::take(&mut e.inflight[i].segs);
+                        let ok = fresh && self.gather(&mut segs, off, n, &mut payload);
+                        e.inflight[i].segs = segs;
+                        ok
+                    }
+                };
+                let Some(w) = e.inflight.get(i) else {
+                    break;
+                };
+                if !ok {
+                    // The local pages vanished under the WQE.
+                    let head = i == 0;
+                    if head {
+                        self.qp_fail(c, e, Some(WcStatus::LocProtErr));
+                        return;
+                    }
+                    blocked = true;
+                    break;
+                }
+                let first = k == 0;
+                let last = k + 1 == npkts;
+                let opcode = match (write, first, last) {
+                    (true, true, true) if with_imm => op::RC_WRITE_ONLY_IMM,
+                    (true, true, true) => op::RC_WRITE_ONLY,
+                    (true, true, false) => op::RC_WRITE_FIRST,
+                    (true, false, false) => op::RC_WRITE_MIDDLE,
+                    (true, false, true) if with_imm => op::RC_WRITE_LAST_IMM,
+                    (true, false, true) => op::RC_WRITE_LAST,
+                    (false, true, true) if with_imm => op::RC_SEND_ONLY_IMM,
+                    (false, true, true) if with_inv => op::RC_SEND_ONLY_INV,
+                    (false, true, true) => op::RC_SEND_ONLY,
+                    (false, true, false) => op::RC_SEND_FIRST,
+                    (false, false, false) => op::RC_SEND_MIDDLE,
+                    (false, false, true) if with_imm => op::RC_SEND_LAST_IMM,
+                    (false, false, true) if with_inv => op::RC_SEND_LAST_INV,
+                    (false, false, true) => op::RC_SEND_LAST,
+                };
+                let reth = if write && first {
+                    Reth {
+                        va: w.remote_addr,
+                        rkey: w.rkey,
+                        len: len as u32,
+                    }
+                } else {
+                    Reth::default()
+                };
+                let bth = Bth {
+                    opcode,
+                    se: last && w.flags & WQE_SOLICITED != 0 && (!write || with_imm),
+                    pkey: wire::DEFAULT_PKEY,
+                    dest_qp: c.attr.dest_qp_num,
+                    ack_req: last || (k + 1) % ACK_REQ_EVERY == 0,
+                    psn,
+                    ..Bth::default()
+                };
+                let imm = w.imm;
+                self.send_pkt(
+                    &path,
+                    bth,
+                    reth,
+                    Aeth::default(),
+                    Deth::default(),
+                    imm,
+                    &payload,
+                );
+                sent_any = true;
+                k += 1;
+                if let Some(w) = e.inflight.get_mut(i) {
+                    w.sent = k;
+                }
+            }
+            if blocked {
+                break;
+            }
+        }
+        if sent_any && e.timer.is_none() && e.rnr_wait.is_none() {
+            e.timer = ack_timeout_ns(c.attr.timeout).map(|t| self.now_ns.saturating_add(t));
+        }
+    }
+}

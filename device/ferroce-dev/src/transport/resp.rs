@@ -1,0 +1,641 @@
+// SPDX-License-Identifier: GPL-2.0
+//! The RC responder (rxe `rxe_resp.c`): incoming SEND/WRITE/READ requests,
+//! receive WQEs, READ responder resources, ACKs and NAKs.
+
+use super::codes::{NakCode, Syndrome, WcStatus};
+use crate::device::State;
+use crate::hw::*;
+use crate::wire::{self, op, psn_add, psn_diff, Aeth, Bth, Packet};
+
+use super::{
+    pkts_for, wqe_struct, Engine, QpCtx, ReadRes, RecvCtx, RecvWqe, Segments, WriteCtx, MAX_MSG,
+    MAX_MSG_PKTS,
+};
+
+/// How a packet is being answered by the responder.
+pub(super) enum RespErr {
+    /// NAK with this code, responder QP to error, optional recv CQE status.
+    Fatal(NakCode, Option<WcStatus>),
+    /// RNR NAK.
+    Rnr,
+}
+
+impl State {
+    pub(super) fn rq_pi(&mut self, c: &QpCtx) -> u16 {
+        let mut b = [0u8; 4];
+        if c.rq_depth == 0 {
+            return 0;
+        }
+        if self.mem.read(c.rq_dbrec, &mut b).is_err() {
+            self.counters.hw.bad_dma += 1;
+            return self.qps.get(c.qpn).map_or(0, |q| q.rq_pi);
+        }
+        u32::from_le_bytes(b) as u16
+    }
+
+    pub(super) fn rq_available(&mut self, c: &QpCtx, e: &Engine) -> bool {
+        let pi = self.rq_pi(c);
+        let n = u32::from(pi.wrapping_sub(e.rq_ci));
+        n != 0 && n <= c.rq_depth
+    }
+
+    /// Reads and translates the receive WQE at `idx`.
+    pub(super) fn read_recv_wqe(&mut self, c: &QpCtx, idx: u16) -> Result<RecvWqe, WcStatus> {
+        let stride = 1usize << c.rq_shift;
+        let mut raw = vec![0u8; stride];
+        if !self.wqe_read(c.qpn, false, idx, &mut raw) {
+            self.counters.hw.bad_dma += 1;
+            return Err(WcStatus::LocQpOpErr);
+        }
+        let hdr: RqWqeHdr = wqe_struct(&raw, 0).ok_or(WcStatus::LocQpOpErr)?;
+        let num_sge = usize::from(hdr.num_sge);
+        let sge_size = core::mem::size_of::<Sge>();
+        if RQ_WQE_DATA_OFFSET + num_sge * sge_size > stride
+            || num_sge > self.cfg.limits.max_sge as usize
+        {
+            return Err(WcStatus::LocLenErr);
+        }
+        let sges = (0..num_sge)
+            .map(|i| wqe_struct::<Sge>(&raw, RQ_WQE_DATA_OFFSET + i * sge_size))
+            .collect::<Option<Vec<Sge>>>()
+            .ok_or(WcStatus::LocLenErr)?;
+        let segs = self
+            .translate_sges(c.pdn, &sges, ACCESS_LOCAL_WRITE)
+            .ok_or(WcStatus::LocProtErr)?;
+        let cap = sges
+            .iter()
+            .fold(0u64, |cap, sge| cap.saturating_add(u64::from(sge.length)));
+        Ok(RecvWqe {
+            wr_id: hdr.wr_id,
+            sges,
+            segs: Segments::new(segs),
+            epoch: self.mr_epoch,
+            cap,
+        })
+    }
+
+    pub(super) fn send_ack(&mut self, c: &QpCtx, psn: u32, syndrome: Syndrome, msn: u32) {
+        let Some(path) = self.path_of(&c.attr.av, c.qpn, c.attr.dest_qp_num) else {
+            return;
+        };
+        let bth = Bth {
+            opcode: op::RC_ACK,
+            pkey: wire::DEFAULT_PKEY,
+            dest_qp: c.attr.dest_qp_num,
+            psn,
+            ..Bth::default()
+        };
+        let aeth = Aeth {
+            syndrome: syndrome.to_wire(),
+            msn,
+        };
+        match syndrome {
+            Syndrome::Ack => self.data.acks_sent += 1,
+            Syndrome::RnrNak(_) => self.data.rnr_naks_sent += 1,
+            Syndrome::Nak(NakCode::PsnSeqErr) => self.data.seq_naks_sent += 1,
+            _ => self.data.err_naks_sent += 1,
+        }
+        self.send_response(&path, bth, aeth, &[]);
+    }
+
+    /// Sends the responder output of this batch: READ responses, then the
+    /// coalesced ACK.
+    pub(crate) fn flush_acks(&mut self) {
+        let qpns = std::mem::take(&mut self.ack_list);
+        for qpn in qpns {
+            self.with_engine(qpn, Self::respond);
+        }
+    }
+
+    /// The responder output of one QP at the end of a batch.
+    fn respond(&mut self, c: &QpCtx, e: &mut Engine) {
+        e.listed = false;
+        if !self.answer_reads(c, e) {
+            // Backpressure: the rest (and the ACK, which must not
+            // overtake the responses) when the TX queue drains.
+            self.schedule_response(c.qpn, e);
+            return;
+        }
+        if e.ack_pending {
+            e.ack_pending = false;
+            let (psn, msn) = (psn_add(e.epsn, 0xff_ffff), e.msn);
+            self.send_ack(c, psn, Syndrome::Ack, msn);
+        }
+    }
+
+    /// Puts the QP on the list of responder output due at the end of the batch.
+    pub(super) fn schedule_response(&mut self, qpn: u32, e: &mut Engine) {
+        if !e.listed {
+            e.listed = true;
+            self.ack_list.push(qpn);
+        }
+    }
+
+    pub(super) fn want_ack(&mut self, qpn: u32, e: &mut Engine) {
+        e.ack_pending = true;
+        self.schedule_response(qpn, e);
+    }
+
+    /// Sends a NAK (or RNR NAK) from the responder, after the responses of
+    /// the READs before it.
+    /// A PSN sequence or RNR NAK is not sent while READ responses before
+    /// it wait for room (false): it would overtake them; the requester
+    /// resends and gets it again.
+    pub(super) fn send_nak(
+        &mut self,
+        c: &QpCtx,
+        e: &mut Engine,
+        psn: u32,
+        syndrome: Syndrome,
+    ) -> bool {
+        let answered = self.answer_reads(c, e);
+        let fatal = matches!(syndrome, Syndrome::Nak(code) if code != NakCode::PsnSeqErr);
+        if !answered && !fatal {
+            return false;
+        }
+        self.send_ack(c, psn, syndrome, e.msn);
+        true
+    }
+
+    /// The responder: one request packet on RC QP `c`.
+    pub(super) fn rc_request(&mut self, c: &QpCtx, e: &mut Engine, p: &Packet<'_>) {
+        let psn = p.bth.psn;
+        let d = psn_diff(psn, e.epsn);
+        if d > 0 {
+            if !e.nak_sent {
+                let epsn = e.epsn;
+                e.nak_sent = self.send_nak(c, e, epsn, Syndrome::Nak(NakCode::PsnSeqErr));
+            }
+            return;
+        }
+        if d < 0 {
+            self.data.dup_requests += 1;
+            if p.bth.opcode == op::RC_READ_REQUEST {
+                self.read_duplicate(c, e, psn);
+            } else {
+                self.want_ack(c.qpn, e);
+            }
+            return;
+        }
+        e.nak_sent = false;
+        if c.state == QPS_RTR && !e.comm_est_sent {
+            // First packet on a QP still in RTR (IBTA 11.6.3: COMM_EST).
+            e.comm_est_sent = true;
+            self.post_async(EQE_QP_COMM_EST, c.qpn, 0, 0);
+        }
+        let r = match p.bth.opcode {
+            op::RC_SEND_FIRST
+            | op::RC_SEND_MIDDLE
+            | op::RC_SEND_LAST
+            | op::RC_SEND_LAST_IMM
+            | op::RC_SEND_ONLY
+            | op::RC_SEND_ONLY_IMM
+            | op::RC_SEND_LAST_INV
+            | op::RC_SEND_ONLY_INV => self.rc_send(c, e, p),
+            op::RC_WRITE_FIRST
+            | op::RC_WRITE_MIDDLE
+            | op::RC_WRITE_LAST
+            | op::RC_WRITE_LAST_IMM
+            | op::RC_WRITE_ONLY
+            | op::RC_WRITE_ONLY_IMM => self.rc_write(c, e, p),
+            op::RC_READ_REQUEST => {
+                if e.recv.is_some() || e.write.is_some() {
+                    Err(RespErr::Fatal(NakCode::InvalidRequest, None))
+                } else {
+                    self.read_accept(c, e, p)
+                }
+            }
+            _ => Err(RespErr::Fatal(NakCode::InvalidRequest, None)),
+        };
+        match r {
+            Ok(()) => {}
+            Err(RespErr::Rnr) => {
+                let _ = self.send_nak(c, e, psn, Syndrome::RnrNak(c.attr.min_rnr_timer));
+            }
+            Err(RespErr::Fatal(code, recv_status)) => {
+                let syndrome = Syndrome::Nak(code);
+                let _ = self.send_nak(c, e, psn, syndrome);
+                if code == NakCode::RemoteAccessErr {
+                    let data = u32::from(syndrome.to_wire());
+                    self.post_async(EQE_QP_ACCESS_ERR, c.qpn, data, 0);
+                }
+                if let (Some(st), Some(r)) = (recv_status, e.recv.take()) {
+                    e.rq_ci = r.idx.wrapping_add(1);
+                    self.post_data_cqe(
+                        c.recv_cqn,
+                        Cqe {
+                            wr_id: r.wqe.wr_id,
+                            qpn: c.qpn,
+                            src_qp: c.attr.dest_qp_num,
+                            opcode: WC_RECV,
+                            status: st.to_hw(),
+                            wqe_idx: r.idx,
+                            ..Cqe::zeroed()
+                        },
+                    );
+                }
+                self.qp_fail(c, e, None);
+            }
+        }
+    }
+
+    pub(super) fn check_seg_len(
+        mtu: u64,
+        len: usize,
+        first: bool,
+        last: bool,
+    ) -> Result<(), RespErr> {
+        let len = len as u64;
+        let ok = if last {
+            len <= mtu && (first || len > 0)
+        } else {
+            len == mtu
+        };
+        if ok {
+            Ok(())
+        } else {
+            Err(RespErr::Fatal(NakCode::InvalidRequest, None))
+        }
+    }
+
+    pub(super) fn rc_send(
+        &mut self,
+        c: &QpCtx,
+        e: &mut Engine,
+        p: &Packet<'_>,
+    ) -> Result<(), RespErr> {
+        let o = p.bth.opcode;
+        let first = matches!(
+            o,
+            op::RC_SEND_FIRST | op::RC_SEND_ONLY | op::RC_SEND_ONLY_IMM | op::RC_SEND_ONLY_INV
+        );
+        let last = !matches!(o, op::RC_SEND_FIRST | op::RC_SEND_MIDDLE);
+        if first != e.recv.is_none() || e.write.is_some() {
+            return Err(RespErr::Fatal(NakCode::InvalidRequest, None));
+        }
+        let mtu = self.mtu_of(&c.attr);
+        Self::check_seg_len(mtu, p.payload.len(), first, last)?;
+        if first {
+            if c.rq_depth == 0 {
+                return Err(RespErr::Fatal(NakCode::InvalidRequest, None));
+            }
+            if !self.rq_available(c, e) {
+                return Err(RespErr::Rnr);
+            }
+            let idx = e.rq_ci;
+            match self.read_recv_wqe(c, idx) {
+                Ok(wqe) => e.recv = Some(RecvCtx { idx, wqe, off: 0 }),
+                Err(st) => {
+                    let wqe = RecvWqe {
+                        wr_id: self.recv_wr_id(c.qpn, idx),
+                        sges: Vec::new(),
+                        segs: Segments::default(),
+                        epoch: self.mr_epoch,
+                        cap: 0,
+                    };
+                    e.recv = Some(RecvCtx { idx, wqe, off: 0 });
+                    return Err(RespErr::Fatal(NakCode::RemoteOpErr, Some(st)));
+                }
+            }
+        }
+        let Some(mut r) = e.recv.take() else {
+            return Err(RespErr::Fatal(NakCode::InvalidRequest, None));
+        };
+        let end = r.off + p.payload.len() as u64;
+        if end > r.wqe.cap {
+            e.recv = Some(r);
+            return Err(RespErr::Fatal(
+                NakCode::InvalidRequest,
+                Some(WcStatus::LocLenErr),
+            ));
+        }
+        let fresh = self.refresh_recv_segs(c.pdn, &mut r.wqe);
+        if !fresh || !self.scatter(&mut r.wqe.segs, r.off, p.payload) {
+            e.recv = Some(r);
+            return Err(RespErr::Fatal(
+                NakCode::RemoteOpErr,
+                Some(WcStatus::LocProtErr),
+            ));
+        }
+        r.off = end;
+        // SEND with invalidate: the key goes once the data is placed. A key
+        // that names no fast-register MR of this PD is a class J error, as
+        // in rxe: the receive completes REM_INV_REQ_ERR, NAK invalid request.
+        let with_inv = matches!(o, op::RC_SEND_LAST_INV | op::RC_SEND_ONLY_INV);
+        if with_inv && self.invalidate_key(c.pdn, p.ieth).is_err() {
+            e.recv = Some(r);
+            return Err(RespErr::Fatal(
+                NakCode::InvalidRequest,
+                Some(WcStatus::RemInvReqErr),
+            ));
+        }
+        e.epsn = psn_add(e.epsn, 1);
+        if last {
+            e.msn = (e.msn + 1) & 0xff_ffff;
+            e.rq_ci = r.idx.wrapping_add(1);
+            self.rc_recv_cqe(c, p, r.wqe.wr_id, r.idx, r.off as u32);
+        } else {
+            e.recv = Some(r);
+        }
+        if p.bth.ack_req {
+            self.want_ack(c.qpn, e);
+        }
+        Ok(())
+    }
+
+    /// Posts the successful receive CQE of `p`, the last packet of an
+    /// incoming SEND or of an RDMA WRITE with immediate.
+    pub(super) fn rc_recv_cqe(
+        &mut self,
+        c: &QpCtx,
+        p: &Packet<'_>,
+        wr_id: u64,
+        idx: u16,
+        byte_len: u32,
+    ) {
+        let o = p.bth.opcode;
+        let write = matches!(o, op::RC_WRITE_LAST_IMM | op::RC_WRITE_ONLY_IMM);
+        let mut cqe = Cqe {
+            wr_id,
+            byte_len,
+            qpn: c.qpn,
+            src_qp: c.attr.dest_qp_num,
+            opcode: if write {
+                WC_RECV_RDMA_WITH_IMM
+            } else {
+                WC_RECV
+            },
+            wqe_idx: idx,
+            flags: c.attr.av.network_type << CQE_NET_TYPE_SHIFT,
+            ..Cqe::zeroed()
+        };
+        if write || matches!(o, op::RC_SEND_LAST_IMM | op::RC_SEND_ONLY_IMM) {
+            cqe.flags |= CQE_WITH_IMM;
+            cqe.imm_data = u32::from_le_bytes(p.imm);
+        }
+        if matches!(o, op::RC_SEND_LAST_INV | op::RC_SEND_ONLY_INV) {
+            // imm_data is be32 in the CQE, as the key was on the wire.
+            cqe.flags |= CQE_WITH_INV;
+            cqe.imm_data = u32::from_le_bytes(p.ieth.to_be_bytes());
+        }
+        if p.bth.se {
+            cqe.flags |= CQE_SOLICITED;
+        }
+        self.post_data_cqe(c.recv_cqn, cqe);
+    }
+
+    pub(super) fn rc_write(
+        &mut self,
+        c: &QpCtx,
+        e: &mut Engine,
+        p: &Packet<'_>,
+    ) -> Result<(), RespErr> {
+        let o = p.bth.opcode;
+        let first = matches!(
+            o,
+            op::RC_WRITE_FIRST | op::RC_WRITE_ONLY | op::RC_WRITE_ONLY_IMM
+        );
+        let last = !matches!(o, op::RC_WRITE_FIRST | op::RC_WRITE_MIDDLE);
+        let imm = matches!(o, op::RC_WRITE_LAST_IMM | op::RC_WRITE_ONLY_IMM);
+        if first != e.write.is_none() || e.recv.is_some() {
+            return Err(RespErr::Fatal(NakCode::InvalidRequest, None));
+        }
+        if c.attr.qp_access_flags & ACCESS_REMOTE_WRITE == 0 {
+            return Err(RespErr::Fatal(NakCode::InvalidRequest, None));
+        }
+        let mtu = self.mtu_of(&c.attr);
+        Self::check_seg_len(mtu, p.payload.len(), first, last)?;
+        let mut w = match e.write {
+            Some(w) => w,
+            None => {
+                let total = u64::from(p.reth.len);
+                if total > 0
+                    && self
+                        .translate(p.reth.rkey, c.pdn, p.reth.va, total, ACCESS_REMOTE_WRITE)
+                        .is_none()
+                {
+                    return Err(RespErr::Fatal(NakCode::RemoteAccessErr, None));
+                }
+                WriteCtx {
+                    rkey: p.reth.rkey,
+                    va: p.reth.va,
+                    left: total,
+                    total,
+                }
+            }
+        };
+        let n = p.payload.len() as u64;
+        if n > w.left || (last && n != w.left) {
+            return Err(RespErr::Fatal(NakCode::InvalidRequest, None));
+        }
+        // Immediate data needs a receive WQE before anything is written.
+        if imm && last && !self.rq_available(c, e) {
+            if c.rq_depth == 0 {
+                return Err(RespErr::Fatal(NakCode::InvalidRequest, None));
+            }
+            e.write = (!first).then_some(w);
+            return Err(RespErr::Rnr);
+        }
+        if n > 0 {
+            let Some(segs) = self.translate(w.rkey, c.pdn, w.va, n, ACCESS_REMOTE_WRITE) else {
+                return Err(RespErr::Fatal(NakCode::RemoteAccessErr, None));
+            };
+            if !self.scatter(&mut Segments::new(segs), 0, p.payload) {
+                return Err(RespErr::Fatal(NakCode::RemoteOpErr, None));
+            }
+        }
+        w.va = w.va.wrapping_add(n);
+        w.left -= n;
+        e.epsn = psn_add(e.epsn, 1);
+        if last {
+            e.write = None;
+            e.msn = (e.msn + 1) & 0xff_ffff;
+            if imm {
+                let idx = e.rq_ci;
+                let wr_id = self.recv_wr_id(c.qpn, idx);
+                e.rq_ci = idx.wrapping_add(1);
+                self.rc_recv_cqe(c, p, wr_id, idx, w.total as u32);
+            }
+        } else {
+            e.write = Some(w);
+        }
+        if p.bth.ack_req {
+            self.want_ack(c.qpn, e);
+        }
+        Ok(())
+    }
+
+    /// A new RDMA READ request: checks it and takes a responder resource;
+    /// the responses go out at the end of the batch ([`Self::flush_acks`]).
+    pub(super) fn read_accept(
+        &mut self,
+        c: &QpCtx,
+        e: &mut Engine,
+        p: &Packet<'_>,
+    ) -> Result<(), RespErr> {
+        // Resources for max_dest_rd_atomic READs, rounded up to a power of
+        // two as rxe does for both of its limits: an rxe requester set to 3
+        // may have 4 outstanding. More resources than asked for are allowed.
+        let limit = usize::from(c.attr.max_dest_rd_atomic).next_power_of_two();
+        if c.attr.qp_access_flags & ACCESS_REMOTE_READ == 0 || c.attr.max_dest_rd_atomic == 0 {
+            return Err(RespErr::Fatal(NakCode::InvalidRequest, None));
+        }
+        let len = u64::from(p.reth.len);
+        if len > MAX_MSG {
+            return Err(RespErr::Fatal(NakCode::InvalidRequest, None));
+        }
+        if self
+            .translate(p.reth.rkey, c.pdn, p.reth.va, len, ACCESS_REMOTE_READ)
+            .is_none()
+        {
+            return Err(RespErr::Fatal(NakCode::RemoteAccessErr, None));
+        }
+        // Reuse the oldest resources answered once; never answered ones
+        // stay.
+        while e.reads.len() >= limit && e.reads.front().is_some_and(|r| r.answered) {
+            e.reads.pop_front();
+        }
+        if e.reads.len() >= limit {
+            // More READs outstanding than max_dest_rd_atomic.
+            return Err(RespErr::Fatal(NakCode::InvalidRequest, None));
+        }
+        let mtu = self.mtu_of(&c.attr);
+        let n = pkts_for(len, mtu);
+        if n > MAX_MSG_PKTS {
+            return Err(RespErr::Fatal(NakCode::InvalidRequest, None));
+        }
+        e.epsn = psn_add(p.bth.psn, n);
+        e.msn = (e.msn + 1) & 0xff_ffff;
+        e.reads.push_back(ReadRes {
+            psn: p.bth.psn,
+            npkts: n,
+            va: p.reth.va,
+            rkey: p.reth.rkey,
+            len: p.reth.len,
+            mtu,
+            msn: e.msn,
+            from: 0,
+            next: 0,
+            answered: false,
+        });
+        self.schedule_response(c.qpn, e);
+        Ok(())
+    }
+
+    /// A duplicate READ request: answered again from the responder resource
+    /// holding its PSN, from that PSN on (IBTA 9.7.5.1.4); one whose
+    /// responses are still going out restarts from that PSN if it is
+    /// behind them. Without a resource it is dropped. The responses go out
+    /// at the end of the batch, as the TX queue has room.
+    pub(super) fn read_duplicate(&mut self, c: &QpCtx, e: &mut Engine, psn: u32) {
+        let Some(r) = e.reads.iter_mut().find(|r| r.index_of(psn).is_some()) else {
+            return;
+        };
+        let Some(k) = r.index_of(psn) else {
+            return;
+        };
+        if !r.unanswered() || k < r.next {
+            r.from = k;
+            r.next = k;
+            self.schedule_response(c.qpn, e);
+        }
+    }
+
+    /// Sends the responses of the READs in order, as far as the TX queue
+    /// has room; true once every READ is answered. A READ whose memory
+    /// vanished NAKs remote operational error and moves the QP to ERR.
+    pub(super) fn answer_reads(&mut self, c: &QpCtx, e: &mut Engine) -> bool {
+        for i in 0..e.reads.len() {
+            let Some(mut r) = e.reads.get(i).copied().filter(|r| r.unanswered()) else {
+                continue;
+            };
+            let ok = self.read_responses(c, &mut r);
+            if let Some(slot) = e.reads.get_mut(i) {
+                *slot = r;
+            }
+            if !ok {
+                e.reads.clear();
+                self.send_ack(c, r.psn, Syndrome::Nak(NakCode::RemoteOpErr), r.msn);
+                self.qp_fail(c, e, None);
+                return true;
+            }
+            if r.unanswered() {
+                return false;
+            }
+        }
+        true
+    }
+
+    /// Sends response packets of READ `r` from `r.next` on while the TX
+    /// queue has room; false if its memory cannot be read. Only what is
+    /// about to be sent is translated, as much as the queue has room for,
+    /// so a long READ answered over many calls walks its pages once.
+    pub(super) fn read_responses(&mut self, c: &QpCtx, r: &mut ReadRes) -> bool {
+        let len = u64::from(r.len);
+        let mtu = r.mtu;
+        let n = r.npkts;
+        let from = u64::from(r.next) * mtu;
+        // The translated part: `segs` covers message bytes `base..end`.
+        let Some((mut segs, mut end)) = self.read_chunk(c, r, from) else {
+            return false;
+        };
+        let mut base = from;
+        let Some(path) = self.path_of(&c.attr.av, c.qpn, c.attr.dest_qp_num) else {
+            r.next = r.npkts;
+            r.answered = true;
+            return true;
+        };
+        let mut payload = Vec::with_capacity(mtu as usize);
+        while r.next < n && self.tx_room() > 0 {
+            let k = r.next;
+            let off = u64::from(k) * mtu;
+            let m = (len - off.min(len)).min(mtu) as usize;
+            if off + m as u64 > end {
+                let Some(chunk) = self.read_chunk(c, r, off) else {
+                    return false;
+                };
+                (segs, end) = chunk;
+                base = off;
+            }
+            payload.clear();
+            if !self.gather(&mut segs, off - base, m, &mut payload) {
+                return false;
+            }
+            // A re-requested tail is answered as a READ of its own.
+            let opcode = match (k == r.from, k + 1 == n) {
+                (true, true) => op::RC_READ_RESPONSE_ONLY,
+                (true, false) => op::RC_READ_RESPONSE_FIRST,
+                (false, true) => op::RC_READ_RESPONSE_LAST,
+                (false, false) => op::RC_READ_RESPONSE_MIDDLE,
+            };
+            let bth = Bth {
+                opcode,
+                pkey: wire::DEFAULT_PKEY,
+                dest_qp: c.attr.dest_qp_num,
+                psn: psn_add(r.psn, k),
+                ..Bth::default()
+            };
+            let aeth = Aeth {
+                syndrome: Syndrome::Ack.to_wire(),
+                msn: r.msn,
+            };
+            self.send_response(&path, bth, aeth, &payload);
+            r.next = k + 1;
+        }
+        r.answered |= r.next >= n;
+        true
+    }
+
+    /// Translates the part of READ `r` from message offset `off` that the
+    /// TX queue has room for now (at least one packet); returns it and the
+    /// message offset where it ends.
+    fn read_chunk(&self, c: &QpCtx, r: &ReadRes, off: u64) -> Option<(Segments, u64)> {
+        let len = u64::from(r.len);
+        let room = self.tx_room().max(1) as u64;
+        let end = len.min(off.saturating_add(room.saturating_mul(r.mtu)));
+        let va = r.va.wrapping_add(off);
+        let len = end.saturating_sub(off);
+        let segs = self.translate(r.rkey, c.pdn, va, len, ACCESS_REMOTE_READ)?;
+        Some((Segments::new(segs), end))
+    }
+}

@@ -1,0 +1,212 @@
+// SPDX-License-Identifier: GPL-2.0
+//! UD and GSI QPs: one-packet SENDs to an address handle or an inline
+//! address vector, and their reception with a GRH.
+
+use super::codes::WcStatus;
+use crate::device::State;
+use crate::hw::*;
+use crate::wire::{self, op, psn_add, Aeth, Bth, Deth, NetKind, Packet, Reth};
+
+use super::{wqe_struct, Engine, QpCtx, RecvWqe, SendWqe, UdDest, GRH_LEN};
+
+impl State {
+    /// The Q_Key of a UD/GSI QP: the GSI QP's is always 0x80010000.
+    pub(super) fn qp_qkey(c: &QpCtx) -> u32 {
+        if c.qp_type == QPT_GSI {
+            wire::GSI_QKEY
+        } else {
+            c.attr.qkey
+        }
+    }
+
+    /// Resolves the destination of a UD/GSI send WQE, from its AH or from
+    /// its inline address vector (`WQE_AV`); returns where its SGEs or
+    /// inline data start.
+    pub(super) fn decode_ud_dest(
+        &mut self,
+        c: &QpCtx,
+        raw: &[u8],
+        w: &mut SendWqe,
+    ) -> Result<usize, WcStatus> {
+        let dest: SqWqeUd = wqe_struct(raw, SQ_WQE_SEG_OFFSET).ok_or(WcStatus::LocQpOpErr)?;
+        let (av, data) = if w.flags & WQE_AV != 0 {
+            let av: Av = wqe_struct(raw, SQ_WQE_DATA_OFFSET).ok_or(WcStatus::LocQpOpErr)?;
+            let av_end = SQ_WQE_DATA_OFFSET + core::mem::size_of::<Av>();
+            let reserved = raw
+                .get(av_end..SQ_WQE_AV_DATA_OFFSET)
+                .ok_or(WcStatus::LocQpOpErr)?;
+            if dest.ahn != 0 || reserved.iter().any(|b| *b != 0) || self.check_av(&av).is_err() {
+                return Err(WcStatus::LocQpOpErr);
+            }
+            (av, SQ_WQE_AV_DATA_OFFSET)
+        } else {
+            let av = self
+                .ahs
+                .get(dest.ahn)
+                .filter(|ah| ah.pdn == c.pdn)
+                .map(|ah| ah.av)
+                .ok_or(WcStatus::LocQpOpErr)?;
+            (av, SQ_WQE_DATA_OFFSET)
+        };
+        let qpn = dest.remote_qpn & QPN_MASK;
+        let qkey = if dest.remote_qkey & 0x8000_0000 != 0 {
+            Self::qp_qkey(c)
+        } else {
+            dest.remote_qkey
+        };
+        let path = self.path_of(&av, c.qpn, qpn).ok_or(WcStatus::LocQpOpErr)?;
+        w.ud = Some(UdDest { path, qpn, qkey });
+        Ok(data)
+    }
+
+    pub(super) fn ud_transmit(&mut self, c: &QpCtx, e: &mut Engine) {
+        while let Some(mut w) = e.inflight.pop_front() {
+            e.sq_ci = w.idx.wrapping_add(1);
+            if let Some(status) = w.error {
+                self.ud_send_failed(c, e, &w, status);
+                return;
+            }
+            let Some(d) = w.ud else {
+                // Not reached: a UD WQE without a destination fails to decode.
+                self.ud_send_failed(c, e, &w, WcStatus::LocQpOpErr);
+                return;
+            };
+            let mut payload = Vec::new();
+            let ok = match &w.inline {
+                Some(v) => {
+                    payload.extend_from_slice(v);
+                    true
+                }
+                None => self.gather(&mut w.segs, 0, w.len as usize, &mut payload),
+            };
+            if !ok {
+                // The local memory cannot be read (any more): the same
+                // local error as a refused SGE, nothing is sent.
+                self.ud_send_failed(c, e, &w, WcStatus::LocProtErr);
+                return;
+            }
+            let opcode = if w.opcode == WR_SEND_IMM {
+                op::UD_SEND_ONLY_IMM
+            } else {
+                op::UD_SEND_ONLY
+            };
+            let bth = Bth {
+                opcode,
+                se: w.flags & WQE_SOLICITED != 0,
+                pkey: wire::DEFAULT_PKEY,
+                dest_qp: d.qpn,
+                psn: e.next_psn,
+                ..Bth::default()
+            };
+            e.next_psn = psn_add(e.next_psn, 1);
+            let deth = Deth {
+                qkey: d.qkey,
+                src_qp: c.qpn,
+            };
+            self.send_pkt(
+                &d.path,
+                bth,
+                Reth::default(),
+                Aeth::default(),
+                deth,
+                w.imm,
+                &payload,
+            );
+            self.complete_send(c, &w, WcStatus::Success);
+        }
+    }
+
+    pub(super) fn ud_receive(&mut self, c: &QpCtx, e: &mut Engine, p: &Packet<'_>, frame: &[u8]) {
+        if p.deth.qkey != Self::qp_qkey(c) {
+            self.data.rx_bad_key += 1;
+            return;
+        }
+        if !self.rq_available(c, e) {
+            self.data.rx_ud_no_wqe += 1;
+            return;
+        }
+        let idx = e.rq_ci;
+        let RecvWqe {
+            wr_id,
+            mut segs,
+            cap,
+            ..
+        } = match self.read_recv_wqe(c, idx) {
+            Ok(wqe) => wqe,
+            Err(st) => {
+                e.rq_ci = idx.wrapping_add(1);
+                let wr_id = self.recv_wr_id(c.qpn, idx);
+                self.post_data_cqe(
+                    c.recv_cqn,
+                    Cqe {
+                        wr_id,
+                        qpn: c.qpn,
+                        opcode: WC_RECV,
+                        status: st.to_hw(),
+                        wqe_idx: idx,
+                        ..Cqe::zeroed()
+                    },
+                );
+                return;
+            }
+        };
+        e.rq_ci = idx.wrapping_add(1);
+        let mut grh = [0u8; GRH_LEN as usize];
+        match p.net.kind {
+            NetKind::Ipv4 => {
+                if let Some(h) = frame.get(wire::ETH_HLEN..wire::ETH_HLEN + wire::IPV4_HLEN) {
+                    grh[20..].copy_from_slice(h);
+                }
+            }
+            _ => {
+                if let Some(h) = frame.get(wire::ETH_HLEN..wire::ETH_HLEN + wire::IPV6_HLEN) {
+                    grh.copy_from_slice(h);
+                }
+            }
+        }
+        let total = u64::from(GRH_LEN) + p.payload.len() as u64;
+        let mut cqe = Cqe {
+            wr_id,
+            qpn: c.qpn,
+            src_qp: p.deth.src_qp,
+            opcode: WC_RECV,
+            wqe_idx: idx,
+            ..Cqe::zeroed()
+        };
+        if total > cap {
+            cqe.status = WcStatus::LocLenErr.to_hw();
+        } else if !self.scatter(&mut segs, 0, &grh)
+            || !self.scatter(&mut segs, u64::from(GRH_LEN), p.payload)
+        {
+            cqe.status = WcStatus::LocProtErr.to_hw();
+        } else {
+            cqe.byte_len = total as u32;
+            cqe.flags = CQE_GRH | (p.net.kind.to_hw() << CQE_NET_TYPE_SHIFT);
+            if p.bth.opcode == op::UD_SEND_ONLY_IMM {
+                cqe.flags |= CQE_WITH_IMM;
+                cqe.imm_data = u32::from_le_bytes(p.imm);
+            }
+            if p.bth.se {
+                cqe.flags |= CQE_SOLICITED;
+            }
+        }
+        self.post_data_cqe(c.recv_cqn, cqe);
+    }
+
+    /// A UD send WQE failed locally: it completes with `status`, the QP
+    /// goes to SQE and the WQEs after it are flushed (IBTA 10.3.1 and
+    /// 10.8.3.3; rxe moves the QP out of RTS on a requester error too).
+    fn ud_send_failed(&mut self, c: &QpCtx, e: &mut Engine, w: &SendWqe, status: WcStatus) {
+        self.complete_send(c, w, status);
+        if let Some(q) = self.qps.get_mut(c.qpn) {
+            q.state = QPS_SQE;
+            q.attr.qp_state = QPS_SQE;
+            q.attr.cur_qp_state = QPS_SQE;
+        }
+        while let Some(later) = e.inflight.pop_front() {
+            e.sq_ci = later.idx.wrapping_add(1);
+            self.complete_send(c, &later, WcStatus::WrFlushErr);
+        }
+        self.flush_sq_posted(c, e);
+    }
+}
