@@ -1553,6 +1553,19 @@ impl State {
                             }
                         }
                     }
+                    // A NAK or RNR NAK naming a request after a READ whose
+                    // responses are missing: the responder executed the
+                    // READ and its responses were lost. An implied NAK for
+                    // the READ, as an ACK there is (rxe `check_psn`), never
+                    // the READ's own error or RNR.
+                    aeth::RNR_NAK | aeth::NAK if e.lost_read_before(psn).is_some() => {
+                        self.ack_before(c, e, psn);
+                        if let Some(r) = e.lost_read_before(psn) {
+                            if e.last_rewind != Some(r) {
+                                self.rewind(e, r);
+                            }
+                        }
+                    }
                     aeth::RNR_NAK => {
                         self.data.rnr_naks_rcvd += 1;
                         self.ack_before(c, e, psn);
@@ -2422,6 +2435,16 @@ impl State {
 }
 
 impl Engine {
+    /// The PSN to re-request of the oldest incomplete READ, if `psn` is
+    /// beyond all of that READ's responses.
+    fn lost_read_before(&self, psn: u32) -> Option<u32> {
+        self.inflight
+            .iter()
+            .find(|w| w.opcode == WR_RDMA_READ && w.read_rcvd < w.npkts)
+            .filter(|w| w.sent >= w.npkts && psn_diff(psn, psn_add(w.first_psn, w.npkts)) >= 0)
+            .map(|w| psn_add(w.first_psn, w.read_rcvd))
+    }
+
     /// The earliest timer of this QP.
     pub(crate) fn next_deadline(&self) -> Option<u64> {
         match (self.timer, self.rnr_wait) {
