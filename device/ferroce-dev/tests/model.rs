@@ -1200,3 +1200,54 @@ fn a_blackout_fails_after_exactly_retry_cnt_retries() {
         );
     }
 }
+
+/// Shrunk by proptest (and found again by tests/wqe_fuzz.rs): a READ with
+/// a bad local key after WQEs that took the PSNs past 0. The READ failed
+/// when it was fetched, but counted as a READ awaiting its responses from
+/// PSN 0, so no ACK got past it: the WRITEs before it timed out with
+/// RETRY_EXC_ERR instead of completing, and the READ never reported
+/// LOC_PROT_ERR.
+#[test]
+fn a_read_refused_at_fetch_holds_back_no_ack() {
+    let write = Post {
+        op: Op::Write {
+            len: 4096,
+            src: 0,
+            dst: 0,
+            key: Key::Good,
+            lkey_bad: false,
+        },
+        signaled: true,
+    };
+    let bad_read = Post {
+        op: Op::Read {
+            len: 1,
+            sink: 0,
+            src: 0,
+            key: Key::Good,
+            lkey_bad: true,
+        },
+        signaled: true,
+    };
+    let w = Workload {
+        posts: vec![
+            write.clone(),
+            write.clone(),
+            write.clone(),
+            write.clone(),
+            write,
+            bad_read,
+        ],
+        recvs: vec![],
+        retry_cnt: 3,
+        rnr_retry: 0,
+        per_round: 6,
+    };
+    let sch = Schedule {
+        fates: vec![],
+        replays: vec![],
+        blackout: None,
+    };
+    let out = check(&w, &sch).unwrap();
+    assert_eq!(out.failed, Some((5, WC_LOC_PROT_ERR)));
+}
