@@ -597,12 +597,8 @@ struct Setup {
 }
 
 fn setup(w: &Workload) -> Setup {
-    let mut a = Node::new(36);
-    let mut b = Node::new(37);
-    a.create_qp(QPT_RC);
-    b.create_qp(QPT_RC);
     let (retry, rnr) = (w.retry_cnt, w.rnr_retry);
-    connect_pair(&mut a, 0, &mut b, 0, |attr| {
+    let (mut a, mut b) = rc_pair(|attr| {
         attr.retry_cnt = retry;
         attr.rnr_retry = rnr;
     });

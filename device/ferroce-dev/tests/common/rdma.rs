@@ -373,6 +373,17 @@ pub fn connect_pair(
     b.connect(qb, aq, am, ag, 3, NET_IPV4, tweak);
 }
 
+/// Two nodes (36 requester side, 37) with one RC QP each, connected over
+/// RoCE v2 IPv4 with `tweak` applied to both QPs' attributes.
+pub fn rc_pair(tweak: impl Fn(&mut QpAttr) + Copy) -> (Node, Node) {
+    let mut a = Node::new(36);
+    let mut b = Node::new(37);
+    a.create_qp(QPT_RC);
+    b.create_qp(QPT_RC);
+    connect_pair(&mut a, 0, &mut b, 0, tweak);
+    (a, b)
+}
+
 /// Impairments of a [`Wire`], in percent per frame.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Impair {
