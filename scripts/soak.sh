@@ -9,6 +9,10 @@
 # FERROCE_SOAK_ROUNDS rounds (default 10) instead of 1, and so on for every
 # scenario that grows a SOAK knob.  Ends with "N passed, N failed".
 #
+# First the device's property and fuzz tests with many more cases:
+# PROPTEST_CASES (default 5000) for tests/model.rs, FERROCE_WQE_FUZZ_BATCHES
+# (default 1000) for tests/wqe_fuzz.rs.
+#
 # FERROCE_SCENARIOS="gid-debug" limits the scenarios run.
 . "$(dirname "$0")/lib.sh"
 set +e
@@ -21,6 +25,17 @@ scenarios=${FERROCE_SCENARIOS:-$(grep -l '\bSOAK\b' "$FERROCE_TOP"/qemu-test/sce
 [ -n "$scenarios" ] || die "no scenario has a SOAK knob"
 passed=0 failed=0
 declare -a failures=()
+log "soak: device model and WQE fuzz (PROPTEST_CASES=${PROPTEST_CASES:=5000})"
+# (in-root clears the environment: the knobs go through env.)
+if (cd "$FERROCE_TOP/device" && "$FERROCE_TOP/scripts/in-root" -- env \
+	PROPTEST_CASES="$PROPTEST_CASES" \
+	FERROCE_WQE_FUZZ_BATCHES="${FERROCE_WQE_FUZZ_BATCHES:-1000}" \
+	cargo test -p ferroce-dev --test model --test wqe_fuzz); then
+	passed=$((passed + 1))
+else
+	failed=$((failed + 1))
+	failures+=("device model/wqe_fuzz")
+fi
 for s in $scenarios; do
 	log "soak: qemu-test/run $s (SOAK=1)"
 	if "$FERROCE_TOP/qemu-test/run" "$s"; then

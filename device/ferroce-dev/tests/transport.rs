@@ -16,15 +16,6 @@ fn pattern(seed: u64, len: usize) -> Vec<u8> {
     (0..len).map(|_| r.next() as u8).collect()
 }
 
-fn pair(tweak: impl Fn(&mut QpAttr) + Copy) -> (Node, Node) {
-    let mut a = Node::new(36);
-    let mut b = Node::new(37);
-    a.create_qp(QPT_RC);
-    b.create_qp(QPT_RC);
-    connect_pair(&mut a, 0, &mut b, 0, tweak);
-    (a, b)
-}
-
 fn wr(wr_id: u64, opcode: u8) -> SendWr {
     SendWr {
         wr_id,
@@ -42,7 +33,7 @@ fn statuses(c: &[Cqe]) -> Vec<(u64, u8, u8)> {
 /// and reordering: memory ends up byte-exact and every WQE completes once,
 /// in order, successfully.
 fn lossy_run(seed: u64, imp: Impair) {
-    let (mut a, mut b) = pair(|_| {});
+    let (mut a, mut b) = rc_pair(|_| {});
     let src = a.reg_mr(1 << 20, ACCESS_LOCAL_WRITE);
     let dst = b.reg_mr(1 << 20, ALL_ACCESS);
     let data = pattern(seed, 1 << 19);
@@ -237,7 +228,7 @@ fn rc_loopback_on_one_device() {
 
 #[test]
 fn rnr_nak_then_success_when_a_receive_is_posted() {
-    let (mut a, mut b) = pair(|_| {});
+    let (mut a, mut b) = rc_pair(|_| {});
     let m = a.reg_mr(4096, ACCESS_LOCAL_WRITE);
     let bm = b.reg_mr(4096, ALL_ACCESS);
     let mut s = wr(1, WR_SEND);
@@ -263,7 +254,7 @@ fn rnr_nak_then_success_when_a_receive_is_posted() {
 
 #[test]
 fn rnr_retry_exhaustion() {
-    let (mut a, b) = pair(|a| a.rnr_retry = 2);
+    let (mut a, b) = rc_pair(|a| a.rnr_retry = 2);
     let m = a.reg_mr(4096, ACCESS_LOCAL_WRITE);
     let mut s = wr(1, WR_SEND);
     s.sges = vec![(m.va(0), 100, m.key)];
@@ -286,7 +277,7 @@ fn rnr_retry_exhaustion() {
 
 #[test]
 fn transport_retry_exhaustion() {
-    let (mut a, b) = pair(|a| a.retry_cnt = 3);
+    let (mut a, b) = rc_pair(|a| a.retry_cnt = 3);
     let m = a.reg_mr(4096, ACCESS_LOCAL_WRITE);
     let mut w = wr(1, WR_RDMA_WRITE);
     w.sges = vec![(m.va(0), 100, m.key)];
@@ -312,7 +303,7 @@ fn transport_retry_exhaustion() {
 #[test]
 fn remote_key_and_bounds_violations_write_nothing() {
     for case in 0..4 {
-        let (mut a, mut b) = pair(|_| {});
+        let (mut a, mut b) = rc_pair(|_| {});
         let m = a.reg_mr(8192, ACCESS_LOCAL_WRITE);
         a.fill(m.gpa, &[0xab; 8192]);
         let ro = b.reg_mr(4096, ACCESS_LOCAL_WRITE | ACCESS_REMOTE_READ);
@@ -357,7 +348,7 @@ fn remote_key_and_bounds_violations_write_nothing() {
 #[test]
 fn local_protection_errors_send_nothing() {
     for case in 0..3 {
-        let (mut a, mut b) = pair(|_| {});
+        let (mut a, mut b) = rc_pair(|_| {});
         let m = a.reg_mr(4096, ACCESS_LOCAL_WRITE);
         let nolw = a.reg_mr(4096, 0);
         let bm = b.reg_mr(4096, ALL_ACCESS);
@@ -396,7 +387,7 @@ fn local_protection_errors_send_nothing() {
 
 #[test]
 fn send_larger_than_receive_buffer() {
-    let (mut a, mut b) = pair(|_| {});
+    let (mut a, mut b) = rc_pair(|_| {});
     let m = a.reg_mr(8192, ACCESS_LOCAL_WRITE);
     let bm = b.reg_mr(8192, ALL_ACCESS);
     b.post_recv(0, 5, &[(bm.va(0), 1000, bm.key)]);
@@ -414,7 +405,7 @@ fn send_larger_than_receive_buffer() {
 
 #[test]
 fn write_with_immediate_and_solicited_event() {
-    let (mut a, mut b) = pair(|_| {});
+    let (mut a, mut b) = rc_pair(|_| {});
     let m = a.reg_mr(8192, ACCESS_LOCAL_WRITE);
     let bm = b.reg_mr(8192, ALL_ACCESS);
     a.fill(m.gpa, &pattern(3, 8192));
@@ -464,7 +455,7 @@ fn write_with_immediate_and_solicited_event() {
 
 #[test]
 fn unsignaled_wqes_complete_silently_and_sig_all() {
-    let (mut a, mut b) = pair(|_| {});
+    let (mut a, mut b) = rc_pair(|_| {});
     let m = a.reg_mr(4096, ACCESS_LOCAL_WRITE);
     let bm = b.reg_mr(4096, ALL_ACCESS);
     let bm = (bm.va(0), bm.key);
@@ -486,7 +477,7 @@ fn unsignaled_wqes_complete_silently_and_sig_all() {
 
 #[test]
 fn modify_to_error_flushes_both_queues() {
-    let (mut a, _b) = pair(|_| {});
+    let (mut a, _b) = rc_pair(|_| {});
     let m = a.reg_mr(4096, ACCESS_LOCAL_WRITE);
     a.post_recv(0, 50, &[(m.va(0), 100, m.key)]);
     a.post_recv(0, 51, &[(m.va(100), 100, m.key)]);
@@ -519,7 +510,7 @@ fn modify_to_error_flushes_both_queues() {
 
 #[test]
 fn cq_overflow_is_detected_on_the_data_path() {
-    let (mut a, b) = pair(|_| {});
+    let (mut a, b) = rc_pair(|_| {});
     let m = a.reg_mr(4096, ACCESS_LOCAL_WRITE);
     // Fill the CQ without consuming it: CQ_DEPTH successful zero-length writes.
     let mut posted = 0u64;
@@ -663,7 +654,7 @@ fn ud_message_larger_than_mtu_fails_locally() {
 
 #[test]
 fn garbage_frames_never_panic_and_are_counted() {
-    let (a, b) = pair(|_| {});
+    let (a, b) = rc_pair(|_| {});
     let mut rng = Rng(77);
     // Real frames, mutated.
     let m_frames = {
@@ -698,7 +689,7 @@ fn garbage_frames_never_panic_and_are_counted() {
 /// control socket) on both sides: data still arrives intact.
 #[test]
 fn device_fault_injection_is_survived_and_counted() {
-    let (mut a, mut b) = pair(|_| {});
+    let (mut a, mut b) = rc_pair(|_| {});
     let spec = "drop=8%,dup=3%,reorder=5%,corrupt=3%,delay=5%:300us,seed=";
     a.h.dev
         .set_faults(ferroce_dev::fault::FaultConfig::parse(&format!("{spec}1")).unwrap());
@@ -743,7 +734,7 @@ fn device_fault_injection_is_survived_and_counted() {
 
 #[test]
 fn stalled_device_does_nothing_until_resumed() {
-    let (mut a, mut b) = pair(|_| {});
+    let (mut a, mut b) = rc_pair(|_| {});
     let m = a.reg_mr(4096, ACCESS_LOCAL_WRITE);
     let bm = b.reg_mr(4096, ALL_ACCESS);
     a.fill(m.gpa, &[5; 100]);
@@ -771,7 +762,7 @@ fn write_wr(id: u64, src: &MrInfo, so: u64, dst: &MrInfo, doff: u64, n: u32) -> 
 /// A 64-packet WRITE delivered as one batch is acknowledged by one ACK.
 #[test]
 fn acks_are_coalesced_per_batch() {
-    let (mut a, mut b) = pair(|_| {});
+    let (mut a, mut b) = rc_pair(|_| {});
     let src = a.reg_mr(64 << 10, ACCESS_LOCAL_WRITE);
     let dst = b.reg_mr(64 << 10, ALL_ACCESS);
     a.post_send(0, &write_wr(1, &src, 0, &dst, 0, 64 << 10));
@@ -793,7 +784,7 @@ fn acks_are_coalesced_per_batch() {
 /// go-back-N from the lost PSN, completion.
 #[test]
 fn psn_sequence_error_nak_and_go_back_n() {
-    let (mut a, mut b) = pair(|_| {});
+    let (mut a, mut b) = rc_pair(|_| {});
     let src = a.reg_mr(8192, ACCESS_LOCAL_WRITE);
     let dst = b.reg_mr(8192, ALL_ACCESS);
     a.fill(src.gpa, &pattern(4, 4096));
@@ -815,7 +806,7 @@ fn psn_sequence_error_nak_and_go_back_n() {
 /// re-executing, a replayed READ request is answered again.
 #[test]
 fn duplicate_requests_are_answered() {
-    let (mut a, mut b) = pair(|_| {});
+    let (mut a, mut b) = rc_pair(|_| {});
     let src = a.reg_mr(8192, ACCESS_LOCAL_WRITE);
     let dst = b.reg_mr(8192, ALL_ACCESS);
     b.fill(dst.gpa + 4096, &[9; 100]);
@@ -914,7 +905,7 @@ fn comm_est_and_sq_drained_events() {
 #[test]
 fn random_wqes_never_panic() {
     for seed in 1..=20u64 {
-        let (mut a, mut b) = pair(|_| {});
+        let (mut a, mut b) = rc_pair(|_| {});
         let m = a.reg_mr(1 << 16, ALL_ACCESS);
         let bm = b.reg_mr(1 << 16, ALL_ACCESS);
         let mut rng = Rng(seed * 0x9e37_79b9);
@@ -1018,21 +1009,12 @@ fn rc_over_ipv6_and_roce_v1() {
 
 /// Connects a fresh pair with the requester's `max_rd_atomic` on `a` and
 /// the responder's `max_dest_rd_atomic` on `b`.
+/// (Only `a` requests and only `b` responds: each uses one of the two.)
 fn read_pair(max_rd_atomic: u8, max_dest_rd_atomic: u8) -> (Node, Node) {
-    let mut a = Node::new(36);
-    let mut b = Node::new(37);
-    a.create_qp(QPT_RC);
-    b.create_qp(QPT_RC);
-    let (aq, bq) = (a.qps[0].qpn, b.qps[0].qpn);
-    let (am, bm) = (a.mac, b.mac);
-    let (ag, bg) = (ipv4_gid(a.ip), ipv4_gid(b.ip));
-    a.connect(0, bq, bm, bg, 3, NET_IPV4, |x| {
-        x.max_rd_atomic = max_rd_atomic
-    });
-    b.connect(0, aq, am, ag, 3, NET_IPV4, |x| {
-        x.max_dest_rd_atomic = max_dest_rd_atomic
-    });
-    (a, b)
+    rc_pair(|x| {
+        x.max_rd_atomic = max_rd_atomic;
+        x.max_dest_rd_atomic = max_dest_rd_atomic;
+    })
 }
 
 fn read_wr(id: u64, dst: &MrInfo, doff: u64, src: &MrInfo, soff: u64, n: u32) -> SendWr {
@@ -1304,7 +1286,7 @@ fn psn_next(psn: u32) -> u32 {
 /// `qp->req.wait_for_rnr_timer`).
 #[test]
 fn rnr_wait_is_respected_by_new_doorbells() {
-    let (mut a, b) = pair(|a| a.min_rnr_timer = 1);
+    let (mut a, b) = rc_pair(|a| a.min_rnr_timer = 1);
     let m = a.reg_mr(4096, ACCESS_LOCAL_WRITE);
     let mut s = wr(1, WR_SEND);
     s.sges = vec![(m.va(0), 100, m.key)];
@@ -1345,7 +1327,7 @@ fn with_syndrome(f: &[u8], syndrome: u8) -> Vec<u8> {
 #[test]
 fn stale_naks_behind_una_are_ignored() {
     use ferroce_dev::wire::aeth;
-    let (mut a, mut b) = pair(|_| {});
+    let (mut a, mut b) = rc_pair(|_| {});
     let src = a.reg_mr(8192, ACCESS_LOCAL_WRITE);
     let dst = b.reg_mr(8192, ALL_ACCESS);
     a.post_send(0, &write_wr(1, &src, 0, &dst, 0, 100));
@@ -1405,7 +1387,7 @@ fn set_port_mtu(n: &mut Node, mtu: u32) {
 /// responder checks segment lengths against the same path MTU.
 #[test]
 fn segmentation_follows_the_path_mtu_not_the_port_mtu() {
-    let (mut a, mut b) = pair(|_| {});
+    let (mut a, mut b) = rc_pair(|_| {});
     let src = a.reg_mr(8192, ACCESS_LOCAL_WRITE);
     let dst = b.reg_mr(8192, ALL_ACCESS);
     a.fill(src.gpa, &pattern(3, 8192));
@@ -1458,7 +1440,7 @@ fn huge_mr(n: &mut Node, access: u32) -> MrInfo {
 /// with LOC_LEN_ERR and sends nothing; the largest allowed one is sent.
 #[test]
 fn messages_that_would_overflow_the_psn_space_are_refused() {
-    let (mut a, _b) = pair(|a| a.path_mtu = MTU_256);
+    let (mut a, _b) = rc_pair(|a| a.path_mtu = MTU_256);
     let big = huge_mr(&mut a, ACCESS_LOCAL_WRITE);
     let mut w = wr(1, WR_RDMA_WRITE);
     w.remote_addr = 0x1000;
@@ -1471,7 +1453,7 @@ fn messages_that_would_overflow_the_psn_space_are_refused() {
     assert_eq!(a.h.dev.take_tx().len(), 512, "the largest message is sent");
     assert!(a.poll().is_empty());
 
-    let (mut a, _b) = pair(|a| a.path_mtu = MTU_256);
+    let (mut a, _b) = rc_pair(|a| a.path_mtu = MTU_256);
     let big = huge_mr(&mut a, ACCESS_LOCAL_WRITE);
     w.sges = vec![(big.va(0), 1 << 31, big.key)];
     a.post_send(0, &w);
@@ -1489,7 +1471,7 @@ fn messages_that_would_overflow_the_psn_space_are_refused() {
 /// nothing.
 #[test]
 fn rc_packets_from_a_foreign_address_are_dropped() {
-    let (mut a, mut b) = pair(|_| {});
+    let (mut a, mut b) = rc_pair(|_| {});
     let src = a.reg_mr(4096, ACCESS_LOCAL_WRITE);
     let dst = b.reg_mr(4096, ALL_ACCESS);
     a.fill(src.gpa, &[7; 100]);
@@ -1547,7 +1529,7 @@ fn contiguous_pages_translate_to_one_segment() {
 /// retransmission and no frame dropped.
 #[test]
 fn read_larger_than_the_tx_queue_completes() {
-    let (mut a, mut b) = pair(|a| a.path_mtu = MTU_256);
+    let (mut a, mut b) = rc_pair(|a| a.path_mtu = MTU_256);
     let len = (65536 + 3) * 256 + 17;
     let local = huge_mr(&mut a, ACCESS_LOCAL_WRITE);
     let remote = huge_mr(&mut b, ALL_ACCESS);
@@ -1624,7 +1606,7 @@ fn dereg_destroy_and_reset_revoke_dma_of_outstanding_wqes() {
 
     // A WRITE whose first transmission was lost, source deregistered:
     // the retransmission reads nothing and the WQE fails locally.
-    let (mut a, mut b) = pair(|_| {});
+    let (mut a, mut b) = rc_pair(|_| {});
     let src = a.reg_mr(4096, ACCESS_LOCAL_WRITE);
     let dst = b.reg_mr(4096, ALL_ACCESS);
     a.post_send(0, &write_wr(1, &src, 0, &dst, 0, 100));
@@ -1648,7 +1630,7 @@ fn dereg_destroy_and_reset_revoke_dma_of_outstanding_wqes() {
 #[test]
 fn sequence_naks_consume_retry_cnt() {
     use ferroce_dev::wire::{aeth, decode, encode};
-    let (mut a, mut b) = pair(|a| a.retry_cnt = 1);
+    let (mut a, mut b) = rc_pair(|a| a.retry_cnt = 1);
     let src = a.reg_mr(4096, ACCESS_LOCAL_WRITE);
     let dst = b.reg_mr(4096, ALL_ACCESS);
     a.post_send(0, &write_wr(1, &src, 0, &dst, 0, 100));
@@ -1743,7 +1725,7 @@ fn wqes_posted_in_sqe_are_flushed() {
 /// outstanding, not only after the next acknowledged progress.
 #[test]
 fn sqd_to_sqd_retry_attributes_reach_the_engine() {
-    let (mut a, mut b) = pair(|_| {});
+    let (mut a, mut b) = rc_pair(|_| {});
     let src = a.reg_mr(4096, ACCESS_LOCAL_WRITE);
     let dst = b.reg_mr(4096, ALL_ACCESS);
     a.post_send(0, &write_wr(1, &src, 0, &dst, 0, 100));

@@ -161,6 +161,19 @@ impl State {
                             }
                         }
                     }
+                    // A NAK or RNR NAK naming a request after a READ whose
+                    // responses are missing: the responder executed the
+                    // READ and its responses were lost. An implied NAK for
+                    // the READ, as an ACK there is (rxe `check_psn`), never
+                    // the READ's own error or RNR.
+                    Syndrome::RnrNak(_) | Syndrome::Nak(_) if e.lost_read_before(psn).is_some() => {
+                        self.ack_before(c, e, psn);
+                        if let Some(r) = e.lost_read_before(psn) {
+                            if e.last_rewind != Some(r) {
+                                self.rewind(e, r);
+                            }
+                        }
+                    }
                     Syndrome::RnrNak(timer) => {
                         self.data.rnr_naks_rcvd += 1;
                         self.ack_before(c, e, psn);

@@ -951,6 +951,18 @@ impl State {
 }
 
 impl Engine {
+    /// The PSN to re-request of the oldest incomplete READ, if `psn` is
+    /// beyond all of that READ's responses.
+    fn lost_read_before(&self, psn: u32) -> Option<u32> {
+        self.inflight
+            .iter()
+            .find(|w| w.opcode == WR_RDMA_READ && w.read_rcvd < w.npkts)
+            .filter(|w| {
+                w.sent >= w.npkts && psn_diff(psn, crate::wire::psn_add(w.first_psn, w.npkts)) >= 0
+            })
+            .map(|w| crate::wire::psn_add(w.first_psn, w.read_rcvd))
+    }
+
     /// The earliest timer of this QP.
     pub(crate) fn next_deadline(&self) -> Option<u64> {
         match (self.timer, self.rnr_wait) {

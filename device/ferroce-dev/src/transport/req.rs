@@ -35,7 +35,7 @@ impl State {
             inline: None,
             local: None,
             first_psn: 0,
-            npkts: 1,
+            npkts: 0,
             mtu,
             sent: 0,
             read_rcvd: 0,
@@ -48,7 +48,11 @@ impl State {
             return w;
         }
         if let Err(status) = self.decode_send_wqe(c, &raw, &mut w, mtu) {
+            // Never sent: it takes no PSN and is no READ awaiting
+            // responses (which would hold back the ACKs of the WQEs
+            // before it).
             w.error = Some(status);
+            w.npkts = 0;
         }
         w
     }

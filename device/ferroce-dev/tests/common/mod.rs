@@ -112,7 +112,19 @@ impl Harness {
         depth: u32,
         aeq_depth: u32,
     ) -> Self {
-        let h = Self::unenabled_over(mem, guest, limits, depth, aeq_depth, mac());
+        Self::enabled_over_mac(mem, guest, limits, depth, aeq_depth, mac())
+    }
+
+    /// [`Self::enabled_over`] with port MAC `m`.
+    pub fn enabled_over_mac(
+        mem: Arc<FakeMemory>,
+        guest: Arc<dyn GuestMemory>,
+        limits: Limits,
+        depth: u32,
+        aeq_depth: u32,
+        m: [u8; 6],
+    ) -> Self {
+        let h = Self::unenabled_over(mem, guest, limits, depth, aeq_depth, m);
         h.reg_w(REG_DEV_CTRL, CTRL_ENABLE);
         assert_eq!(h.reg_r(REG_DEV_STATUS), DEV_STATUS_READY);
         h

@@ -100,8 +100,13 @@ pub fn v6_gid(i: u8) -> [u8; 16] {
 impl Node {
     /// A device with GIDs 0 (v1, fd00::i), 1 (v2 IPv6 fd00::i), 3 (v2 IPv4 10.0.1.i).
     pub fn new(i: u8) -> Self {
+        Self::on(i, Harness::with_mac(node_mac(i)))
+    }
+
+    /// [`Self::new`] on an enabled harness `h` with MAC `node_mac(i)` (for
+    /// example one over a recording memory).
+    pub fn on(i: u8, mut h: Harness) -> Self {
         let mac = node_mac(i);
-        let mut h = Harness::with_mac(mac);
         let ip = [10, 0, 1, i];
         let gid = |index: u16, gid: [u8; 16], ty: u8, net: u8| {
             let mut c = set_gid(index, gid, ty, net);
@@ -366,6 +371,17 @@ pub fn connect_pair(
     let (ag, bg) = (ipv4_gid(a.ip), ipv4_gid(b.ip));
     a.connect(qa, bq, bm, bg, 3, NET_IPV4, tweak);
     b.connect(qb, aq, am, ag, 3, NET_IPV4, tweak);
+}
+
+/// Two nodes (36 requester side, 37) with one RC QP each, connected over
+/// RoCE v2 IPv4 with `tweak` applied to both QPs' attributes.
+pub fn rc_pair(tweak: impl Fn(&mut QpAttr) + Copy) -> (Node, Node) {
+    let mut a = Node::new(36);
+    let mut b = Node::new(37);
+    a.create_qp(QPT_RC);
+    b.create_qp(QPT_RC);
+    connect_pair(&mut a, 0, &mut b, 0, tweak);
+    (a, b)
 }
 
 /// Impairments of a [`Wire`], in percent per frame.
