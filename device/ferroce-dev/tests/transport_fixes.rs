@@ -309,14 +309,14 @@ fn cycling_mr(n: &mut Node, count: u32, access: u32) -> (MrInfo, u64) {
     (mr, real)
 }
 
-/// The loopback queue is bounded: a loopback READ of 2.5 x TX_QUEUE_MAX
-/// response packets never has more than TX_QUEUE_MAX frames queued; its
-/// responses stop when the queue is full and resume as the engine drains
-/// it, and the READ completes.
+/// The loopback queue is bounded: a loopback READ of 64 x
+/// READ_RESPONSE_QUEUE response packets never has more than
+/// READ_RESPONSE_QUEUE frames queued; its responses stop when the queue is
+/// full and resume as the engine drains it, and the READ completes.
 #[test]
 fn loopback_read_queue_is_bounded() {
-    use ferroce_dev::transport::TX_QUEUE_MAX;
-    let packets = TX_QUEUE_MAX as u64 * 5 / 2;
+    use ferroce_dev::transport::READ_RESPONSE_QUEUE;
+    let packets = READ_RESPONSE_QUEUE as u64 * 64;
     let len = packets * 256;
     let mut a = Node::new(36);
     a.create_qp(QPT_RC);
@@ -347,7 +347,7 @@ fn loopback_read_queue_is_bounded() {
     let d = a.h.dev.counters().data;
     assert!(d.loopback_frames > packets, "{}", d.loopback_frames);
     assert!(
-        d.tx_queue_peak <= TX_QUEUE_MAX as u64,
+        d.tx_queue_peak <= READ_RESPONSE_QUEUE as u64,
         "peak {} frames queued",
         d.tx_queue_peak
     );
@@ -371,4 +371,68 @@ fn reg_mr_checks_every_page() {
     }
     let c = reg_mr_cmd(&mut a, &good, ACCESS_LOCAL_WRITE);
     a.h.ok(&c);
+}
+
+/// A response lost early in a long READ costs the requester one
+/// re-request, not its ACK timer: the first response past the gap makes it
+/// ask again from the missing PSN (a duplicate READ, IBTA 9.7.5.1.4), and
+/// the responder, which keeps at most READ_RESPONSE_QUEUE responses queued
+/// ahead of the wire, restarts from there at once. With the whole answer
+/// queued ahead (65536 frames before), the requester discarded all of it
+/// as stale while its timer ran; on a slow host that cost every retry and
+/// ended an 8 MiB `ib_read_bw` in RETRY_EXC_ERR.
+#[test]
+fn a_lost_read_response_is_re_requested_without_the_stale_answer() {
+    use ferroce_dev::transport::READ_RESPONSE_QUEUE;
+    let packets = 16 * READ_RESPONSE_QUEUE as u64;
+    let len = packets * 256;
+    let (mut a, mut b) = rc_pair(|x| {
+        x.path_mtu = MTU_256;
+        x.timeout = 14;
+    });
+    let src = b.reg_mr(len, ALL_ACCESS);
+    let dst = a.reg_mr(len, ACCESS_LOCAL_WRITE);
+    let data = pattern(21, len as usize);
+    b.fill(src.gpa, &data);
+    a.post_send(
+        0,
+        &SendWr {
+            wr_id: 7,
+            opcode: WR_RDMA_READ,
+            flags: WQE_SIGNALED,
+            remote_addr: src.va(0),
+            rkey: src.key,
+            sges: vec![(dst.va(0), len as u32, dst.key)],
+            ..SendWr::default()
+        },
+    );
+    // The wire by hand, without ever advancing the clock: the READ must
+    // finish without a timeout. The second response is lost.
+    let mut responses = 0u64;
+    let mut cqes = Vec::new();
+    for _ in 0..100_000 {
+        let fa = a.h.dev.take_tx();
+        b.h.dev.receive_batch(fa.iter().map(|f| f.as_slice()));
+        let mut fb = b.h.dev.take_tx();
+        if responses < 2 && responses + fb.len() as u64 >= 2 {
+            fb.remove((1 - responses) as usize);
+        }
+        responses += fb.len() as u64;
+        a.h.dev.receive_batch(fb.iter().map(|f| f.as_slice()));
+        cqes.extend(a.poll());
+        if !cqes.is_empty() {
+            break;
+        }
+    }
+    let st: Vec<_> = cqes.iter().map(|c| (c.wr_id, c.status)).collect();
+    assert_eq!(st, vec![(7, WC_SUCCESS)]);
+    assert!(a.bytes(dst.gpa, len as usize) == data, "READ data differs");
+    let d = a.h.dev.counters().data;
+    assert_eq!(d.timeouts, 0);
+    assert!(
+        d.stale_responses <= 2 * READ_RESPONSE_QUEUE as u64,
+        "{} stale responses discarded for one lost one ({} packets)",
+        d.stale_responses,
+        packets
+    );
 }

@@ -74,6 +74,11 @@ pub const ACK_REQ_EVERY: u32 = 16;
 const MAX_INFLIGHT_WQES: usize = 128;
 /// Frames queued (wire and loopback) before READ responses wait for the
 /// queue to drain (backpressure); nothing queued is ever dropped for room.
+/// Shallow, so that a READ restarted from a lost response (a duplicate
+/// request) is not queued behind the rest of its stale answer, which the
+/// requester discards while its ACK timer runs (device.rst "Backpressure").
+pub const READ_RESPONSE_QUEUE: usize = 512;
+/// Bound of the queue that requesters (window-bounded per QP) fill.
 pub const TX_QUEUE_MAX: usize = 65536;
 /// Last resort if nobody drains the wire queue: new frames beyond this are
 /// dropped (as lost on the wire) and counted in `tx_overflow`. Only reached
@@ -946,7 +951,7 @@ impl State {
     /// Frames the TX and loopback queues still take before producers that
     /// can wait (READ responses) stop.
     pub(crate) fn tx_room(&self) -> usize {
-        TX_QUEUE_MAX.saturating_sub(self.tx.len() + self.loopback.len())
+        READ_RESPONSE_QUEUE.saturating_sub(self.tx.len() + self.loopback.len())
     }
 }
 
