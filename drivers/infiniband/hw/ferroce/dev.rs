@@ -982,16 +982,15 @@ impl<'bound> Ferroce<'bound> {
         // 7. The ib_device: node GUID = EUI-64 of the port MAC. It is paired
         // with its netdev by the notifier registered below.
         let node_guid = ib::node_guid(&port.mac);
-        let bar2 = step(
+        let db_region = step(
             pdev,
             "doorbell BAR",
-            pdev.resource_start(hw::FERROCE_BAR_DB).and_then(|start| {
-                let len = pdev.resource_len(hw::FERROCE_BAR_DB)?;
-                if start == 0 || len < u64::from(hw::FERROCE_BAR2_SIZE) {
-                    return Err(ENODEV);
-                }
-                Ok(start)
-            }),
+            rdma::MmioRegion::new(
+                pdev,
+                hw::FERROCE_BAR_DB,
+                0,
+                u64::from(hw::FERROCE_BAR2_SIZE),
+            ),
         )?;
         let ibdev = IbDev {
             shared: shared.clone(),
@@ -999,7 +998,7 @@ impl<'bound> Ferroce<'bound> {
             port,
             node_guid,
             num_ceqs: (nvec - 1) as u32,
-            bar2,
+            db_region,
             db_pages: DbPages::new(
                 caps.db_pages.min(hw::FERROCE_DB_PAGES),
                 hw::FERROCE_DB_KERNEL_PAGES,

@@ -255,8 +255,11 @@ pub(crate) fn alloc_ucontext(
     }
     let page = dev.db_pages.alloc()?;
     let r = (|| {
-        let phys = dev.bar2 + u64::from(page) * u64::from(hw::FERROCE_DB_PAGE_SIZE);
-        let off = init.offer_mmio(phys, hw::FERROCE_DB_PAGE_SIZE as usize)?;
+        let off = init.offer_mmio(
+            &dev.db_region,
+            u64::from(page) * u64::from(hw::FERROCE_DB_PAGE_SIZE),
+            u64::from(hw::FERROCE_DB_PAGE_SIZE),
+        )?;
         let c = &dev.caps;
         udata.respond(&hw::ferroce_uresp_alloc_ctx {
             db_mmap_offset: off,

@@ -37,6 +37,7 @@ pub(crate) use device::{
     destroy_or_leak, Builder, Device, Driver, EventRef, PortEvent, QpAttrOut, Registration, RoceAv,
     UContextInit,
 };
+pub(crate) use mmap::MmioRegion;
 pub(crate) use notifier::{NetdevEvent, NetdevHandler, NetdevNotifier};
 pub(crate) use objects::{AhAttr, CqEvent, CqTable, QpAttr, QpEvent, QpInit, QpTable, QpType};
 pub(crate) use udata::{UData, UserRequest};
