@@ -783,11 +783,6 @@ impl<'bound> Ferroce<'bound> {
     pub(crate) fn probe(pdev: &'bound pci::Device<Core<'_>>) -> Result<Self> {
         step(pdev, "enable PCI device", pdev.enable_device_mem())?;
         pdev.set_master();
-        step(
-            pdev,
-            "set 64-bit DMA mask",
-            kext::dma_set_mask_and_coherent(pdev, 64),
-        )?;
         let bar = step(
             pdev,
             "map BAR0",

@@ -5,8 +5,10 @@
 //! `kernel::sync::barrier` and `kernel::pci`.
 
 use crate::bindings as b;
+use core::marker::PhantomData;
 use kernel::{
-    device::Bound,
+    device::{Bound, Core},
+    dma::{Device as _, DmaMask},
     irq::{self, Handler},
     pci,
     prelude::*,
@@ -150,17 +152,71 @@ impl<H: Handler + 'static> Drop for MsixIrqs<'_, H> {
     }
 }
 
-/// Sets the streaming and coherent DMA masks of `pdev` to `bits` bits.
+/// A PCI driver whose device has its DMA masks set before the driver's
+/// probe runs. Registered through [`DmaMasked`], which implements
+/// [`pci::Driver`] for it.
+pub(crate) trait MaskedPciDriver {
+    /// See [`pci::Driver::IdInfo`].
+    type IdInfo: 'static;
+    /// See [`pci::Driver::Data`].
+    type Data<'bound>: Send + 'bound;
+    /// See [`pci::Driver::ID_TABLE`].
+    const ID_TABLE: pci::IdTable<Self::IdInfo>;
+    /// How many bits of DMA address the device drives: the streaming and
+    /// coherent masks of the device are set to this before [`Self::probe`].
+    const DMA_MASK_BITS: u32;
+
+    /// See [`pci::Driver::probe`]; the DMA masks are set.
+    fn probe<'bound>(
+        dev: &'bound pci::Device<Core<'_>>,
+        id_info: Option<&'bound Self::IdInfo>,
+    ) -> impl PinInit<Self::Data<'bound>, Error> + 'bound;
+}
+
+/// The [`pci::Driver`] of a [`MaskedPciDriver`] `T`: sets the DMA masks,
+/// then calls `T`'s probe.
 ///
-/// Takes the `Core` context: only probe (or remove) holds it, and the driver
-/// allocates no DMA memory of this device concurrently with its own probe.
-pub(crate) fn dma_set_mask_and_coherent(
-    pdev: &pci::Device<kernel::device::Core<'_>>,
-    bits: u32,
-) -> Result {
-    use kernel::dma::Device as _;
-    let mask = kernel::dma::DmaMask::try_new(bits)?;
-    // SAFETY: called from probe with the device lock held (`Core`), before
-    // this driver made any DMA allocation or mapping for the device.
-    unsafe { pdev.dma_set_mask_and_coherent(mask) }
+/// `dma_set_mask_and_coherent()` must not run concurrently with DMA
+/// allocations or mappings of the device; here it runs before any code of
+/// the driver for this binding (and the previous binding's allocations went
+/// with its remove), so none can exist yet. The driver therefore needs no
+/// unsafe call of its own.
+pub(crate) struct DmaMasked<T>(PhantomData<T>);
+
+impl<T: MaskedPciDriver> pci::Driver for DmaMasked<T> {
+    type IdInfo = T::IdInfo;
+    type Data<'bound> = T::Data<'bound>;
+
+    const ID_TABLE: pci::IdTable<Self::IdInfo> = T::ID_TABLE;
+
+    fn probe<'bound>(
+        pdev: &'bound pci::Device<Core<'_>>,
+        id_info: Option<&'bound Self::IdInfo>,
+    ) -> impl PinInit<Self::Data<'bound>, Error> + 'bound {
+        let masked = DmaMask::try_new(T::DMA_MASK_BITS).and_then(|mask| {
+            // SAFETY: no DMA allocation or mapping of `pdev` exists or is
+            // made concurrently: the driver's probe has not run yet (see the
+            // type's documentation) and holds the device lock (`Core`).
+            unsafe { pdev.dma_set_mask_and_coherent(mask) }
+        });
+        if let Err(e) = masked {
+            dev_err!(
+                pdev,
+                "probe failed: set {}-bit DMA mask (error {})\n",
+                T::DMA_MASK_BITS,
+                e.to_errno()
+            );
+        }
+        // The driver's probe runs (when called) only with the masks set.
+        let init = masked.map(|()| T::probe(pdev, id_info));
+        // SAFETY: the closure initialises `slot` exactly when the driver's
+        // initialiser does, and returns its result; on `Err` the slot is
+        // left uninitialised (the driver's initialiser cleaned up).
+        unsafe {
+            pin_init::pin_init_from_closure(move |slot| match init {
+                Ok(init) => init.__init(slot),
+                Err(e) => Err(e),
+            })
+        }
+    }
 }
