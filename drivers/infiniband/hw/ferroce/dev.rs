@@ -657,7 +657,7 @@ pub(crate) struct Ferroce<'bound> {
     notifier: Option<NetdevNotifier<PortWatch>>,
     /// The `ib_device`; unregistered next.
     ib: Option<rdma::Registration<'bound, IbDev>>,
-    irqs: kext::MsixIrqs<'bound, EqHandler>,
+    irqs: Pin<KBox<kext::MsixIrqs<'bound, EqHandler>>>,
     shared: Arc<Shared>,
 }
 
@@ -913,13 +913,17 @@ impl<'bound> Ferroce<'bound> {
         let shared = step(pdev, "allocate device state", shared)?;
 
         // 4. MSI-X vectors, one handler each (vector 0 = AEQ).
+        let handler_shared = shared.clone();
         let irqs = step(
             pdev,
             "allocate MSI-X vectors",
-            kext::MsixIrqs::new(pdev, 2, want, 1, c"ferroce", |index| EqHandler {
-                shared: shared.clone(),
-                index,
-            }),
+            KBox::pin_init(
+                kext::MsixIrqs::new(pdev, 2, want, 1, c"ferroce", move |index| EqHandler {
+                    shared: handler_shared.clone(),
+                    index,
+                }),
+                GFP_KERNEL,
+            ),
         )?;
         let nvec = irqs.len();
 
