@@ -21,7 +21,7 @@ use crate::{
         PortEvent, QpEvent, QpTable,
     },
     regs::{self, Bar0, DevresBar0},
-    verbs::DbPages,
+    verbs::{self, DbPages},
 };
 use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use kernel::{
@@ -1001,6 +1001,7 @@ impl<'bound> Ferroce<'bound> {
             db_pages: DbPages::new(
                 caps.db_pages.min(hw::FERROCE_DB_PAGES),
                 hw::FERROCE_DB_KERNEL_PAGES,
+                verbs::DB_PAGES_PER_MAPPING,
             ),
             key_variant: AtomicU32::new(0),
             cqs_live: AtomicU32::new(0),
