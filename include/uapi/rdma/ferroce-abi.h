@@ -43,6 +43,9 @@
  * context: one 4 KiB page of BAR2 that the provider maps with
  * mmap(NULL, 4096, PROT_WRITE, MAP_SHARED, cmd_fd, db_mmap_offset).
  * Every CQ and QP of the context is rung through that page only.
+ * With PAGE_SIZE > 4 KiB the offset names one PAGE_SIZE mapping of a group
+ * of doorbell pages reserved for the context (the kernel rounds the length
+ * up); the context's page is the first 4 KiB of it, as with 4 KiB pages.
  */
 struct ferroce_ureq_alloc_ctx {
 	__u32 comp_mask;		/* none defined: 0 */

@@ -21,7 +21,7 @@ use crate::{
         PortEvent, QpEvent, QpTable,
     },
     regs::{self, Bar0, DevresBar0},
-    verbs::DbPages,
+    verbs::{self, DbPages},
 };
 use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use kernel::{
@@ -707,7 +707,7 @@ pub(crate) struct Ferroce<'bound> {
     notifier: Option<NetdevNotifier<PortWatch>>,
     /// The `ib_device`; unregistered next.
     ib: Option<rdma::Registration<'bound, IbDev>>,
-    irqs: kext::MsixIrqs<'bound, EqHandler>,
+    irqs: Pin<KBox<kext::MsixIrqs<'bound, EqHandler>>>,
     shared: Arc<Shared>,
 }
 
@@ -833,11 +833,6 @@ impl<'bound> Ferroce<'bound> {
     pub(crate) fn probe(pdev: &'bound pci::Device<Core<'_>>) -> Result<Self> {
         step(pdev, "enable PCI device", pdev.enable_device_mem())?;
         pdev.set_master();
-        step(
-            pdev,
-            "set 64-bit DMA mask",
-            kext::dma_set_mask_and_coherent(pdev, 64),
-        )?;
         let bar = step(
             pdev,
             "map BAR0",
@@ -968,13 +963,17 @@ impl<'bound> Ferroce<'bound> {
         let shared = step(pdev, "allocate device state", shared)?;
 
         // 4. MSI-X vectors, one handler each (vector 0 = AEQ).
+        let handler_shared = shared.clone();
         let irqs = step(
             pdev,
             "allocate MSI-X vectors",
-            kext::MsixIrqs::new(pdev, 2, want, 1, c"ferroce", |index| EqHandler {
-                shared: shared.clone(),
-                index,
-            }),
+            KBox::pin_init(
+                kext::MsixIrqs::new(pdev, 2, want, 1, c"ferroce", move |index| EqHandler {
+                    shared: handler_shared.clone(),
+                    index,
+                }),
+                GFP_KERNEL,
+            ),
         )?;
         let nvec = irqs.len();
 
@@ -1032,16 +1031,15 @@ impl<'bound> Ferroce<'bound> {
         // 7. The ib_device: node GUID = EUI-64 of the port MAC. It is paired
         // with its netdev by the notifier registered below.
         let node_guid = ib::node_guid(&port.mac);
-        let bar2 = step(
+        let db_region = step(
             pdev,
             "doorbell BAR",
-            pdev.resource_start(hw::FERROCE_BAR_DB).and_then(|start| {
-                let len = pdev.resource_len(hw::FERROCE_BAR_DB)?;
-                if start == 0 || len < u64::from(hw::FERROCE_BAR2_SIZE) {
-                    return Err(ENODEV);
-                }
-                Ok(start)
-            }),
+            rdma::MmioRegion::new(
+                pdev,
+                hw::FERROCE_BAR_DB,
+                0,
+                u64::from(hw::FERROCE_BAR2_SIZE),
+            ),
         )?;
         let ibdev = IbDev {
             shared: shared.clone(),
@@ -1049,10 +1047,11 @@ impl<'bound> Ferroce<'bound> {
             port,
             node_guid,
             num_ceqs: (nvec - 1) as u32,
-            bar2,
+            db_region,
             db_pages: DbPages::new(
                 caps.db_pages.min(hw::FERROCE_DB_PAGES),
                 hw::FERROCE_DB_KERNEL_PAGES,
+                verbs::DB_PAGES_PER_MAPPING,
             ),
             key_variant: AtomicU32::new(0),
             cqs_live: AtomicU32::new(0),

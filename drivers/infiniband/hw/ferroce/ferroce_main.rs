@@ -40,18 +40,20 @@ const _: () = assert!(pci::Vendor::REDHAT.as_raw() as u32 == bindings::FERROCE_P
 
 kernel::pci_device_table!(
     PCI_TABLE,
-    <FerroceDriver as pci::Driver>::IdInfo,
+    <FerroceDriver as rdma::kext::MaskedPciDriver>::IdInfo,
     [(
         pci::DeviceId::from_id(pci::Vendor::REDHAT, bindings::FERROCE_PCI_DEVICE_ID),
         ()
     )]
 );
 
-impl pci::Driver for FerroceDriver {
+impl rdma::kext::MaskedPciDriver for FerroceDriver {
     type IdInfo = ();
     type Data<'bound> = dev::Ferroce<'bound>;
 
     const ID_TABLE: pci::IdTable<Self::IdInfo> = &PCI_TABLE;
+    /// Every address field of the device is 64 bits wide.
+    const DMA_MASK_BITS: u32 = 64;
 
     fn probe<'bound>(
         pdev: &'bound pci::Device<kernel::device::Core<'_>>,
@@ -62,7 +64,7 @@ impl pci::Driver for FerroceDriver {
 }
 
 kernel::module_pci_driver! {
-    type: FerroceDriver,
+    type: rdma::kext::DmaMasked<FerroceDriver>,
     name: "ferroce",
     authors: ["ferroce developers"],
     description: "RDMA over Converged Ethernet driver for the ferroce NIC",

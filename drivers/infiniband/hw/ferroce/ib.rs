@@ -25,8 +25,8 @@ pub(crate) struct IbDev {
     pub(crate) node_guid: [u8; 8],
     /// Number of completion vectors (CEQs 1..=num_ceqs).
     pub(crate) num_ceqs: u32,
-    /// Bus address of BAR2 (doorbell pages).
-    pub(crate) bar2: u64,
+    /// The doorbell pages of BAR2, as user contexts may map them.
+    pub(crate) db_region: rdma::MmioRegion,
     /// Doorbell pages of user contexts.
     pub(crate) db_pages: DbPages,
     /// Last MR key variant handed out.

@@ -4,7 +4,7 @@
 
 use super::{
     attr::{DeviceAttr, GidAttr, LinkLayer, NetDev, NetDevRef, PortAttr, PortImmutable},
-    mmap::{self, MmapIo},
+    mmap::{self, MmapIo, MmioRegion},
     objects::{AhAttr, CqTable, QpAttr, QpInit, QpTable, QpType},
     udata::UData,
     wr::{RecvWrs, SendWrs, WcOut},
@@ -433,16 +433,17 @@ pub(crate) struct UContextInit<'a> {
 }
 
 impl UContextInit<'_> {
-    /// Offers `len` bytes of MMIO at physical address `phys` (page aligned)
-    /// for `mmap()`, uncached; returns the offset userspace maps it at. The
-    /// offer lasts as long as the context.
-    pub(crate) fn offer_mmio(&mut self, phys: u64, len: usize) -> Result<u64> {
+    /// Offers the `len` bytes at `offset` of the BAR range `region` for
+    /// `mmap()`, uncached; `EINVAL` unless they are page aligned and inside
+    /// `region`. Returns the offset userspace maps them at. The offer lasts
+    /// as long as the context.
+    pub(crate) fn offer_mmio(&mut self, region: &MmioRegion, offset: u64, len: u64) -> Result<u64> {
         self.mmaps.reserve(1, GFP_KERNEL)?;
         // SAFETY: `uctx` is the live context being allocated, of a device
         // with our `mmap`/`mmap_free` ops; the entry is kept in the context's
         // `UCtx` and dropped in `dealloc_ucontext` (or right away if the
         // allocation fails), before ib_core frees the context.
-        let io = unsafe { MmapIo::insert(self.uctx, phys, len)? };
+        let io = unsafe { MmapIo::insert(self.uctx, region, offset, len)? };
         let off = io.offset();
         self.mmaps.push(io, GFP_KERNEL)?;
         Ok(off)

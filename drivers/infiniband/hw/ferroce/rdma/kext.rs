@@ -5,8 +5,10 @@
 //! `kernel::sync::barrier` and `kernel::pci`.
 
 use crate::bindings as b;
+use core::marker::{PhantomData, PhantomPinned};
 use kernel::{
-    device::Bound,
+    device::{Bound, Core},
+    dma::{Device as _, DmaMask},
     irq::{self, Handler},
     pci,
     prelude::*,
@@ -32,30 +34,50 @@ pub(crate) fn dma_wmb() {
     unsafe { b::ferroce_dma_wmb() }
 }
 
+/// The handler registration of one MSI-X vector, with its affinity hint.
+///
+/// # Invariants
+///
+/// `hinted` is true only if an affinity hint is set on the IRQ of `reg`.
+#[pin_data(PinnedDrop)]
+struct Vector<'a, H: Handler + 'static> {
+    #[pin]
+    reg: irq::Registration<'a, H>,
+    irq_num: u32,
+    hinted: bool,
+}
+
+#[pinned_drop]
+impl<H: Handler + 'static> PinnedDrop for Vector<'_, H> {
+    fn drop(self: Pin<&mut Self>) {
+        // Runs before `reg` is dropped: free_irq() warns about a set hint.
+        if self.hinted {
+            // SAFETY: the IRQ is still requested (`reg` is alive).
+            unsafe { b::ferroce_irq_clear_hint(self.irq_num) };
+        }
+    }
+}
+
 /// MSI-X vectors of a PCI function together with one handler per vector.
 ///
 /// Uses the kernel's IRQ vector API (`pci::Device::alloc_irq_vectors`,
 /// `irq::Registration`). The registrations borrow the vector allocation,
-/// which this type owns too; they are freed first.
+/// which this pinned object owns too: each vector's hint is cleared, then
+/// its IRQ freed, and the vectors are freed last.
 ///
 /// # Invariants
 ///
-/// * `vectors` points to the allocation owned by this object (from
-///   `KBox::into_raw`), freed in `drop` after every registration.
-/// * `regs` hold registrations of vectors of `vectors`.
-/// * `hinted` holds the IRQ numbers of registrations in `regs` that have an
-///   affinity hint set.
+/// * The registrations in `regs` borrow `vectors` (a field of this pinned,
+///   `!Unpin` object, so it does not move), and are never handed out with a
+///   lifetime longer than a borrow of `self`.
+/// * `regs` is declared before `vectors`, so it is dropped first.
+#[pin_data]
 pub(crate) struct MsixIrqs<'a, H: Handler + 'static> {
-    regs: KVec<Pin<KBox<irq::Registration<'a, H>>>>,
-    hinted: KVec<u32>,
-    vectors: *mut pci::IrqVectorRegistration<'a>,
+    regs: KVec<Pin<KBox<Vector<'a, H>>>>,
+    vectors: pci::IrqVectorRegistration<'a>,
+    #[pin]
+    _pin: PhantomPinned,
 }
-
-// SAFETY: the vector allocation and the registrations may be dropped from any
-// thread; handlers are `Sync`.
-unsafe impl<H: Handler + 'static> Send for MsixIrqs<'_, H> {}
-// SAFETY: `&MsixIrqs` only gives shared access to `Sync` handlers.
-unsafe impl<H: Handler + 'static> Sync for MsixIrqs<'_, H> {}
 
 impl<'a, H: Handler + 'static> MsixIrqs<'a, H> {
     /// Allocates between `min` and `max` MSI-X vectors and requests each
@@ -69,56 +91,73 @@ impl<'a, H: Handler + 'static> MsixIrqs<'a, H> {
         max: u32,
         spread_from: usize,
         name: &'static CStr,
-        mut handler: impl FnMut(usize) -> H,
-    ) -> Result<Self> {
+        mut handler: impl FnMut(usize) -> H + 'a,
+    ) -> impl PinInit<Self, Error> + 'a {
         let msix = pci::IrqTypes::default().with(pci::IrqType::MsiX);
-        let vectors = KBox::new(pdev.alloc_irq_vectors(min, max, msix)?, GFP_KERNEL)?;
-        let n = vectors.len();
-        // INVARIANT: `vectors` comes from `KBox::into_raw`; no registration yet.
-        let mut this = Self {
-            regs: KVec::with_capacity(n, GFP_KERNEL)?,
-            hinted: KVec::with_capacity(n, GFP_KERNEL)?,
-            vectors: KBox::into_raw(vectors),
-        };
-        for i in 0..n {
-            // SAFETY: `this.vectors` stays allocated until `drop` has freed
-            // every registration, so borrowing it for `'a` is sound as long
-            // as only the registrations in `this.regs` hold the borrow.
-            let vectors: &'a pci::IrqVectorRegistration<'a> = unsafe { &*this.vectors };
-            let request = irq::IrqRequest::from(vectors.index(i)?);
-            let irq_num = request.irq();
-            // SAFETY: the registration is kept in a pinned box that is only
-            // dropped (never forgotten) by `MsixIrqs::drop`.
-            let init = unsafe {
-                irq::Registration::new(
-                    request,
-                    irq::Flags::TRIGGER_NONE,
-                    name,
-                    Ok::<_, Error>(handler(i)),
-                )
-            };
-            let reg = KBox::pin_init(init, GFP_KERNEL)?;
-            this.regs.push(reg, GFP_KERNEL)?;
-            if let Some(cpu_index) = i.checked_sub(spread_from) {
-                let cpu_index = u32::try_from(cpu_index)?;
-                // SAFETY: `irq_num` is the IRQ of a vector we requested just
-                // above; the hint is cleared before the IRQ is freed (`drop`).
-                let ret = unsafe { b::ferroce_irq_set_spread_hint(irq_num, cpu_index) };
-                if ret == 0 {
-                    // INVARIANT: the registration is in `regs`.
-                    this.hinted.push(irq_num, GFP_KERNEL)?;
-                } else {
-                    dev_warn!(
-                        pdev.as_ref(),
-                        "no affinity for vector {} (IRQ {}): error {}\n",
-                        i,
-                        irq_num,
-                        ret
-                    );
+        // Fields are initialised in this order; if a later step fails,
+        // `regs` (the IRQs registered so far) is dropped before `vectors`.
+        try_pin_init!(&this in Self {
+            vectors: pdev.alloc_irq_vectors(min, max, msix)?,
+            regs: KVec::new(),
+            _pin: PhantomPinned,
+            _: {
+                let this = this.as_ptr();
+                // SAFETY: `vectors` and `regs` are initialised; `this` is
+                // pinned, so `vectors` stays at this address until the
+                // object is dropped, which drops `regs` first (invariant),
+                // as does a failure of this initialiser. The registrations,
+                // the only holders of the stretched borrow, live in `regs`.
+                let (vectors, regs): (&'a pci::IrqVectorRegistration<'a>, _) =
+                    unsafe { (&(*this).vectors, &mut (*this).regs) };
+                let n = vectors.len();
+                regs.reserve(n, GFP_KERNEL)?;
+                for i in 0..n {
+                    let request = irq::IrqRequest::from(vectors.index(i)?);
+                    let irq_num = request.irq();
+                    // SAFETY: the registration is kept in a pinned box that
+                    // is only dropped (never forgotten), with `regs`.
+                    let reg = unsafe {
+                        irq::Registration::new(
+                            request,
+                            irq::Flags::TRIGGER_NONE,
+                            name,
+                            Ok::<_, Error>(handler(i)),
+                        )
+                    };
+                    let vector = KBox::pin_init(
+                        try_pin_init!(Vector {
+                            reg <- reg,
+                            irq_num,
+                            hinted: false,
+                        }? Error),
+                        GFP_KERNEL,
+                    )?;
+                    regs.push(vector, GFP_KERNEL)?;
+                    let Some(cpu_index) = i.checked_sub(spread_from) else {
+                        continue;
+                    };
+                    let cpu_index = u32::try_from(cpu_index)?;
+                    // SAFETY: `irq_num` is the IRQ of a vector requested just
+                    // above; `Vector`'s drop clears the hint before the IRQ
+                    // is freed.
+                    let ret = unsafe { b::ferroce_irq_set_spread_hint(irq_num, cpu_index) };
+                    if ret == 0 {
+                        if let Some(vector) = regs.last_mut() {
+                            // INVARIANT: the hint was set just above.
+                            *vector.as_mut().project().hinted = true;
+                        }
+                    } else {
+                        dev_warn!(
+                            pdev.as_ref(),
+                            "no affinity for vector {} (IRQ {}): error {}\n",
+                            i,
+                            irq_num,
+                            ret
+                        );
+                    }
                 }
-            }
-        }
-        Ok(this)
+            },
+        }? Error)
     }
 
     /// The number of vectors (and handlers).
@@ -128,39 +167,77 @@ impl<'a, H: Handler + 'static> MsixIrqs<'a, H> {
 
     /// Waits until no handler runs.
     pub(crate) fn synchronize(&self) {
-        for r in self.regs.iter() {
-            r.synchronize();
+        for v in self.regs.iter() {
+            v.reg.synchronize();
         }
     }
 }
 
-impl<H: Handler + 'static> Drop for MsixIrqs<'_, H> {
-    fn drop(&mut self) {
-        // Clear the affinity hints (free_irq() warns about a set one), free
-        // the IRQs (this waits for running handlers), then the vectors.
-        for &irq_num in self.hinted.iter() {
-            // SAFETY: the IRQ is still requested (type invariant).
-            unsafe { b::ferroce_irq_clear_hint(irq_num) };
-        }
-        self.hinted.clear();
-        self.regs.clear();
-        // SAFETY: `vectors` came from `KBox::into_raw` and no registration
-        // borrows it any more (type invariant).
-        drop(unsafe { KBox::from_raw(self.vectors) });
-    }
+/// A PCI driver whose device has its DMA masks set before the driver's
+/// probe runs. Registered through [`DmaMasked`], which implements
+/// [`pci::Driver`] for it.
+pub(crate) trait MaskedPciDriver {
+    /// See [`pci::Driver::IdInfo`].
+    type IdInfo: 'static;
+    /// See [`pci::Driver::Data`].
+    type Data<'bound>: Send + 'bound;
+    /// See [`pci::Driver::ID_TABLE`].
+    const ID_TABLE: pci::IdTable<Self::IdInfo>;
+    /// How many bits of DMA address the device drives: the streaming and
+    /// coherent masks of the device are set to this before [`Self::probe`].
+    const DMA_MASK_BITS: u32;
+
+    /// See [`pci::Driver::probe`]; the DMA masks are set.
+    fn probe<'bound>(
+        dev: &'bound pci::Device<Core<'_>>,
+        id_info: Option<&'bound Self::IdInfo>,
+    ) -> impl PinInit<Self::Data<'bound>, Error> + 'bound;
 }
 
-/// Sets the streaming and coherent DMA masks of `pdev` to `bits` bits.
+/// The [`pci::Driver`] of a [`MaskedPciDriver`] `T`: sets the DMA masks,
+/// then calls `T`'s probe.
 ///
-/// Takes the `Core` context: only probe (or remove) holds it, and the driver
-/// allocates no DMA memory of this device concurrently with its own probe.
-pub(crate) fn dma_set_mask_and_coherent(
-    pdev: &pci::Device<kernel::device::Core<'_>>,
-    bits: u32,
-) -> Result {
-    use kernel::dma::Device as _;
-    let mask = kernel::dma::DmaMask::try_new(bits)?;
-    // SAFETY: called from probe with the device lock held (`Core`), before
-    // this driver made any DMA allocation or mapping for the device.
-    unsafe { pdev.dma_set_mask_and_coherent(mask) }
+/// `dma_set_mask_and_coherent()` must not run concurrently with DMA
+/// allocations or mappings of the device; here it runs before any code of
+/// the driver for this binding (and the previous binding's allocations went
+/// with its remove), so none can exist yet. The driver therefore needs no
+/// unsafe call of its own.
+pub(crate) struct DmaMasked<T>(PhantomData<T>);
+
+impl<T: MaskedPciDriver> pci::Driver for DmaMasked<T> {
+    type IdInfo = T::IdInfo;
+    type Data<'bound> = T::Data<'bound>;
+
+    const ID_TABLE: pci::IdTable<Self::IdInfo> = T::ID_TABLE;
+
+    fn probe<'bound>(
+        pdev: &'bound pci::Device<Core<'_>>,
+        id_info: Option<&'bound Self::IdInfo>,
+    ) -> impl PinInit<Self::Data<'bound>, Error> + 'bound {
+        let masked = DmaMask::try_new(T::DMA_MASK_BITS).and_then(|mask| {
+            // SAFETY: no DMA allocation or mapping of `pdev` exists or is
+            // made concurrently: the driver's probe has not run yet (see the
+            // type's documentation) and holds the device lock (`Core`).
+            unsafe { pdev.dma_set_mask_and_coherent(mask) }
+        });
+        if let Err(e) = masked {
+            dev_err!(
+                pdev,
+                "probe failed: set {}-bit DMA mask (error {})\n",
+                T::DMA_MASK_BITS,
+                e.to_errno()
+            );
+        }
+        // The driver's probe runs (when called) only with the masks set.
+        let init = masked.map(|()| T::probe(pdev, id_info));
+        // SAFETY: the closure initialises `slot` exactly when the driver's
+        // initialiser does, and returns its result; on `Err` the slot is
+        // left uninitialised (the driver's initialiser cleaned up).
+        unsafe {
+            pin_init::pin_init_from_closure(move |slot| match init {
+                Ok(init) => init.__init(slot),
+                Err(e) => Err(e),
+            })
+        }
+    }
 }

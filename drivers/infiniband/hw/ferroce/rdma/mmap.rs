@@ -4,7 +4,64 @@
 
 use crate::bindings as b;
 use core::ptr::NonNull;
-use kernel::{error::to_result, prelude::*, types::Opaque};
+use kernel::{
+    device::Bound,
+    error::to_result,
+    page::{PAGE_SHIFT, PAGE_SIZE},
+    pci,
+    prelude::*,
+    types::Opaque,
+};
+
+/// A page-aligned range of a BAR of a bound PCI function, the only MMIO a
+/// user context can be offered ([`UContextInit::offer_mmio`]): made once at
+/// probe from the function and a BAR index, so a driver cannot name any
+/// other physical address.
+///
+/// # Invariants
+///
+/// `phys..phys + len` lies within BAR `bar` of the function it was made
+/// from (`resource_start`/`resource_len` at creation); `phys` and `len` are
+/// multiples of `PAGE_SIZE`, `len` is not 0.
+///
+/// [`UContextInit::offer_mmio`]: super::UContextInit::offer_mmio
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct MmioRegion {
+    phys: u64,
+    len: u64,
+}
+
+impl MmioRegion {
+    /// The `len` bytes at `offset` of BAR `bar` of `pdev`; `EINVAL` unless
+    /// the range is page aligned, non-empty and inside the BAR, `ENODEV` if
+    /// the BAR is not assigned.
+    pub(crate) fn new(pdev: &pci::Device<Bound>, bar: u32, offset: u64, len: u64) -> Result<Self> {
+        let start = pdev.resource_start(bar)?;
+        let bar_len = pdev.resource_len(bar)?;
+        if start == 0 || bar_len == 0 {
+            return Err(ENODEV);
+        }
+        let end = offset.checked_add(len).ok_or(EINVAL)?;
+        let phys = start.checked_add(offset).ok_or(EINVAL)?;
+        let page = PAGE_SIZE as u64;
+        if len == 0 || end > bar_len || phys % page != 0 || len % page != 0 {
+            return Err(EINVAL);
+        }
+        // INVARIANT: checked just above.
+        Ok(Self { phys, len })
+    }
+
+    /// The physical address of the `len` bytes at `offset` of the region;
+    /// `EINVAL` unless they are page aligned, non-empty and inside it.
+    fn slice(&self, offset: u64, len: u64) -> Result<u64> {
+        let end = offset.checked_add(len).ok_or(EINVAL)?;
+        let page = PAGE_SIZE as u64;
+        if len == 0 || end > self.len || offset % page != 0 || len % page != 0 {
+            return Err(EINVAL);
+        }
+        Ok(self.phys + offset)
+    }
+}
 
 /// An mmap entry of ib_core followed by what it maps.
 ///
@@ -37,19 +94,23 @@ unsafe impl Send for MmapIo {}
 unsafe impl Sync for MmapIo {}
 
 impl MmapIo {
-    /// Offers `len` bytes (a multiple of the page size) of MMIO at physical
-    /// address `phys` (page aligned) to the user context `uctx`.
+    /// Offers the `len` bytes at `offset` of `region` (page aligned, inside
+    /// it) to the user context `uctx`.
     ///
     /// # Safety
     ///
     /// `uctx` must be a live user context of a device with the `mmap` and
     /// `mmap_free` ops of this module, and the returned object must be
     /// dropped before the context is deallocated.
-    pub(super) unsafe fn insert(uctx: *mut b::ib_ucontext, phys: u64, len: usize) -> Result<Self> {
-        if phys % kernel::page::PAGE_SIZE as u64 != 0 || len % kernel::page::PAGE_SIZE != 0 {
-            return Err(EINVAL);
-        }
-        let pfn = usize::try_from(phys >> kernel::page::PAGE_SHIFT)?;
+    pub(super) unsafe fn insert(
+        uctx: *mut b::ib_ucontext,
+        region: &MmioRegion,
+        offset: u64,
+        len: u64,
+    ) -> Result<Self> {
+        let phys = region.slice(offset, len)?;
+        let len = usize::try_from(len)?;
+        let pfn = usize::try_from(phys >> PAGE_SHIFT)?;
         let boxed = KBox::new(
             IoEntry {
                 entry: Opaque::zeroed(),

@@ -14,8 +14,9 @@
 //!   netdevs) and the attribute structures it fills in.
 //! * [`notifier`]: a netdevice notifier calling a Rust handler.
 //! * [`kext`]: small wrappers for kernel APIs the 7.3 `kernel` crate lacks
-//!   or only offers as `unsafe` (MSI-X vectors with their handlers, DMA read
-//!   barrier, online CPU count). They would belong to other kernel modules
+//!   or only offers as `unsafe` (MSI-X vectors with their handlers, a PCI
+//!   probe adapter that sets the DMA masks before the driver's probe, DMA
+//!   barriers, online CPU count). They would belong to other kernel modules
 //!   upstream.
 //!
 //! All `unsafe` code of the driver lives here (and in the generated
@@ -37,6 +38,7 @@ pub(crate) use device::{
     destroy_or_leak, Builder, Device, Driver, EventRef, PortEvent, QpAttrOut, Registration, RoceAv,
     UContextInit,
 };
+pub(crate) use mmap::MmioRegion;
 pub(crate) use notifier::{NetdevEvent, NetdevHandler, NetdevNotifier};
 pub(crate) use objects::{AhAttr, CqEvent, CqTable, QpAttr, QpEvent, QpInit, QpTable, QpType};
 pub(crate) use udata::{UData, UserRequest};
