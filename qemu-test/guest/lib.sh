@@ -216,3 +216,25 @@ host_ctl() {
 	cat "$SHARED/resp-$name"
 	return "$(cat "$SHARED/resp-$name.done")"
 }
+
+# kmemleak_check: on a kernel with kmemleak (the debug flavour), two scans
+# must find no unreferenced object (the reports go to the console); a debug
+# kernel without a writable kmemleak file fails, another kernel reports the
+# check SKIPPED.
+kmemleak_check() {
+	local f=/sys/kernel/debug/kmemleak leaks
+	if [ -w "$f" ]; then
+		if echo scan >"$f" && sleep 1 && echo scan >"$f"; then
+			leaks=$(grep -c unreferenced "$f")
+			note kmemleak_reports "$leaks"
+			sed -n '1,40s/^/# kmemleak: /p' "$f"
+			check "kmemleak: no leak ($leaks reports)" test "$leaks" = 0
+		else
+			not_ok "kmemleak: scan refused (disabled after an error? see dmesg)"
+		fi
+	elif [ "$KERNEL_FLAVOUR" = debug ]; then
+		not_ok "kmemleak: the debug kernel has no writable $f"
+	else
+		skip "kmemleak: no leak" "the $KERNEL_FLAVOUR kernel has no kmemleak"
+	fi
+}

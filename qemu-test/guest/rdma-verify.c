@@ -14,14 +14,19 @@
  * TIMEOUT is the QP's local ACK timeout exponent (4.096 us * 2^TIMEOUT, 7
  * retries), 14 by default as in the pingpongs.
  *
- * Prints a summary line and exits 0 when every byte matched.
+ * Prints a summary line and exits 0 when every byte matched.  While it
+ * waits (for a completion or for its peer) it also reads the device's
+ * async events: on IBV_EVENT_DEVICE_FATAL it destroys its QP, MR, CQ and PD,
+ * prints each destroy's result and exits 3 (4 if a destroy failed).
  * Built in the guest: gcc -O2 -o rdma-verify rdma-verify.c -libverbs
  */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <getopt.h>
 #include <infiniband/verbs.h>
+#include <fcntl.h>
 #include <netdb.h>
+#include <poll.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -50,12 +55,75 @@ static int sock = -1;
 
 #define die(...) do { fprintf(stderr, "rdma-verify: " __VA_ARGS__); exit(2); } while (0)
 
+static int rounds_done;
+
+/*
+ * Destroys everything in reverse order of creation and prints each
+ * result; returns the number of destroys that failed.
+ */
+static int teardown(void)
+{
+	int qp_rc = qp ? ibv_destroy_qp(qp) : 0;
+	int mr_rc = mr ? ibv_dereg_mr(mr) : 0;
+	int cq_rc = cq ? ibv_destroy_cq(cq) : 0;
+	int pd_rc = pd ? ibv_dealloc_pd(pd) : 0;
+	int ctx_rc = ibv_close_device(ctx);
+
+	printf("rdma-verify: destroy QP %d, dereg MR %d, destroy CQ %d, dealloc PD %d, close %d\n",
+	       qp_rc, mr_rc, cq_rc, pd_rc, ctx_rc);
+	return !!qp_rc + !!mr_rc + !!cq_rc + !!pd_rc + !!ctx_rc;
+}
+
+/*
+ * Reads the device's pending async events (the async fd is non-blocking);
+ * a fatal device ends the program.
+ */
+static void check_async(void)
+{
+	struct ibv_async_event ev;
+
+	while (ibv_get_async_event(ctx, &ev) == 0) {
+		enum ibv_event_type type = ev.event_type;
+
+		ibv_ack_async_event(&ev);
+		printf("rdma-verify: async event %s (%d)\n", ibv_event_type_str(type), type);
+		if (type == IBV_EVENT_DEVICE_FATAL) {
+			printf("rdma-verify: IBV_EVENT_DEVICE_FATAL after %d rounds\n", rounds_done);
+			fflush(stdout);
+			exit(teardown() ? 4 : 3);
+		}
+	}
+	fflush(stdout);
+}
+
+/* Waits until the socket is readable, reading async events meanwhile. */
+static void wait_sock(void)
+{
+	struct pollfd p[2] = {
+		{ .fd = sock, .events = POLLIN },
+		{ .fd = ctx->async_fd, .events = POLLIN },
+	};
+
+	for (;;) {
+		if (poll(p, 2, -1) < 0)
+			die("poll failed: %s\n", strerror(errno));
+		if (p[1].revents)
+			check_async();
+		if (p[0].revents)
+			return;
+	}
+}
+
 static void xfer(void *p, size_t n, int out)
 {
 	uint8_t *b = p;
 
 	while (n) {
-		ssize_t k = out ? write(sock, b, n) : read(sock, b, n);
+		ssize_t k;
+
+		if (!out)
+			wait_sock();
+		k = out ? write(sock, b, n) : read(sock, b, n);
 
 		if (k <= 0)
 			die("TCP %s failed\n", out ? "write" : "read");
@@ -141,6 +209,7 @@ static struct ibv_wc poll1(const char *what)
 			die("%s: ibv_poll_cq failed\n", what);
 		if (n == 1)
 			break;
+		check_async();
 		clock_gettime(CLOCK_MONOTONIC, &t);
 		if (t.tv_sec - t0.tv_sec > 20)
 			die("%s: no completion in 20 s\n", what);
@@ -293,6 +362,8 @@ int main(int argc, char **argv)
 			ctx = ibv_open_device(list[i]);
 	if (!ctx)
 		die("cannot open %s\n", devname);
+	if (fcntl(ctx->async_fd, F_SETFL, fcntl(ctx->async_fd, F_GETFL) | O_NONBLOCK))
+		die("cannot make the async fd non-blocking\n");
 	if (ibv_query_port(ctx, 1, &pa) || ibv_query_gid(ctx, 1, gidx, &gid))
 		die("cannot query port 1 / GID %d\n", gidx);
 	pd = ibv_alloc_pd(ctx);
@@ -399,15 +470,13 @@ int main(int argc, char **argv)
 			fprintf(stderr, "rdma-verify: round %d (%zu bytes at offset %zu) failed\n", r, len, off);
 			break;
 		}
+		rounds_done = r + 1;
 	}
 	printf("rdma-verify: %s, %d rounds up to %zu bytes, RDMA WRITE %llu, RDMA READ %llu, SEND %llu bytes: %s\n",
 	       devname, rounds, max_len, (unsigned long long)bytes[0], (unsigned long long)bytes[1],
 	       (unsigned long long)bytes[2], bad ? "DATA MISMATCH" : "all data verified");
-	ibv_destroy_qp(qp);
-	ibv_dereg_mr(mr);
-	ibv_destroy_cq(cq);
-	ibv_dealloc_pd(pd);
-	ibv_close_device(ctx);
+	if (teardown())
+		bad = 1;
 	ibv_free_device_list(list);
 	return bad;
 }

@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: GPL-2.0
 # shellcheck shell=bash disable=SC2034 # DESC/TIMEOUT/hooks are read by qemu-test/run
-DESC="two ferroce VMs; during RDMA traffic vm2's ferroce function is removed (PCI remove) and rescanned: userspace exits instead of hanging, every destroy succeeds, rmmod works, and after the rescan ferroce0 carries traffic again; with FERROCE_DEVICE_KILL=1 its device process is then killed too"
-TIMEOUT=600
+DESC="two ferroce VMs; during RDMA traffic vm2's ferroce function is removed (PCI remove) and rescanned, then its device stalls past the admin command timeout (dead: reset, IBV_EVENT_DEVICE_FATAL): userspace exits instead of hanging, every destroy succeeds, rmmod works, and ferroce0 comes back and carries traffic again each time; with FERROCE_DEVICE_KILL=1 its device process is then killed too"
+TIMEOUT=900
 CTL_SERVER=1
 
 setup() {

@@ -1,19 +1,27 @@
 // SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
 /*
  * libferroce unit test: queue sizing, CQE phase/polling, WQE building and
- * doorbell values, against fake queues in memory (no device, no kernel).
- * Built and run by "make provider-check", also with ThreadSanitizer
- * (ferroce-unit-tsan), which reports any data race test_threads provokes.
+ * doorbell values, against fake queues in memory (no device, no kernel);
+ * and the provider's control path against a fake kernel of the ABI's first
+ * release (test_old_driver). Built and run by "make provider-check", also
+ * with ThreadSanitizer (ferroce-unit-tsan), which reports any data race
+ * test_threads provokes.
  */
 #include <endian.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "../ferroce.h"
+
+/* alloc_context and the device ops are static: the test takes them whole. */
+#include "../ferroce.c"
 
 static int failures;
 
@@ -428,6 +436,218 @@ static void test_threads(void)
 	fake_fini(&t.f);
 }
 
+/*
+ * A driver of the ABI's first release (ferroce-abi.h as first committed):
+ * its responses end where that release's structs ended, and it writes
+ * min(offered, its size) bytes, nothing beyond. The ibv_cmd_* below
+ * replace libibverbs' for the test binary (the executable's definitions
+ * win); they play that driver and check that the provider offered a
+ * zero-filled response at least as long as the first release's, so that
+ * what an old driver does not write reads as 0.
+ */
+struct v1_uresp_alloc_ctx {
+	__aligned_u64 db_mmap_offset;
+	__u32 db_page;
+	__u32 device_caps;
+	__u32 max_qp_wr;
+	__u32 max_sge;
+	__u32 max_inline;
+	__u32 max_cqe;
+};
+
+struct v1_uresp_create_cq {
+	__u32 cqn;
+	__u32 reserved;
+};
+
+struct v1_uresp_create_qp {
+	__u32 qpn;
+	__u32 max_inline;
+};
+
+struct v1_uresp_create_ah {
+	__u32 ahn;
+	__u32 reserved;
+};
+
+/* Today's structs only grew at the end of the first release's. */
+#define SAME_FIELD(s, f)						\
+	static_assert(offsetof(struct ferroce_##s, f) ==		\
+		      offsetof(struct v1_##s, f), #s "." #f " moved")
+static_assert(sizeof(struct v1_uresp_alloc_ctx) == 32, "v1 alloc_ctx size");
+SAME_FIELD(uresp_alloc_ctx, db_mmap_offset);
+SAME_FIELD(uresp_alloc_ctx, db_page);
+SAME_FIELD(uresp_alloc_ctx, device_caps);
+SAME_FIELD(uresp_alloc_ctx, max_qp_wr);
+SAME_FIELD(uresp_alloc_ctx, max_sge);
+SAME_FIELD(uresp_alloc_ctx, max_inline);
+SAME_FIELD(uresp_alloc_ctx, max_cqe);
+static_assert(sizeof(struct v1_uresp_create_cq) == 8, "v1 create_cq size");
+SAME_FIELD(uresp_create_cq, cqn);
+static_assert(sizeof(struct v1_uresp_create_qp) == 8, "v1 create_qp size");
+SAME_FIELD(uresp_create_qp, qpn);
+SAME_FIELD(uresp_create_qp, max_inline);
+static_assert(sizeof(struct v1_uresp_create_ah) == 8, "v1 create_ah size");
+SAME_FIELD(uresp_create_ah, ahn);
+
+static const struct v1_uresp_alloc_ctx v1_ctx = {
+	.db_mmap_offset = 0, .db_page = 3, .device_caps = 0,
+	.max_qp_wr = 512, .max_sge = 8, .max_inline = 256, .max_cqe = 4096,
+};
+static const struct v1_uresp_create_cq v1_cq = { .cqn = 77 };
+static const struct v1_uresp_create_qp v1_qp = { .qpn = 0x1234, .max_inline = 100 };
+static const struct v1_uresp_create_ah v1_ah = { .ahn = 9 };
+static int old_driver_calls;
+
+/*
+ * The old driver's answer: the provider's driver part of the response
+ * (after the core part of core_size bytes) must be zero-filled and hold at
+ * least the first release's struct; the first release's bytes are written.
+ */
+static void old_driver_respond(void *resp, size_t resp_size, size_t core_size,
+			       const void *v1, size_t v1_size)
+{
+	uint8_t *drv = (uint8_t *)resp + core_size;
+	size_t i;
+
+	old_driver_calls++;
+	CHECK(resp_size >= core_size + v1_size);
+	if (resp_size < core_size + v1_size)
+		return;
+	for (i = 0; i < resp_size - core_size; i++)
+		if (drv[i])
+			break;
+	CHECK(i == resp_size - core_size);
+	memcpy(drv, v1, v1_size);
+}
+
+int ibv_cmd_get_context(struct verbs_context *context,
+			struct ibv_get_context *cmd, size_t cmd_size,
+			struct ib_uverbs_get_context_resp *resp, size_t resp_size)
+{
+	context->context.num_comp_vectors = 1;
+	old_driver_respond(resp, resp_size, sizeof(*resp), &v1_ctx, sizeof(v1_ctx));
+	return 0;
+}
+
+int ibv_cmd_create_cq(struct ibv_context *context, int cqe,
+		      struct ibv_comp_channel *channel, int comp_vector,
+		      struct ibv_cq *cq, struct ibv_create_cq *cmd,
+		      size_t cmd_size, struct ib_uverbs_create_cq_resp *resp,
+		      size_t resp_size)
+{
+	cq->context = context;
+	cq->channel = channel;
+	cq->cqe = cqe;
+	old_driver_respond(resp, resp_size, sizeof(*resp), &v1_cq, sizeof(v1_cq));
+	return 0;
+}
+
+int ibv_cmd_create_qp(struct ibv_pd *pd, struct ibv_qp *qp,
+		      struct ibv_qp_init_attr *attr, struct ibv_create_qp *cmd,
+		      size_t cmd_size, struct ib_uverbs_create_qp_resp *resp,
+		      size_t resp_size)
+{
+	qp->context = pd->context;
+	qp->pd = pd;
+	qp->send_cq = attr->send_cq;
+	qp->recv_cq = attr->recv_cq;
+	qp->qp_type = attr->qp_type;
+	qp->qp_num = v1_qp.qpn;
+	old_driver_respond(resp, resp_size, sizeof(*resp), &v1_qp, sizeof(v1_qp));
+	return 0;
+}
+
+int ibv_cmd_create_ah(struct ibv_pd *pd, struct ibv_ah *ah,
+		      struct ibv_ah_attr *attr,
+		      struct ib_uverbs_create_ah_resp *resp, size_t resp_size)
+{
+	ah->context = pd->context;
+	ah->pd = pd;
+	old_driver_respond(resp, resp_size, sizeof(*resp), &v1_ah, sizeof(v1_ah));
+	return 0;
+}
+
+int ibv_cmd_destroy_cq(struct ibv_cq *cq) { return 0; }
+int ibv_cmd_destroy_qp(struct ibv_qp *qp) { return 0; }
+int ibv_cmd_destroy_ah(struct ibv_ah *ah) { return 0; }
+
+/*
+ * A new provider on an old driver: context, CQ, QP and AH are created from
+ * first-release responses and take their values from them (none from
+ * bytes the driver did not write).
+ */
+static void test_old_driver(void)
+{
+	static struct verbs_device vdev = { .ops = &ferroce_dev_ops };
+	struct ibv_qp_init_attr qattr = { .qp_type = IBV_QPT_RC };
+	struct ibv_ah_attr aattr = { .port_num = 1 };
+	struct ferroce_context *ctx;
+	struct verbs_context *vctx;
+	struct ibv_pd pd = {};
+	struct ibv_cq *cq;
+	struct ibv_qp *qp;
+	struct ibv_ah *ah;
+	int fd;
+
+	/* The doorbell page the context maps: shared zeroes do. */
+	fd = open("/dev/zero", O_RDWR);
+	CHECK(fd >= 0);
+	/* One hold for the test: the context's never drops the last. */
+	atomic_store(&vdev.refcount, 1);
+
+	vctx = ferroce_dev_ops.alloc_context(&vdev.device, fd, NULL);
+	CHECK(vctx);
+	if (!vctx)
+		return;
+	ctx = to_fctx(&vctx->context);
+	CHECK(old_driver_calls == 1);
+	CHECK(ctx->max_qp_wr == v1_ctx.max_qp_wr);
+	CHECK(ctx->max_sge == v1_ctx.max_sge);
+	CHECK(ctx->max_inline == v1_ctx.max_inline);
+	CHECK(ctx->max_cqe == v1_ctx.max_cqe);
+	CHECK(ctx->device_caps == v1_ctx.device_caps);
+
+	cq = ferroce_create_cq(&vctx->context, 16, NULL, 0);
+	CHECK(cq);
+	CHECK(old_driver_calls == 2);
+	if (!cq)
+		goto out_ctx;
+	CHECK(to_fcq(cq)->cqn == v1_cq.cqn);
+	CHECK(cq->cqe == 16);
+
+	/* Inline data up to 128 fits the stride; the old driver grants 100. */
+	pd.context = &vctx->context;
+	qattr.send_cq = cq;
+	qattr.recv_cq = cq;
+	qattr.cap = (struct ibv_qp_cap){ .max_send_wr = 8, .max_recv_wr = 8,
+					 .max_send_sge = 1, .max_recv_sge = 1,
+					 .max_inline_data = 128 };
+	qp = ferroce_create_qp(&pd, &qattr);
+	CHECK(qp);
+	CHECK(old_driver_calls == 3);
+	if (qp) {
+		CHECK(to_fqp(qp)->qpn == v1_qp.qpn);
+		CHECK(to_fqp(qp)->max_inline == v1_qp.max_inline);
+		CHECK(qattr.cap.max_inline_data == v1_qp.max_inline);
+		CHECK(ferroce_find_qp(ctx, v1_qp.qpn) == to_fqp(qp));
+		CHECK(ferroce_destroy_qp(qp) == 0);
+		CHECK(!ferroce_find_qp(ctx, v1_qp.qpn));
+	}
+
+	ah = ferroce_create_ah(&pd, &aattr);
+	CHECK(ah);
+	CHECK(old_driver_calls == 4);
+	if (ah) {
+		CHECK(to_fah(ah)->ahn == v1_ah.ahn);
+		CHECK(ferroce_destroy_ah(ah) == 0);
+	}
+	CHECK(ferroce_destroy_cq(cq) == 0);
+out_ctx:
+	ferroce_free_context(&vctx->context);
+	CHECK(atomic_load(&vdev.refcount) == 1);
+}
+
 int main(void)
 {
 	test_sizing();
@@ -435,6 +655,7 @@ int main(void)
 	test_clean();
 	test_post();
 	test_threads();
+	test_old_driver();
 	if (failures) {
 		fprintf(stderr, "ferroce-unit: %d check(s) failed\n", failures);
 		return 1;
