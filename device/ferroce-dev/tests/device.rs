@@ -495,28 +495,9 @@ fn reg_mr_two_level_and_translation() {
     let count: u32 = 1100;
     let data = h.alloc(u64::from(count) * 4096, 4096);
     let page = |i: u32| data + u64::from(count - 1 - i) * 4096;
-    let n1 = count.div_ceil(PBL_L1_ENTRIES);
-    let top = h.alloc(u64::from(n1) * 8, 8);
-    for j in 0..n1 {
-        let list = h.alloc(4096, 4096);
-        h.mem
-            .write(top + u64::from(j) * 8, &list.to_le_bytes())
-            .unwrap();
-        for k in 0..PBL_L1_ENTRIES {
-            let i = j * PBL_L1_ENTRIES + k;
-            if i < count {
-                h.mem
-                    .write(list + u64::from(k) * 8, &page(i).to_le_bytes())
-                    .unwrap();
-            }
-        }
-    }
     let mut c = CmdRegMr::zeroed();
     c.hdr.opcode = CMD_REG_MR;
-    c.pbl.addr = top;
-    c.pbl.page_count = count;
-    c.pbl.page_shift = 12;
-    c.pbl.level = PBL_LEVEL_2;
+    c.pbl = h.pbl_2level(count, page);
     c.iova = 0x5000_0000 + 0x10;
     c.offset = 0x10;
     c.length = u64::from(count) * 4096 - 0x10;
@@ -552,7 +533,7 @@ fn reg_mr_two_level_and_translation() {
         Err(TranslateError::Access)
     );
     // an unaligned level-1 list page in a 2-level list
-    h.mem.write(top, &(HEAP + 8).to_le_bytes()).unwrap();
+    h.mem.write(c.pbl.addr, &(HEAP + 8).to_le_bytes()).unwrap();
     h.expect(&c, STATUS_BAD_PARAM);
 }
 

@@ -20,29 +20,10 @@ fn pattern(seed: u64, len: usize) -> Vec<u8> {
 /// A REG_MR command for an MR over `pages` (4 KiB each, in MR order)
 /// through a 2-level page list.
 fn reg_mr_cmd(n: &mut Node, pages: &[u64], access: u32) -> CmdRegMr {
-    let h = &mut n.h;
     let count = pages.len() as u32;
-    let n1 = count.div_ceil(PBL_L1_ENTRIES);
-    let top = h.alloc(u64::from(n1) * 8, 8);
-    for j in 0..n1 {
-        let list = h.alloc(4096, 4096);
-        h.mem
-            .write(top + u64::from(j) * 8, &list.to_le_bytes())
-            .unwrap();
-        for k in 0..PBL_L1_ENTRIES {
-            if let Some(page) = pages.get((j * PBL_L1_ENTRIES + k) as usize) {
-                h.mem
-                    .write(list + u64::from(k) * 8, &page.to_le_bytes())
-                    .unwrap();
-            }
-        }
-    }
     let mut c = CmdRegMr::zeroed();
     c.hdr.opcode = CMD_REG_MR;
-    c.pbl.addr = top;
-    c.pbl.page_count = count;
-    c.pbl.page_shift = 12;
-    c.pbl.level = PBL_LEVEL_2;
+    c.pbl = n.h.pbl_2level(count, |i| pages[i as usize]);
     c.iova = 0x5000_0000;
     c.length = u64::from(count) * 4096;
     c.pdn = n.pdn;
@@ -273,33 +254,15 @@ fn run_alone(a: &Node) {
 /// An MR of `count` 4 KiB pages that cycle over 16 real ones: a long
 /// message without as much guest memory.
 fn cycling_mr(n: &mut Node, count: u32, access: u32) -> (MrInfo, u64) {
-    let h = &mut n.h;
-    let real = h.alloc(16 * 4096, 4096);
-    let n1 = count.div_ceil(PBL_L1_ENTRIES);
-    let top = h.alloc(u64::from(n1) * 8, 8);
-    for j in 0..n1 {
-        let list = h.alloc(4096, 4096);
-        h.mem
-            .write(top + u64::from(j) * 8, &list.to_le_bytes())
-            .unwrap();
-        for k in 0..PBL_L1_ENTRIES {
-            let page = real + u64::from((j * PBL_L1_ENTRIES + k) % 16) * 4096;
-            h.mem
-                .write(list + u64::from(k) * 8, &page.to_le_bytes())
-                .unwrap();
-        }
-    }
+    let real = n.h.alloc(16 * 4096, 4096);
     let mut c = CmdRegMr::zeroed();
     c.hdr.opcode = CMD_REG_MR;
-    c.pbl.addr = top;
-    c.pbl.page_count = count;
-    c.pbl.page_shift = 12;
-    c.pbl.level = PBL_LEVEL_2;
+    c.pbl = n.h.pbl_2level(count, |i| real + u64::from(i % 16) * 4096);
     c.iova = 0x6000_0000;
     c.length = u64::from(count) * 4096;
     c.pdn = n.pdn;
     c.access = access;
-    let key = h.ok(&c);
+    let key = n.h.ok(&c);
     let mr = MrInfo {
         key,
         iova: c.iova,

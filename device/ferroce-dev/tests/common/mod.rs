@@ -297,6 +297,30 @@ impl Harness {
         p
     }
 
+    /// A 2-level page list of `count` 4 KiB pages, page `i` at `page(i)`.
+    pub fn pbl_2level(&mut self, count: u32, page: impl Fn(u32) -> u64) -> Pbl {
+        let n1 = count.div_ceil(PBL_L1_ENTRIES);
+        let top = self.alloc(u64::from(n1) * 8, 8);
+        for j in 0..n1 {
+            let list = self.alloc(4096, 4096);
+            self.mem
+                .write(top + u64::from(j) * 8, &list.to_le_bytes())
+                .unwrap();
+            for k in 0..PBL_L1_ENTRIES.min(count - j * PBL_L1_ENTRIES) {
+                let i = j * PBL_L1_ENTRIES + k;
+                self.mem
+                    .write(list + u64::from(k) * 8, &page(i).to_le_bytes())
+                    .unwrap();
+            }
+        }
+        let mut p = Pbl::zeroed();
+        p.addr = top;
+        p.page_count = count;
+        p.page_shift = 12;
+        p.level = PBL_LEVEL_2;
+        p
+    }
+
     pub fn qp_cmd(&mut self, pdn: u32, cqn: u32, qp_type: u8, db_page: u32) -> CmdCreateQp {
         let mut c = CmdCreateQp::zeroed();
         c.hdr.opcode = CMD_CREATE_QP;
