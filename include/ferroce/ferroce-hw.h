@@ -93,7 +93,7 @@
 #define FERROCE_VERSION_MAJOR_MASK		0xffff0000
 #define FERROCE_VERSION_MINOR_MASK		0x0000ffff
 #define FERROCE_VERSION_MAJOR			1
-#define FERROCE_VERSION_MINOR			2
+#define FERROCE_VERSION_MINOR			3
 
 /* MAGIC: "FRCE" read as a little-endian u32 */
 #define FERROCE_MAGIC_VALUE			0x45435246
@@ -114,6 +114,7 @@
 #define FERROCE_CAP_PHYS_MR			0x00001000	/* 1.1: REG_MR of physical MRs */
 #define FERROCE_CAP_MEM_MGT_EXT			0x00002000	/* 1.1: fast-reg, LOCAL_INV, SEND_INV, inline AVs */
 #define FERROCE_CAP_PORT_MAC			0x00004000	/* 1.2: SET_PORT_MAC */
+#define FERROCE_CAP_VLAN			0x00008000	/* 1.3: 802.1Q-tagged GID entries */
 
 /* DEV_CTRL */
 #define FERROCE_CTRL_RESET			0x00000001	/* self-clearing */
@@ -572,8 +573,9 @@ struct ferroce_av {
 	__u8 traffic_class;
 	__u8 network_type;	/* FERROCE_NET_*, must match the sgid entry */
 	__le16 udp_sport;	/* RoCE v2 source port, 0 = device chooses */
-	__le16 vlan;		/* 0 = untagged; VLAN_VALID | id unsupported in 1.0 */
-	__u8 reserved[6];
+	__le16 vlan;		/* 0, or (CAP_VLAN) the sgid entry's VLAN_VALID | id */
+	__u8 sl;		/* CAP_VLAN: 802.1Q priority (PCP) 0..7, else 0 */
+	__u8 reserved[5];
 };
 
 /* MODIFY_QP payload and QUERY_QP response */
@@ -641,7 +643,7 @@ struct ferroce_cmd_set_gid {
 	struct ferroce_cmd_hdr hdr;
 	__u8 gid[16];
 	__u8 smac[6];		/* source MAC of frames using this entry */
-	__le16 vlan;		/* 0 = untagged (only value in 1.0) */
+	__le16 vlan;		/* 0 = untagged, CAP_VLAN: VLAN_VALID | id 1..4094 */
 	__le16 index;		/* < GID_TABLE_LEN */
 	__u8 gid_type;		/* FERROCE_GID_TYPE_* */
 	__u8 network_type;	/* FERROCE_NET_*, must match gid_type and gid */
@@ -672,6 +674,7 @@ struct ferroce_cmd_clear_gid {
 #define FERROCE_EQE_QP_SQ_DRAINED		0x22	/* obj = qpn */
 #define FERROCE_EQE_QP_COMM_EST			0x23	/* obj = qpn */
 #define FERROCE_EQE_QP_ACCESS_ERR		0x24	/* obj = qpn */
+#define FERROCE_EQE_QP_RETRY_EXCEEDED		0x25	/* 1.3: obj = qpn, data = 0 ACK timeout / 1 RNR; informational */
 #define FERROCE_EQE_CQ_ERROR			0x30	/* obj = cqn, data = syndrome */
 #define FERROCE_EQE_DEVICE_FATAL		0x40	/* data = fatal code */
 
@@ -826,6 +829,7 @@ struct ferroce_cq_dbrec {
 #define FERROCE_CQE_WITH_INV			0x08	/* imm_data = invalidated key */
 #define FERROCE_CQE_NET_TYPE_SHIFT		4	/* FERROCE_NET_* in 5:4 */
 #define FERROCE_CQE_NET_TYPE_MASK		0x30
+#define FERROCE_CQE_GID_INDEX			0x40	/* 1.3, UD receives: gid_index is valid */
 #define FERROCE_CQE_OWNER			0x01
 
 #define FERROCE_CQE_SIZE			32
@@ -841,7 +845,7 @@ struct ferroce_cqe {
 	__u8 vendor_err;
 	__u8 flags;		/* FERROCE_CQE_* */
 	__le16 wqe_idx;		/* SQ/RQ index of the completed WQE */
-	__u8 reserved;
+	__u8 gid_index;		/* CQE_GID_INDEX: GID entry the packet was sent to */
 	__u8 owner;		/* FERROCE_CQE_OWNER, written last */
 };
 

@@ -175,7 +175,7 @@ hw_consts! {
     /// `FERROCE_VERSION_MAJOR`.
     VERSION_MAJOR: u32 = 1;
     /// `FERROCE_VERSION_MINOR`.
-    VERSION_MINOR: u32 = 2;
+    VERSION_MINOR: u32 = 3;
     /// `FERROCE_MAGIC_VALUE`.
     MAGIC_VALUE: u32 = 0x45435246;
     /// `FERROCE_CAP_RC`.
@@ -208,6 +208,8 @@ hw_consts! {
     CAP_MEM_MGT_EXT: u32 = 0x00002000;
     /// 1.2: SET_PORT_MAC
     CAP_PORT_MAC: u32 = 0x00004000;
+    /// 1.3: 802.1Q-tagged GID entries
+    CAP_VLAN: u32 = 0x00008000;
     /// Self-clearing
     CTRL_RESET: u32 = 0x00000001;
     /// `FERROCE_CTRL_ENABLE`.
@@ -580,6 +582,8 @@ hw_consts! {
     EQE_QP_COMM_EST: u8 = 0x23;
     /// Obj = qpn
     EQE_QP_ACCESS_ERR: u8 = 0x24;
+    /// 1.3: obj = qpn, data = 0 ACK timeout / 1 RNR; informational
+    EQE_QP_RETRY_EXCEEDED: u8 = 0x25;
     /// Obj = cqn, data = syndrome
     EQE_CQ_ERROR: u8 = 0x30;
     /// Data = fatal code
@@ -700,6 +704,8 @@ hw_consts! {
     CQE_NET_TYPE_SHIFT: u32 = 4;
     /// `FERROCE_CQE_NET_TYPE_MASK`.
     CQE_NET_TYPE_MASK: u8 = 0x30;
+    /// 1.3, UD receives: gid_index is valid
+    CQE_GID_INDEX: u8 = 0x40;
     /// `FERROCE_CQE_OWNER`.
     CQE_OWNER: u8 = 0x01;
     /// `FERROCE_CQE_SIZE`.
@@ -1060,10 +1066,12 @@ hw_structs! {
         pub network_type: u8,
         /// RoCE v2 source port, 0 = device chooses
         pub udp_sport: u16,
-        /// 0 = untagged; VLAN_VALID | id unsupported in 1.0
+        /// 0, or (CAP_VLAN) the sgid entry's VLAN_VALID | id
         pub vlan: u16,
+        /// CAP_VLAN: 802.1Q priority (PCP) 0..7, else 0
+        pub sl: u8,
         /// reserved
-        pub reserved: [u8; 6],
+        pub reserved: [u8; 5],
     }
     /// `struct ferroce_qp_attr`.
     pub struct QpAttr = "ferroce_qp_attr" {
@@ -1162,7 +1170,7 @@ hw_structs! {
         pub gid: [u8; 16],
         /// source MAC of frames using this entry
         pub smac: [u8; 6],
-        /// 0 = untagged (only value in 1.0)
+        /// 0 = untagged, CAP_VLAN: VLAN_VALID | id 1..4094
         pub vlan: u16,
         /// < GID_TABLE_LEN
         pub index: u16,
@@ -1324,8 +1332,8 @@ hw_structs! {
         pub flags: u8,
         /// SQ/RQ index of the completed WQE
         pub wqe_idx: u16,
-        /// reserved
-        pub reserved: u8,
+        /// CQE_GID_INDEX: GID entry the packet was sent to
+        pub gid_index: u8,
         /// FERROCE_CQE_OWNER, written last
         pub owner: u8,
     }
