@@ -575,10 +575,7 @@ impl State {
     /// Checks an address vector against the GID table.
     pub(crate) fn check_av(&self, av: &Av) -> Result<(), u8> {
         rsvd_bytes(&av.reserved)?;
-        if av.vlan & VLAN_VALID != 0 {
-            return Err(STATUS_NOT_SUPPORTED);
-        }
-        rsvd(av.vlan)?;
+        param(av.sl <= 7)?;
         param(av.flow_label & !FLOW_LABEL_MASK == 0)?;
         param(av.network_type <= NET_IPV6)?;
         let entry = self
@@ -587,6 +584,8 @@ impl State {
             .and_then(Option::as_ref)
             .ok_or(STATUS_BAD_PARAM)?;
         param(entry.network_type == av.network_type)?;
+        // `vlan` only repeats the sgid entry's; the entry tags the frames.
+        param(av.vlan == 0 || Some(av.vlan) == entry.vlan.map(|v| VLAN_VALID | v))?;
         let dgid_v4 = crate::gid::is_ipv4_mapped(&av.dgid);
         match av.network_type {
             NET_IPV4 => param(dgid_v4)?,
@@ -758,10 +757,15 @@ impl State {
     }
 
     fn cmd_set_gid(&mut self, c: CmdSetGid) -> CmdResult {
-        if c.vlan & VLAN_VALID != 0 {
-            return Err(STATUS_NOT_SUPPORTED);
-        }
-        rsvd(c.vlan)?;
+        rsvd(c.vlan & !(VLAN_VALID | VLAN_ID_MASK))?;
+        let vlan = if c.vlan & VLAN_VALID != 0 {
+            let vid = c.vlan & VLAN_ID_MASK;
+            param((1..VLAN_ID_MASK).contains(&vid))?;
+            Some(vid)
+        } else {
+            rsvd(c.vlan)?;
+            None
+        };
         param(c.port == NUM_PORTS)?;
         param(usize::from(c.index) < GID_TABLE_LEN)?;
         param(c.gid_type <= GID_TYPE_ROCE_V2)?;
@@ -774,12 +778,14 @@ impl State {
             gid_type: c.gid_type,
             network_type: c.network_type,
             smac: c.smac,
+            vlan,
         };
         let slot = self
             .gids
             .get_mut(usize::from(c.index))
             .ok_or(STATUS_BAD_PARAM)?;
         *slot = Some(e);
+        self.sync_gid_macs();
         OK
     }
 
@@ -791,6 +797,7 @@ impl State {
             .get_mut(usize::from(c.index))
             .ok_or(STATUS_BAD_PARAM)?;
         *slot = None;
+        self.sync_gid_macs();
         OK
     }
 }

@@ -18,7 +18,7 @@
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 
 use crate::fault::{FaultConfig, FaultCounters, FaultState};
 use crate::gid::GidEntry;
@@ -168,12 +168,17 @@ pub struct StatusInfo {
     pub adminq_ci: u16,
 }
 
-/// The port's current MAC (device.rst "Port MAC"), readable without the
-/// device lock by the port's receive steering.
+/// The MACs the port answers to (device.rst "Port MAC"), readable without
+/// the device lock by the port's receive steering: the current MAC, and the
+/// source MACs of VLAN GID entries that differ from it (a VLAN netdev with an
+/// address of its own).
 #[derive(Debug, Default)]
-pub(crate) struct CurrentMac(AtomicU64);
+pub(crate) struct PortMacs {
+    current: AtomicU64,
+    others: RwLock<Vec<[u8; 6]>>,
+}
 
-impl CurrentMac {
+impl PortMacs {
     fn new(mac: [u8; 6]) -> Self {
         let m = Self::default();
         m.set(mac);
@@ -183,12 +188,26 @@ impl CurrentMac {
     pub(crate) fn set(&self, mac: [u8; 6]) {
         let [a, b, c, d, e, f] = mac;
         let v = u64::from_be_bytes([0, 0, a, b, c, d, e, f]);
-        self.0.store(v, Ordering::Relaxed);
+        self.current.store(v, Ordering::Relaxed);
     }
 
     pub(crate) fn get(&self) -> [u8; 6] {
-        let [_, _, a, b, c, d, e, f] = self.0.load(Ordering::Relaxed).to_be_bytes();
+        let [_, _, a, b, c, d, e, f] = self.current.load(Ordering::Relaxed).to_be_bytes();
         [a, b, c, d, e, f]
+    }
+
+    pub(crate) fn set_others(&self, macs: Vec<[u8; 6]>) {
+        *self.others.write().unwrap_or_else(|e| e.into_inner()) = macs;
+    }
+
+    /// Whether frames for `mac` are the port's.
+    pub(crate) fn answers(&self, mac: &[u8; 6]) -> bool {
+        *mac == self.get()
+            || self
+                .others
+                .read()
+                .unwrap_or_else(|e| e.into_inner())
+                .contains(mac)
     }
 }
 
@@ -199,7 +218,7 @@ pub(crate) struct State {
     /// The port's current MAC (SET_PORT_MAC), also in [`Device`]'s
     /// lock-free copy; set through [`State::set_mac`].
     pub mac: [u8; 6],
-    pub mac_shared: Arc<CurrentMac>,
+    pub mac_shared: Arc<PortMacs>,
     /// Guest memory, behind `gate`.
     pub mem: Arc<dyn GuestMemory>,
     /// PCI Bus Master Enable: refuses DMA while it is clear.
@@ -266,8 +285,8 @@ pub(crate) type Waker = Arc<dyn Fn() + Send + Sync>;
 /// The ferroce device model.
 pub struct Device {
     state: Mutex<State>,
-    /// The port's current MAC, shared with `State`.
-    mac: Arc<CurrentMac>,
+    /// The MACs the port answers to, shared with `State`.
+    mac: Arc<PortMacs>,
 }
 
 /// A CQE could not be delivered (see [`Device::post_cqe`]).
@@ -310,7 +329,7 @@ impl Device {
         }
         let limits = cfg.limits.clone();
         let gate = Arc::new(BusMasterGate::new(mem));
-        let mac = Arc::new(CurrentMac::new(cfg.mac));
+        let mac = Arc::new(PortMacs::new(cfg.mac));
         let st = State {
             mac: cfg.mac,
             mac_shared: mac.clone(),
@@ -366,6 +385,12 @@ impl Device {
     /// steering accepts RoCE frames for. Does not take the device lock.
     pub fn current_mac(&self) -> [u8; 6] {
         self.mac.get()
+    }
+
+    /// Whether receive steering takes RoCE frames for `mac`: the current
+    /// MAC or a VLAN GID entry's source MAC. Does not take the device lock.
+    pub fn answers_mac(&self, mac: &[u8; 6]) -> bool {
+        self.mac.answers(mac)
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {

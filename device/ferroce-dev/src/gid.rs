@@ -21,9 +21,17 @@ pub struct GidEntry {
     /// Source MAC of frames sent with this entry.
     #[serde(serialize_with = "ser_mac")]
     pub smac: [u8; 6],
+    /// The entry's 802.1Q VLAN ID, `None` if untagged.
+    pub vlan: Option<u16>,
 }
 
 impl GidEntry {
+    /// The VLAN ID frames of this entry carry, 0 when untagged (the same
+    /// number a priority-tagged frame has).
+    pub fn vid(&self) -> u16 {
+        self.vlan.unwrap_or(0)
+    }
+
     /// Source IP template of this entry: the IPv4 address of an IPv4-mapped
     /// GID, the IPv6 address itself otherwise.
     pub fn source_ip(&self) -> std::net::IpAddr {

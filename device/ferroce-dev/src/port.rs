@@ -9,8 +9,9 @@
 //! `net/net.c` reads them, without a vnet header).
 //!
 //! Steering ([`steer`]): a frame from the wire that is RoCE (UDP port 4791
-//! or Ethertype 0x8915) and addressed to the port's MAC goes to the RDMA
-//! engine; every other frame goes to the netdev. Frames from the netdev and
+//! or Ethertype 0x8915, untagged or in one 802.1Q tag) and addressed to a
+//! MAC the port answers to goes to the RDMA engine; every other frame goes
+//! to the netdev. Frames from the netdev and
 //! from the engine go out on the wire. The engine's frames for its own MAC
 //! never leave the device (loopback inside the engine).
 //!
@@ -52,10 +53,11 @@ pub enum Steer {
     Netdev,
 }
 
-/// Steering decision for a frame received from the wire by a port whose
-/// current MAC (device.rst "Port MAC") is `mac`.
-pub fn steer(frame: &[u8], mac: &[u8; 6]) -> Steer {
-    if frame.get(0..6) == Some(&mac[..]) && wire::is_roce(frame) {
+/// Steering decision for a frame received from the wire by a port that
+/// answers to the MACs `answers` accepts (device.rst "Port MAC").
+pub fn steer(frame: &[u8], answers: impl Fn(&[u8; 6]) -> bool) -> Steer {
+    let dmac = frame.get(0..6).and_then(|m| <&[u8; 6]>::try_from(m).ok());
+    if dmac.is_some_and(answers) && wire::is_roce(frame) {
         Steer::Engine
     } else {
         Steer::Netdev
@@ -382,7 +384,7 @@ impl Port {
     pub fn from_wire(&self, frame: &[u8]) {
         bump(&self.counters.wire_rx);
         self.record(frame);
-        match steer(frame, &self.dev.current_mac()) {
+        match steer(frame, |m| self.dev.answers_mac(m)) {
             Steer::Engine => {
                 bump(&self.counters.to_engine);
                 self.dev.receive(frame);
@@ -494,7 +496,7 @@ impl Port {
         for f in frames {
             bump(&self.counters.wire_rx);
             self.record(f);
-            match steer(f, &self.dev.current_mac()) {
+            match steer(f, |m| self.dev.answers_mac(m)) {
                 Steer::Engine => {
                     bump(&self.counters.to_engine);
                     engine.push(f);

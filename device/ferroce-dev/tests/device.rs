@@ -818,15 +818,12 @@ fn modify_qp_attribute_values() {
         (
             QPS_RTR,
             rtr,
+            // The sgid entry is untagged: only `vlan` 0 agrees with it.
             Box::new(|a| a.av.vlan = VLAN_VALID | 5),
-            STATUS_NOT_SUPPORTED,
+            STATUS_BAD_PARAM,
         ),
-        (
-            QPS_RTR,
-            rtr,
-            Box::new(|a| a.av.vlan = 5),
-            STATUS_BAD_RESERVED,
-        ),
+        (QPS_RTR, rtr, Box::new(|a| a.av.vlan = 5), STATUS_BAD_PARAM),
+        (QPS_RTR, rtr, Box::new(|a| a.av.sl = 8), STATUS_BAD_PARAM),
         (
             QPS_RTR,
             rtr,
@@ -982,10 +979,38 @@ fn gid_table_set_and_clear() {
     c.smac = [1, 0, 0, 0, 0, 1];
     h.expect(&c, STATUS_BAD_PARAM);
     let mut c = set_gid(5, v4, GID_TYPE_ROCE_V2, NET_IPV4);
+    for (vlan, status) in [
+        (VLAN_VALID, STATUS_BAD_PARAM),
+        (VLAN_VALID | VLAN_ID_MASK, STATUS_BAD_PARAM),
+        (VLAN_VALID | 0x1000 | 10, STATUS_BAD_RESERVED),
+        (10, STATUS_BAD_RESERVED),
+    ] {
+        c.vlan = vlan;
+        h.expect(&c, status);
+    }
+    // CAP_VLAN: a tagged entry is accepted and keeps its VLAN ID.
     c.vlan = VLAN_VALID | 10;
-    h.expect(&c, STATUS_NOT_SUPPORTED);
-    c.vlan = 10;
-    h.expect(&c, STATUS_BAD_RESERVED);
+    h.ok(&c);
+    let vlan_of = |h: &Harness| {
+        h.dev
+            .gids()
+            .into_iter()
+            .find(|g| g.index == 5)
+            .unwrap()
+            .vlan
+    };
+    assert_eq!(vlan_of(&h), Some(10));
+    c.vlan = VLAN_VALID | 4094;
+    h.ok(&c);
+    assert_eq!(vlan_of(&h), Some(4094));
+    c.vlan = 0;
+    h.ok(&c);
+    assert_eq!(vlan_of(&h), None);
+    let mut clr5 = CmdClearGid::zeroed();
+    clr5.hdr.opcode = CMD_CLEAR_GID;
+    clr5.port = 1;
+    clr5.index = 5;
+    h.ok(&clr5);
     // the last index works; overwrite works
     h.ok(&set_gid(255, v4, GID_TYPE_ROCE_V2, NET_IPV4));
     let v4b = ipv4_gid([10, 0, 2, 1]);

@@ -40,42 +40,77 @@ fn udp_frame(dmac: [u8; 6], dport: u16) -> Vec<u8> {
 fn steering_decisions() {
     let mac = node_mac(1);
     let other = node_mac(2);
-    assert_eq!(steer(&udp_frame(mac, 4791), &mac), Steer::Engine);
+    let me = move |m: &[u8; 6]| *m == mac;
+    assert_eq!(steer(&udp_frame(mac, 4791), me), Steer::Engine);
     assert_eq!(
-        steer(&udp_frame(mac, 4792), &mac),
+        steer(&udp_frame(mac, 4792), me),
         Steer::Netdev,
         "other UDP port"
     );
     assert_eq!(
-        steer(&udp_frame(other, 4791), &mac),
+        steer(&udp_frame(other, 4791), me),
         Steer::Netdev,
         "RoCE for another MAC"
     );
     assert_eq!(
-        steer(&udp_frame([0xff; 6], 4791), &mac),
+        steer(&udp_frame([0xff; 6], 4791), me),
         Steer::Netdev,
         "broadcast"
     );
     assert_eq!(
-        steer(&frame(mac, 0x8915, &[0x60; 60]), &mac),
+        steer(&frame(mac, 0x8915, &[0x60; 60]), me),
         Steer::Engine,
         "RoCE v1"
     );
     assert_eq!(
-        steer(&frame([0xff; 6], 0x0806, &[0; 28]), &mac),
+        steer(&frame([0xff; 6], 0x0806, &[0; 28]), me),
         Steer::Netdev,
         "ARP"
     );
     assert_eq!(
         steer(
             &frame(mac, 0x0800, &[0x45, 0, 0, 40, 0, 0, 0, 0, 64, 6]),
-            &mac
+            me
         ),
         Steer::Netdev,
         "TCP"
     );
-    assert_eq!(steer(&[], &mac), Steer::Netdev);
-    assert_eq!(steer(&mac, &mac), Steer::Netdev, "runt");
+    // One 802.1Q tag is looked through; RoCE in two tags is not steered.
+    let tagged = |f: Vec<u8>, tags: usize| {
+        let mut t = f[..12].to_vec();
+        for _ in 0..tags {
+            t.extend_from_slice(&[0x81, 0x00, 0x60, 0x64]); // PCP 3, VID 100
+        }
+        t.extend_from_slice(&f[12..]);
+        t
+    };
+    assert_eq!(
+        steer(&tagged(udp_frame(mac, 4791), 1), me),
+        Steer::Engine,
+        "tagged RoCE v2"
+    );
+    assert_eq!(
+        steer(&tagged(frame(mac, 0x8915, &[0x60; 60]), 1), me),
+        Steer::Engine,
+        "tagged RoCE v1"
+    );
+    assert_eq!(
+        steer(&tagged(udp_frame(mac, 4792), 1), me),
+        Steer::Netdev,
+        "tagged other UDP port"
+    );
+    assert_eq!(
+        steer(&tagged(udp_frame(mac, 4791), 2), me),
+        Steer::Netdev,
+        "double-tagged"
+    );
+    assert_eq!(
+        steer(&tagged(udp_frame(mac, 4791), 1)[..17], me),
+        Steer::Netdev,
+        "truncated tag"
+    );
+    assert_eq!(steer(&[], me), Steer::Netdev);
+    assert_eq!(steer(&mac, me), Steer::Netdev, "runt");
 }
 
 fn read_stream_frame(s: &mut UnixStream) -> Vec<u8> {

@@ -37,6 +37,7 @@ fn base<'a>(kind: NetKind, opcode: u8, payload: &'a [u8]) -> Packet<'a> {
     Packet {
         dmac: [0x52, 0x54, 0x00, 0xfe, 0x00, 0x02],
         smac: [0x52, 0x54, 0x00, 0xfe, 0x00, 0x01],
+        vlan: None,
         net: NetHdr {
             kind,
             sgid,
@@ -215,6 +216,52 @@ fn round_trip_every_sample() {
         assert_eq!(again, fr, "{name}");
         assert!(wire::is_roce(&fr), "{name}");
     }
+}
+
+/// An 802.1Q tag sits between the MACs and the Ethertype, carries the TCI
+/// as given, and changes nothing else: the tagged frame minus its 4 tag
+/// bytes is the untagged frame, ICRC included (the ICRC does not cover L2).
+#[test]
+fn vlan_tag_round_trip() {
+    let p64 = pattern(64);
+    for kind in [NetKind::Ipv4, NetKind::Ipv6, NetKind::RoceV1] {
+        for opcode in [op::RC_SEND_ONLY, op::UD_SEND_ONLY, op::RC_ACK] {
+            let mut p = base(kind, opcode, &p64);
+            let mut plain = Vec::new();
+            assert!(wire::encode(&p, &mut plain));
+            p.vlan = Some(3 << wire::VLAN_PRIO_SHIFT | 100);
+            let mut tagged = Vec::new();
+            assert!(wire::encode(&p, &mut tagged));
+            assert_eq!(tagged.len(), plain.len() + wire::VLAN_HLEN);
+            assert_eq!(tagged[12..16], [0x81, 0x00, 0x60, 0x64], "{kind:?}");
+            let mut stripped = tagged[..12].to_vec();
+            stripped.extend_from_slice(&tagged[16..]);
+            assert_eq!(stripped, plain, "{kind:?} {opcode:#x}");
+            assert!(wire::is_roce(&tagged));
+            let d = wire::decode(&tagged).expect("tagged frame decodes");
+            assert_eq!((d.vlan, d.net, d.bth), (p.vlan, p.net, p.bth));
+            let mut again = Vec::new();
+            assert!(wire::encode(&d, &mut again));
+            assert_eq!(again, tagged, "{kind:?} {opcode:#x}");
+            // A priority tag (VID 0) is kept as it came.
+            p.vlan = Some(5 << wire::VLAN_PRIO_SHIFT);
+            assert!(wire::encode(&p, &mut tagged));
+            assert_eq!(wire::decode(&tagged).map(|d| d.vlan), Ok(p.vlan));
+            // Every truncation of the tagged frame is refused, never a panic.
+            for len in 0..tagged.len() {
+                assert!(wire::decode(&tagged[..len]).is_err(), "{kind:?} {len}");
+            }
+        }
+    }
+    // Two tags: the inner Ethertype is 0x8100 again, which is no RoCE.
+    let mut p = base(NetKind::Ipv4, op::RC_SEND_ONLY, &p64);
+    p.vlan = Some(100);
+    let mut once = Vec::new();
+    assert!(wire::encode(&p, &mut once));
+    let mut twice = once[..16].to_vec();
+    twice.extend_from_slice(&once[12..]);
+    assert!(!wire::is_roce(&twice));
+    assert_eq!(wire::decode(&twice), Err(ParseError::NotRoce));
 }
 
 #[test]

@@ -23,6 +23,7 @@ impl State {
             | CAP_PHYS_MR
             | CAP_MEM_MGT_EXT
             | CAP_PORT_MAC
+            | CAP_VLAN
     }
 
     pub(crate) fn caps(&self) -> hw::Caps {
@@ -267,6 +268,7 @@ impl State {
         self.qps.clear();
         self.ahs.clear();
         self.gids.iter_mut().for_each(|g| *g = None);
+        self.sync_gid_macs();
         self.tx.clear();
         self.loopback.clear();
         self.ack_list.clear();
@@ -279,5 +281,31 @@ impl State {
     pub(crate) fn set_mac(&mut self, mac: [u8; 6]) {
         self.mac = mac;
         self.mac_shared.set(mac);
+        self.sync_gid_macs();
+    }
+
+    /// Publishes the source MACs of VLAN GID entries that differ from the
+    /// current MAC to receive steering (device.rst "Port MAC"). Untagged
+    /// entries belong to the paired netdev, whose address is the current
+    /// MAC; theirs may lag behind a MAC change and is not answered to.
+    pub(crate) fn sync_gid_macs(&mut self) {
+        let mut others: Vec<[u8; 6]> = Vec::new();
+        for g in self.gids.iter().flatten().filter(|g| g.vlan.is_some()) {
+            if g.smac != self.mac && !others.contains(&g.smac) {
+                others.push(g.smac);
+            }
+        }
+        self.mac_shared.set_others(others);
+    }
+
+    /// Whether the port answers to `mac`: its current MAC or a VLAN GID
+    /// entry's source MAC.
+    pub(crate) fn answers_mac(&self, mac: &[u8; 6]) -> bool {
+        *mac == self.mac
+            || self
+                .gids
+                .iter()
+                .flatten()
+                .any(|g| g.vlan.is_some() && g.smac == *mac)
     }
 }

@@ -425,6 +425,8 @@ pub(crate) struct Engine {
 pub(crate) struct Path {
     dmac: [u8; 6],
     smac: [u8; 6],
+    /// 802.1Q TCI of the sgid entry's VLAN with the AV's priority.
+    vlan: Option<u16>,
     kind: NetKind,
     sgid: [u8; 16],
     dgid: [u8; 16],
@@ -688,6 +690,9 @@ impl State {
         Some(Path {
             dmac: av.dmac,
             smac: g.smac,
+            vlan: g
+                .vlan
+                .map(|vid| u16::from(av.sl & 7) << wire::VLAN_PRIO_SHIFT | vid),
             kind,
             sgid: g.gid,
             dgid: av.dgid,
@@ -713,6 +718,7 @@ impl State {
         let p = Packet {
             dmac: path.dmac,
             smac: path.smac,
+            vlan: path.vlan,
             net: NetHdr {
                 kind: path.kind,
                 sgid: path.sgid,
@@ -761,7 +767,11 @@ impl State {
     /// Queues a frame after fault injection.
     pub(crate) fn queue_frame(&mut self, frame: Vec<u8>) {
         self.data.tx_frames += 1;
-        if frame.get(0..6) == Some(&self.mac[..]) {
+        let to_self = frame
+            .get(0..6)
+            .and_then(|m| <&[u8; 6]>::try_from(m).ok())
+            .is_some_and(|m| self.answers_mac(m));
+        if to_self {
             self.data.loopback_frames += 1;
             self.loopback.push_back(frame);
         } else {
@@ -887,9 +897,9 @@ impl State {
                 return;
             }
         };
-        // Only frames for this port's MAC: no multicast group can be
+        // Only frames for this port's MACs: no multicast group can be
         // attached, so a multicast or broadcast frame reaches no QP.
-        if p.dmac != self.mac {
+        if !self.answers_mac(&p.dmac) {
             self.data.rx_no_qp += 1;
             return;
         }
@@ -944,7 +954,10 @@ impl State {
     fn is_from_peer(&self, c: &QpCtx, p: &Packet<'_>) -> bool {
         self.path_of(&c.attr.av, c.qpn, c.attr.dest_qp_num)
             .is_some_and(|path| {
-                p.net.kind == path.kind && p.net.sgid == path.dgid && p.net.dgid == path.sgid
+                p.net.kind == path.kind
+                    && p.net.sgid == path.dgid
+                    && p.net.dgid == path.sgid
+                    && vid(p.vlan) == vid(path.vlan)
             })
     }
 
@@ -953,6 +966,11 @@ impl State {
     pub(crate) fn tx_room(&self) -> usize {
         READ_RESPONSE_QUEUE.saturating_sub(self.tx.len() + self.loopback.len())
     }
+}
+
+/// The VLAN ID of a TCI, 0 for an untagged or priority-tagged frame.
+pub(crate) fn vid(tci: Option<u16>) -> u16 {
+    tci.map_or(0, |t| t & wire::VLAN_VID_MASK)
 }
 
 impl Engine {

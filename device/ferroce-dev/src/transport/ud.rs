@@ -121,6 +121,21 @@ impl State {
             self.data.rx_bad_key += 1;
             return;
         }
+        // The GID entry the datagram is addressed to, on its VLAN.
+        let Some(gid_index) = self
+            .gids
+            .iter()
+            .flatten()
+            .find(|g| {
+                g.gid == p.net.dgid
+                    && g.network_type == p.net.kind.to_hw()
+                    && g.vid() == super::vid(p.vlan)
+            })
+            .and_then(|g| u8::try_from(g.index).ok())
+        else {
+            self.data.rx_bad_addr += 1;
+            return;
+        };
         if !self.rq_available(c, e) {
             self.data.rx_ud_no_wqe += 1;
             return;
@@ -152,14 +167,15 @@ impl State {
         };
         e.rq_ci = idx.wrapping_add(1);
         let mut grh = [0u8; GRH_LEN as usize];
+        let l3 = wire::l2_header(frame).map_or(wire::ETH_HLEN, |(_, _, l3)| l3);
         match p.net.kind {
             NetKind::Ipv4 => {
-                if let Some(h) = frame.get(wire::ETH_HLEN..wire::ETH_HLEN + wire::IPV4_HLEN) {
+                if let Some(h) = frame.get(l3..l3 + wire::IPV4_HLEN) {
                     grh[20..].copy_from_slice(h);
                 }
             }
             _ => {
-                if let Some(h) = frame.get(wire::ETH_HLEN..wire::ETH_HLEN + wire::IPV6_HLEN) {
+                if let Some(h) = frame.get(l3..l3 + wire::IPV6_HLEN) {
                     grh.copy_from_slice(h);
                 }
             }
@@ -181,7 +197,8 @@ impl State {
             cqe.status = WcStatus::LocProtErr.to_hw();
         } else {
             cqe.byte_len = total as u32;
-            cqe.flags = CQE_GRH | (p.net.kind.to_hw() << CQE_NET_TYPE_SHIFT);
+            cqe.flags = CQE_GRH | CQE_GID_INDEX | (p.net.kind.to_hw() << CQE_NET_TYPE_SHIFT);
+            cqe.gid_index = gid_index;
             if p.bth.opcode == op::UD_SEND_ONLY_IMM {
                 cqe.flags |= CQE_WITH_IMM;
                 cqe.imm_data = u32::from_le_bytes(p.imm);

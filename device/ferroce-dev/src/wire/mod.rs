@@ -21,8 +21,16 @@ pub const ETH_P_IPV4: u16 = 0x0800;
 pub const ETH_P_IPV6: u16 = 0x86dd;
 /// Ethertype of RoCE v1 (GRH + BTH over Ethernet).
 pub const ETH_P_ROCE: u16 = 0x8915;
+/// TPID of an 802.1Q tag.
+pub const ETH_P_8021Q: u16 = 0x8100;
 /// Ethernet header bytes.
 pub const ETH_HLEN: usize = 14;
+/// 802.1Q tag bytes (TPID + TCI).
+pub const VLAN_HLEN: usize = 4;
+/// VLAN ID bits of a TCI.
+pub const VLAN_VID_MASK: u16 = 0x0fff;
+/// Shift of the priority (PCP) in a TCI.
+pub const VLAN_PRIO_SHIFT: u16 = 13;
 /// IPv4 header bytes (no options).
 pub const IPV4_HLEN: usize = 20;
 /// IPv6 header / GRH bytes.
@@ -257,6 +265,9 @@ pub struct Packet<'a> {
     pub dmac: [u8; 6],
     /// Source MAC.
     pub smac: [u8; 6],
+    /// The TCI of the frame's 802.1Q tag, `None` if untagged. A decoded
+    /// priority tag (VLAN ID 0) is kept as it came.
+    pub vlan: Option<u16>,
     /// Network header.
     pub net: NetHdr,
     /// UDP source port (RoCE v2).
@@ -305,25 +316,38 @@ pub enum ParseError {
     BadIcrc,
 }
 
-/// Whether an Ethernet frame is RoCE (v1 Ethertype or v2 UDP port 4791);
-/// used by the port to steer frames. Only looks at headers, never panics.
+/// The Ethertype, 802.1Q TCI (if tagged) and network header offset of an
+/// Ethernet frame: one tag is looked through, a second one is not (its
+/// Ethertype is 0x8100 again, which is no RoCE).
+pub fn l2_header(frame: &[u8]) -> Option<(u16, Option<u16>, usize)> {
+    match be16(frame, 12)? {
+        ETH_P_8021Q => Some((
+            be16(frame, 16)?,
+            Some(be16(frame, 14)?),
+            ETH_HLEN + VLAN_HLEN,
+        )),
+        et => Some((et, None, ETH_HLEN)),
+    }
+}
+
+/// Whether an Ethernet frame is RoCE (v1 Ethertype or v2 UDP port 4791),
+/// untagged or in one 802.1Q tag; used by the port to steer frames. Only
+/// looks at headers, never panics.
 pub fn is_roce(frame: &[u8]) -> bool {
-    let Some(et) = be16(frame, 12) else {
+    let Some((et, _, l3)) = l2_header(frame) else {
         return false;
     };
     match et {
         ETH_P_ROCE => true,
         ETH_P_IPV4 => {
-            let Some(&vihl) = frame.get(ETH_HLEN) else {
+            let Some(&vihl) = frame.get(l3) else {
                 return false;
             };
             let ihl = usize::from(vihl & 0xf) * 4;
-            frame.get(ETH_HLEN + 9) == Some(&17)
-                && be16(frame, ETH_HLEN + ihl + 2) == Some(ROCE_V2_PORT)
+            frame.get(l3 + 9) == Some(&17) && be16(frame, l3 + ihl + 2) == Some(ROCE_V2_PORT)
         }
         ETH_P_IPV6 => {
-            frame.get(ETH_HLEN + 6) == Some(&17)
-                && be16(frame, ETH_HLEN + IPV6_HLEN + 2) == Some(ROCE_V2_PORT)
+            frame.get(l3 + 6) == Some(&17) && be16(frame, l3 + IPV6_HLEN + 2) == Some(ROCE_V2_PORT)
         }
         _ => false,
     }
@@ -468,7 +492,11 @@ pub fn encode(p: &Packet<'_>, out: &mut Vec<u8>) -> bool {
     let ib_len = tlen + payload.len() + pad + ICRC_LEN;
     out.extend_from_slice(&p.dmac);
     out.extend_from_slice(&p.smac);
-    let l3 = ETH_HLEN;
+    if let Some(tci) = p.vlan {
+        out.extend_from_slice(&ETH_P_8021Q.to_be_bytes());
+        out.extend_from_slice(&tci.to_be_bytes());
+    }
+    let l3 = out.len() + 2;
     match p.net.kind {
         NetKind::Ipv4 => {
             out.extend_from_slice(&ETH_P_IPV4.to_be_bytes());
@@ -546,12 +574,11 @@ pub fn encode(p: &Packet<'_>, out: &mut Vec<u8>) -> bool {
 /// Parses and checks one Ethernet frame.
 pub fn decode(frame: &[u8]) -> Result<Packet<'_>, ParseError> {
     use ParseError::*;
-    let et = be16(frame, 12).ok_or(Truncated)?;
+    let (et, vlan, l3) = l2_header(frame).ok_or(Truncated)?;
     let mut dmac = [0u8; 6];
     let mut smac = [0u8; 6];
     dmac.copy_from_slice(frame.get(0..6).ok_or(Truncated)?);
     smac.copy_from_slice(frame.get(6..12).ok_or(Truncated)?);
-    let l3 = ETH_HLEN;
     let mut sgid = [0u8; 16];
     let mut dgid = [0u8; 16];
     let (kind, tc, fl, hop, ip_id, ib_start, ib_end);
@@ -713,6 +740,7 @@ pub fn decode(frame: &[u8]) -> Result<Packet<'_>, ParseError> {
     Ok(Packet {
         dmac,
         smac,
+        vlan,
         net: NetHdr {
             kind,
             sgid,
