@@ -23,7 +23,7 @@ use crate::{
     regs::{self, Bar0, DevresBar0},
     verbs::{self, DbPages},
 };
-use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicU16, AtomicU32, AtomicU64, Ordering};
 use kernel::{
     debugfs,
     device::{Bound, Core},
@@ -91,7 +91,7 @@ pub(crate) struct Stats {
     pub(crate) unknown_events: AtomicU64,
     /// CMD_COMPLETION events (commands are polled; counted only).
     pub(crate) cmd_events: AtomicU64,
-    /// GIDs of VLAN netdevs refused by `add_gid` (no VLAN support in 1.0).
+    /// GIDs of VLAN netdevs refused by `add_gid` (devices without CAP_VLAN).
     pub(crate) vlan_gids_rejected: AtomicU64,
     /// Admin command completions by `FERROCE_STATUS_*` (0 = success).
     pub(crate) cmd_status: [AtomicU64; hw::FERROCE_STATUS_COUNT as usize],
@@ -1055,6 +1055,7 @@ impl<'bound> Ferroce<'bound> {
             ),
             key_variant: AtomicU32::new(0),
             cqs_live: AtomicU32::new(0),
+            gid_vlans: [const { AtomicU16::new(0) }; hw::FERROCE_GID_TABLE_LEN as usize],
         };
         let mut builder = step(
             pdev,

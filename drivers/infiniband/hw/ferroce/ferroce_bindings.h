@@ -11,6 +11,7 @@
 #include <rdma/ib_umem.h>
 #include <rdma/uverbs_ioctl.h>
 #include <rdma/ib_addr.h>
+#include <rdma/ib_cache.h>
 #include <rdma/ib_mad.h>
 #include <ferroce/ferroce-hw.h>
 #include <uapi/rdma/ferroce-abi.h>
@@ -25,7 +26,6 @@ void ferroce_ib_device_put_mem(struct ib_device *dev);
 void ferroce_netdev_put(struct net_device *ndev);
 int ferroce_netdev_mac(const struct net_device *ndev, u8 *mac);
 int ferroce_netdev_pair_mac(const struct net_device *ndev, u8 *mac);
-bool ferroce_netdev_is_vlan(const struct net_device *ndev);
 bool ferroce_netdev_oper_up(const struct net_device *ndev);
 unsigned int ferroce_netdev_mtu(const struct net_device *ndev);
 const char *ferroce_netdev_name(const struct net_device *ndev);

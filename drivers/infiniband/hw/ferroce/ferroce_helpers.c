@@ -72,11 +72,6 @@ int ferroce_netdev_pair_mac(const struct net_device *ndev, u8 *mac)
 	return 0;
 }
 
-bool ferroce_netdev_is_vlan(const struct net_device *ndev)
-{
-	return is_vlan_dev(ndev);
-}
-
 /* Administratively up with carrier: what makes a RoCE port ACTIVE. */
 bool ferroce_netdev_oper_up(const struct net_device *ndev)
 {

@@ -14,7 +14,7 @@ use crate::{
     rdma::{self, AhAttr, GidAttr, GidType, LinkLayer, QpAttr, QpInit, UData},
     verbs::{self, Ah, Cq, DbPages, Mr, Qp, UContext},
 };
-use core::sync::atomic::{AtomicU32, Ordering};
+use core::sync::atomic::{AtomicU16, AtomicU32, Ordering};
 use kernel::{prelude::*, sync::Arc};
 
 /// Driver state of the ferroce `ib_device`.
@@ -34,6 +34,9 @@ pub(crate) struct IbDev {
     /// CQs the device has (or may still have: CQs whose destroy failed stay
     /// counted).
     pub(crate) cqs_live: AtomicU32,
+    /// The `vlan` field of each GID entry given to the device (0 or
+    /// `VLAN_VALID | id`), for the VLAN of UD receives (`CQE_GID_INDEX`).
+    pub(crate) gid_vlans: [AtomicU16; hw::FERROCE_GID_TABLE_LEN as usize],
 }
 
 impl IbDev {
@@ -372,9 +375,12 @@ impl rdma::Driver for IbDev {
     }
 
     fn add_gid(dev: &rdma::Device<Self>, attr: &GidAttr<'_>) -> Result {
-        // No VLAN support in 1.0 (device.rst, "Not in 1.0"): refusing the
-        // entry keeps it out of ib_core's table as well as the device's.
-        if attr.netdev().is_some_and(|nd| nd.is_vlan()) {
+        // Frames sent with this entry carry its netdev's MAC, and its VLAN
+        // tag if the netdev is (on) a VLAN (device.rst, "VLANs").
+        let (vlan, smac) = attr.l2_fields().unwrap_or((None, dev.port.mac));
+        // Without CAP_VLAN (devices before 1.3), refusing the entry keeps it
+        // out of ib_core's table as well as the device's.
+        if vlan.is_some() && dev.caps.device_caps & hw::FERROCE_CAP_VLAN == 0 {
             let n = dev
                 .shared
                 .stats
@@ -383,28 +389,29 @@ impl rdma::Driver for IbDev {
             if n == 0 {
                 dev_warn!(
                     dev.shared.dev(),
-                    "GIDs of VLAN netdevs are not supported (device 1.0), refused\n"
+                    "GIDs of VLAN netdevs need device 1.3 (CAP_VLAN), refused\n"
                 );
             }
-            return Err(EINVAL);
+            return Err(EOPNOTSUPP);
         }
         let gid = Gid(attr.gid());
         let (gid_type, network_type) = gid_network_type(attr.gid_type().ok_or(EINVAL)?, &gid)?;
-        // Frames sent with this entry carry the paired netdev's MAC.
-        let smac = attr
-            .netdev()
-            .and_then(|nd| nd.mac())
-            .unwrap_or(dev.port.mac);
+        let hw_vlan = vlan.map_or(0, |vid| hw::FERROCE_VLAN_VALID as u16 | vid);
         let cmd = hw::ferroce_cmd_set_gid {
             gid: gid.0,
             smac,
+            vlan: hw_vlan,
             index: attr.index(),
             gid_type,
             network_type,
             port: attr.port(),
             ..Default::default()
         };
-        dev.shared.exec(&cmd).map(|_| ())
+        dev.shared.exec(&cmd)?;
+        if let Some(slot) = dev.gid_vlans.get(usize::from(attr.index())) {
+            slot.store(hw_vlan, Ordering::Relaxed);
+        }
+        Ok(())
     }
 
     /// Port state events are the driver's own (`dev::PortWatch` and the
@@ -413,6 +420,9 @@ impl rdma::Driver for IbDev {
     fn report_port_event(_dev: &rdma::Device<Self>, _netdev: rdma::NetDev<'_>) {}
 
     fn del_gid(dev: &rdma::Device<Self>, attr: &GidAttr<'_>) -> Result {
+        if let Some(slot) = dev.gid_vlans.get(usize::from(attr.index())) {
+            slot.store(0, Ordering::Relaxed);
+        }
         let cmd = hw::ferroce_cmd_clear_gid {
             index: attr.index(),
             port: attr.port(),

@@ -19,7 +19,7 @@ use crate::{
     ib::IbDev,
     rdma::{self, kext, NetType, RecvWrs, SendOp, SendWr, SendWrs, Sge, Wc, WcOp, WcOut},
 };
-use core::mem::size_of;
+use core::{mem::size_of, sync::atomic::Ordering};
 use kernel::{
     dma::Coherent,
     io::{io_read, io_write},
@@ -169,7 +169,11 @@ impl KernelCq {
                 break;
             };
             *ci = ci.wrapping_add(1);
-            let wc = wc_of(&cqe);
+            let wc = wc_of(&cqe, |index| {
+                let v = dev.gid_vlans.get(usize::from(index))?.load(Ordering::Relaxed);
+                (v & hw::FERROCE_VLAN_VALID as u16 != 0)
+                    .then_some(v & hw::FERROCE_VLAN_ID_MASK as u16)
+            });
             // Retire the WQEs this completion covers (unsignaled ones
             // before it included).
             let idx = cqe.wqe_idx;
@@ -205,8 +209,9 @@ impl KernelCq {
     }
 }
 
-/// The work completion of a CQE.
-fn wc_of(cqe: &hw::ferroce_cqe) -> Wc {
+/// The work completion of a CQE; `vlan_of` gives the VLAN ID of a GID
+/// entry (`None` if untagged).
+fn wc_of(cqe: &hw::ferroce_cqe, vlan_of: impl Fn(u8) -> Option<u16>) -> Wc {
     let flags = u32::from(cqe.flags);
     let op = match u32::from(cqe.opcode) {
         hw::FERROCE_WC_SEND => WcOp::Send,
@@ -236,6 +241,11 @@ fn wc_of(cqe: &hw::ferroce_cqe) -> Wc {
         invalidated: (flags & hw::FERROCE_CQE_WITH_INV != 0).then(|| u32::from_be(cqe.imm_data)),
         grh,
         net_type: grh.then_some(net_type),
+        vlan: if flags & hw::FERROCE_CQE_GID_INDEX != 0 {
+            vlan_of(cqe.gid_index)
+        } else {
+            None
+        },
     }
 }
 

@@ -576,7 +576,13 @@ fn av_of(attr: &AhAttr<'_>) -> Result<hw::ferroce_av> {
     }
     let gid_type = sgid.gid_type().ok_or(EINVAL)?;
     let (_, network_type) = gid_network_type(gid_type, &Gid(sgid.gid()))?;
+    // The device tags frames with the sgid entry's VLAN; the AV repeats it
+    // and gives the priority (ib_core's sl), only for tagged entries, which
+    // exist only on CAP_VLAN devices.
+    let vlan = sgid.l2_fields().ok().and_then(|(vlan, _)| vlan);
     Ok(hw::ferroce_av {
+        vlan: vlan.map_or(0, |vid| hw::FERROCE_VLAN_VALID as u16 | vid),
+        sl: if vlan.is_some() { attr.sl() & 7 } else { 0 },
         dgid: attr.dgid(),
         dmac: attr.dmac(),
         sgid_index: attr.sgid_index(),

@@ -4,7 +4,10 @@
 
 use crate::bindings as b;
 use core::{marker::PhantomData, ptr::NonNull};
-use kernel::str::{CStr, CStrExt};
+use kernel::{
+    error::{to_result, Result},
+    str::{CStr, CStrExt},
+};
 
 /// Device attributes (`struct ib_device_attr`), zeroed by ib_core before
 /// `query_device` and filled in by the driver.
@@ -96,12 +99,6 @@ impl<'a> NetDev<'a> {
         (ret == 0).then_some(mac)
     }
 
-    /// Whether this is a VLAN netdev (`is_vlan_dev`).
-    pub(crate) fn is_vlan(&self) -> bool {
-        // SAFETY: `ptr` is a valid netdev (type invariant).
-        unsafe { b::ferroce_netdev_is_vlan(self.ptr.as_ptr()) }
-    }
-
     /// `netif_running() && netif_carrier_ok()`.
     pub(crate) fn oper_up(&self) -> bool {
         // SAFETY: `ptr` is a valid netdev (type invariant).
@@ -178,8 +175,7 @@ pub(crate) struct GidAttr<'a> {
 impl<'a> GidAttr<'a> {
     /// # Safety
     ///
-    /// `ptr` must point to a valid `struct ib_gid_attr` for `'a`, whose
-    /// `ndev` (if not NULL) is held for `'a`.
+    /// `ptr` must point to a valid `struct ib_gid_attr` for `'a`.
     pub(super) unsafe fn from_raw(ptr: *const b::ib_gid_attr) -> Self {
         // SAFETY: per the safety requirements.
         let raw = unsafe { &*ptr };
@@ -212,13 +208,19 @@ impl<'a> GidAttr<'a> {
         }
     }
 
-    /// The netdev the entry belongs to (RoCE), if any.
-    pub(crate) fn netdev(&self) -> Option<NetDev<'a>> {
-        // INVARIANT: ib_core holds the netdev of a GID entry for the duration
-        // of the callback (the safety requirement of `from_raw`).
-        NonNull::new(self.raw.ndev).map(|ptr| NetDev {
-            ptr,
-            _p: PhantomData,
-        })
+    /// The 802.1Q VLAN ID (`None` if untagged) and the MAC of frames sent
+    /// with this entry, as ib_core derives them from the entry's netdev
+    /// (`rdma_read_gid_l2_fields`: a VLAN netdev, or an upper device of
+    /// one); `ENODEV` if the entry has no netdev.
+    pub(crate) fn l2_fields(&self) -> Result<(Option<u16>, [u8; 6])> {
+        let mut vlan = 0u16;
+        let mut mac = [0u8; 6];
+        // SAFETY: `raw` is a valid `ib_gid_attr` (type invariant); `vlan`
+        // and `mac` (6 bytes, as `ether_addr_copy` writes) are writable.
+        to_result(unsafe {
+            b::rdma_read_gid_l2_fields(self.raw, &mut vlan, mac.as_mut_ptr())
+        })?;
+        // 0xffff: not on a VLAN.
+        Ok(((vlan != 0xffff).then_some(vlan), mac))
     }
 }

@@ -118,6 +118,11 @@ impl<'a> AhAttr<'a> {
         self.raw.grh.hop_limit
     }
 
+    /// The service level; on RoCE the 802.1Q priority of tagged frames.
+    pub(crate) fn sl(&self) -> u8 {
+        self.raw.sl
+    }
+
     pub(crate) fn traffic_class(&self) -> u8 {
         self.raw.grh.traffic_class
     }
@@ -134,8 +139,7 @@ impl<'a> AhAttr<'a> {
     /// The source GID entry ib_core resolved for `sgid_index`.
     pub(crate) fn sgid_attr(&self) -> Option<GidAttr<'a>> {
         let p = self.raw.grh.sgid_attr;
-        // SAFETY: NULL or held for `'a` (type invariant); its netdev is held
-        // by the entry.
+        // SAFETY: NULL or held for `'a` (type invariant).
         (!p.is_null()).then(|| unsafe { GidAttr::from_raw(p) })
     }
 }

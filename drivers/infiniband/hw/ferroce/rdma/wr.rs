@@ -401,6 +401,8 @@ pub(crate) struct Wc {
     /// The buffer starts with a 40-byte GRH area (UD/GSI receives).
     pub(crate) grh: bool,
     pub(crate) net_type: Option<NetType>,
+    /// The 802.1Q VLAN ID the datagram arrived on (UD/GSI receives).
+    pub(crate) vlan: Option<u16>,
 }
 
 /// The `ib_wc` array of a `poll_cq` call.
@@ -486,6 +488,10 @@ impl<'a, T: Driver> WcOut<'a, T> {
                 NetType::Ipv4 => b::rdma_network_type_RDMA_NETWORK_IPV4,
                 NetType::Ipv6 => b::rdma_network_type_RDMA_NETWORK_IPV6,
             } as u8;
+        }
+        if let Some(vid) = c.vlan {
+            flags |= b::ib_wc_flags_IB_WC_WITH_VLAN;
+            w.vlan_id = vid;
         }
         w.wc_flags = flags as i32;
         w.port_num = 1;
