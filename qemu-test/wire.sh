@@ -51,3 +51,31 @@ seed_truths() {
 	echo "$v wire: RoCE v2 $ip -> $peer: UDP destination port(s) ${dports:-none}, $sports distinct source ports, destination MAC(s) ${dst:-none}, the peer sends from ${peer_mac:-none}"
 	[ "$dports" = "4791 " ] && [ "$sports" -gt 1 ] && [ -n "$dst" ] && [ "$dst" = "$peer_mac" ]
 }
+
+# vlan_wire RUN_DIR VM VID SRC:PCPS...: tshark dissects the frames tagged
+# VID as RoCE v2 inside 802.1Q with none malformed, no RoCE v2 frame of the
+# VLAN's subnet 10.0.VID.0/24 is untagged, and each SRC sent tagged RoCE
+# frames with exactly the priorities PCPS (sorted, comma-separated; counted
+# by roce-wire.py in wire.txt, which wire_check writes).
+vlan_wire() {
+	local dir=$1 v=$2 vid=$3 pcap=$1/$2/wire.pcap out n mal untagged rc=0 spec src want got
+	shift 3
+	out=$("$FERROCE_TOP/scripts/in-root" -- tshark -r "$pcap" -Y "vlan.id == $vid" \
+		-T fields -e frame.protocols 2>/dev/null)
+	n=$(grep -c ':vlan:ethertype:ip:udp:infiniband' <<<"$out")
+	mal=$(grep -c '_ws\.malformed' <<<"$out")
+	untagged=$("$FERROCE_TOP/scripts/in-root" -- tshark -r "$pcap" \
+		-Y "!vlan && ip.addr == 10.0.$vid.0/24 && udp.dstport == 4791" \
+		-T fields -e frame.number 2>/dev/null | grep -c .)
+	echo "$v wire: VLAN $vid: $n frames dissected as RoCE v2 inside 802.1Q, $mal malformed, $untagged untagged RoCE v2 frames of 10.0.$vid.0/24"
+	{ [ "$n" -gt 0 ] && [ "$mal" = 0 ] && [ "$untagged" = 0 ]; } || rc=1
+	for spec; do
+		src=${spec%%:*}
+		want=${spec#*:}
+		got=$(awk -v s="$src:" -v vid="$vid" '$1 == "vlan" && $2 == vid && $6 == s {print $4}' \
+			"$dir/$v/wire.txt" | sort -n | paste -sd, -)
+		echo "$v wire: VLAN $vid priorities of the frames from $src: ${got:-none} (expected $want)"
+		[ "$got" = "$want" ] || rc=1
+	done
+	return "$rc"
+}

@@ -5,9 +5,10 @@
 the trixie root on the host (the scenarios' check() hooks) or in a guest.
 
 For every RoCE frame -- v2 (UDP destination port 4791 over IPv4 or IPv6) or
-v1 (Ethertype 0x8915) -- it recomputes the ICRC (IBTA vol. 1 7.8.1 and annex
-A17: CRC32 over 8 bytes of ones, the IP/GRH header with its variant fields
-set to ones, UDP with checksum ones, the BTH with resv8a ones, and the rest
+v1 (Ethertype 0x8915), untagged or in one 802.1Q tag (counted per VLAN ID
+and priority) -- it recomputes the ICRC (IBTA vol. 1 7.8.1 and annex A17:
+CRC32 over 8 bytes of ones, the IP/GRH header with its variant fields set to
+ones, UDP with checksum ones, the BTH with resv8a ones, and the rest
 up to the ICRC) and compares it with the frame's; tshark dissects RoCE but
 does not verify ICRCs.  The computation is checked against
 device/ferroce-dev/tests/data/roce-frames.pcap, whose ICRCs were
@@ -191,13 +192,22 @@ def main():
     mads = Mads()
     flows = collections.Counter()
     ops = collections.Counter()
+    tags = collections.Counter()
     total = bad = 0
     for n, fr in enumerate(frames(a.pcap), 1):
+        # One 802.1Q tag is looked through; the ICRC does not cover it.
+        tag = None
+        if len(fr) >= 18 and fr[12:14] == b"\x81\x00":
+            tci = struct.unpack(">H", fr[14:16])[0]
+            tag = (tci & 0x0FFF, tci >> 13)
+            fr = fr[:12] + fr[16:]
         c = classify(fr)
         if c is None:
             continue
         ver, src, dst, bth, pseudo = c
         total += 1
+        if tag:
+            tags[(src, tag)] += 1
         flows[(src, dst, ver)] += 1
         ops[OPCODES.get(fr[bth], f"0x{fr[bth]:02x}")] += 1
         mads.add(n, fr, bth, src, dst)
@@ -209,6 +219,8 @@ def main():
         print(f"roce {ver} {src} -> {dst}: {k}")
     print("opcodes " + " ".join(f"{o}={k}" for o, k in sorted(ops.items())))
     print(f"roce_frames {total}")
+    for (src, (vid, pcp)), k in sorted(tags.items()):
+        print(f"vlan {vid} pcp {pcp} from {src}: {k}")
     print(f"icrc_bad {bad}")
     for line in mads.bad[:a.show]:
         print(line)

@@ -4,7 +4,7 @@
 # rdma_report come from ferroce-pair.sh (everything else is redefined here).
 # shellcheck source=ferroce-pair.sh
 . "$SCEN_DIR/ferroce-pair.sh"
-DESC="ferroce (emulated NIC) and rdma_rxe (plain virtio-net) on one segment: ibv_rc_pingpong, data-checked WRITE/READ/SEND and perftest both ways; both ends' frames pass an independent ICRC check"
+DESC="ferroce (emulated NIC) and rdma_rxe (plain virtio-net) on one segment: ibv_rc_pingpong, data-checked WRITE/READ/SEND and perftest both ways, and over an 802.1Q VLAN; both ends' frames pass an independent ICRC check"
 TIMEOUT=720
 CTL_SERVER=1
 
@@ -16,7 +16,13 @@ setup() {
 
 # Only vm1 has a device (and a wire capture): frames from both ends on it.
 check() {
-	wire_check "$1" vm1 10.0.1.1 10.0.1.2
+	local rc=0
+	wire_check "$1" vm1 10.0.1.1 10.0.1.2 || rc=1
+	# ferroce tags with the AV's sl (perftest -S 3, rping's 5 from the
+	# egress map, rdma-verify 0); rxe leaves the priority to the VLAN
+	# netdev, whose egress map turns skb priority 0 into 5.
+	vlan_wire "$1" vm1 100 10.0.100.1:0,3,5 10.0.100.2:5 || rc=1
+	return "$rc"
 }
 
 report() {
@@ -26,5 +32,7 @@ report() {
 		rdma_report "$1" vm2 "$t.ferroce0-server"
 		rdma_report "$1" vm1 "$t.rxe0-server"
 	done
+	echo "over VLAN 100 (ferroce serves, rxe is the client):"
+	rdma_report "$1" vm2 vlan_write_bw vlan_send_bw vlan_ud_send_bw vlan_rdma_verify
 	cat "$1/vm1/notes" "$1/vm2/notes" 2>/dev/null
 }

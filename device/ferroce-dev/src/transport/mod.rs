@@ -203,6 +203,9 @@ pub struct DataCounters {
     pub cqes: u64,
     /// Of those, with an error status (flushes included).
     pub cqe_errors: u64,
+    /// Of those, flushes (`WR_FLUSH_ERR`): WQEs still posted when their QP
+    /// entered ERR, as every rdma_cm disconnect leaves receives.
+    pub cqe_flushed: u64,
 }
 
 /// The local memory of a message: guest physical segments (address,
@@ -789,6 +792,9 @@ impl State {
         self.data.cqes += 1;
         if cqe.status != WC_SUCCESS {
             self.data.cqe_errors += 1;
+        }
+        if cqe.status == WcStatus::WrFlushErr.to_hw() {
+            self.data.cqe_flushed += 1;
         }
         let _ = self.post_cqe(cqn, cqe);
     }
