@@ -170,7 +170,10 @@ impl KernelCq {
             };
             *ci = ci.wrapping_add(1);
             let wc = wc_of(&cqe, |index| {
-                let v = dev.gid_vlans.get(usize::from(index))?.load(Ordering::Relaxed);
+                let v = dev
+                    .gid_vlans
+                    .get(usize::from(index))?
+                    .load(Ordering::Relaxed);
                 (v & hw::FERROCE_VLAN_VALID as u16 != 0)
                     .then_some(v & hw::FERROCE_VLAN_ID_MASK as u16)
             });

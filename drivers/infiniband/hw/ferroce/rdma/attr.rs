@@ -217,9 +217,7 @@ impl<'a> GidAttr<'a> {
         let mut mac = [0u8; 6];
         // SAFETY: `raw` is a valid `ib_gid_attr` (type invariant); `vlan`
         // and `mac` (6 bytes, as `ether_addr_copy` writes) are writable.
-        to_result(unsafe {
-            b::rdma_read_gid_l2_fields(self.raw, &mut vlan, mac.as_mut_ptr())
-        })?;
+        to_result(unsafe { b::rdma_read_gid_l2_fields(self.raw, &mut vlan, mac.as_mut_ptr()) })?;
         // 0xffff: not on a VLAN.
         Ok(((vlan != 0xffff).then_some(vlan), mac))
     }
