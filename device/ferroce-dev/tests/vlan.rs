@@ -44,18 +44,32 @@ fn join_vlan(n: &mut Node, smac: [u8; 6]) {
     }
 }
 
-/// Connects QP 0 of `a` and `b` over their VLAN entry `index` with the
-/// priorities `sl_a` and `sl_b`.
-fn connect_on_vlan(a: &mut Node, b: &mut Node, index: u8, sl_a: u8, sl_b: u8) {
+/// Nodes 36 and 37, both on VLAN [`VID`] with their own MACs.
+fn vlan_nodes() -> (Node, Node) {
+    let mut a = Node::new(36);
+    let mut b = Node::new(37);
+    let (am, bm) = (a.mac, b.mac);
+    join_vlan(&mut a, am);
+    join_vlan(&mut b, bm);
+    (a, b)
+}
+
+/// [`vlan_nodes`] with one RC QP each, connected over their VLAN entry
+/// `index` with the priorities `sl_a` and `sl_b`.
+fn vlan_rc_pair(index: u8, sl_a: u8, sl_b: u8) -> (Node, Node) {
+    let (mut a, mut b) = vlan_nodes();
+    a.create_qp(QPT_RC);
+    b.create_qp(QPT_RC);
     let (aq, bq) = (a.qps[0].qpn, b.qps[0].qpn);
     let (net, ag, bg) = if index == V4_VLAN {
-        (NET_IPV4, ipv4_gid(vlan_ip(a)), ipv4_gid(vlan_ip(b)))
+        (NET_IPV4, ipv4_gid(vlan_ip(&a)), ipv4_gid(vlan_ip(&b)))
     } else {
-        (NET_ROCE_V1, vlan_v6(a), vlan_v6(b))
+        (NET_ROCE_V1, vlan_v6(&a), vlan_v6(&b))
     };
     let (am, bm) = (a.mac, b.mac);
     a.connect(0, bq, bm, bg, index, net, |q| q.av.sl = sl_a);
     b.connect(0, aq, am, ag, index, net, |q| q.av.sl = sl_b);
+    (a, b)
 }
 
 fn write_wr(id: u64, src: &MrInfo, dst: &MrInfo, n: u32) -> SendWr {
@@ -107,14 +121,7 @@ fn forged(frame: &[u8], edit: impl Fn(&mut Packet<'_>)) -> Vec<u8> {
 #[test]
 fn rc_over_a_vlan_is_tagged_with_each_sides_priority() {
     for index in [V4_VLAN, V1_VLAN] {
-        let mut a = Node::new(36);
-        let mut b = Node::new(37);
-        let (am, bm) = (a.mac, b.mac);
-        join_vlan(&mut a, am);
-        join_vlan(&mut b, bm);
-        a.create_qp(QPT_RC);
-        b.create_qp(QPT_RC);
-        connect_on_vlan(&mut a, &mut b, index, 3, 5);
+        let (mut a, mut b) = vlan_rc_pair(index, 3, 5);
         let src = a.reg_mr(8192, ACCESS_LOCAL_WRITE);
         let dst = b.reg_mr(8192, ALL_ACCESS);
         let data: Vec<u8> = (0..5000u32).map(|i| (i * 7) as u8).collect();
@@ -142,14 +149,7 @@ fn rc_over_a_vlan_is_tagged_with_each_sides_priority() {
 /// untagged QP takes a priority-tagged frame (VLAN ID 0) as untagged.
 #[test]
 fn rc_packets_on_the_wrong_vlan_are_dropped() {
-    let mut a = Node::new(36);
-    let mut b = Node::new(37);
-    let (am, bm) = (a.mac, b.mac);
-    join_vlan(&mut a, am);
-    join_vlan(&mut b, bm);
-    a.create_qp(QPT_RC);
-    b.create_qp(QPT_RC);
-    connect_on_vlan(&mut a, &mut b, V4_VLAN, 0, 0);
+    let (mut a, mut b) = vlan_rc_pair(V4_VLAN, 0, 0);
     let src = a.reg_mr(4096, ACCESS_LOCAL_WRITE);
     let dst = b.reg_mr(4096, ALL_ACCESS);
     a.fill(src.gpa, &[9; 100]);
@@ -188,11 +188,7 @@ fn rc_packets_on_the_wrong_vlan_are_dropped() {
 /// arrives on another VLAN or names a GID the port does not have there.
 #[test]
 fn ud_on_a_vlan_names_the_gid_entry() {
-    let mut a = Node::new(36);
-    let mut b = Node::new(37);
-    let (am, bm) = (a.mac, b.mac);
-    join_vlan(&mut a, am);
-    join_vlan(&mut b, bm);
+    let (mut a, mut b) = vlan_nodes();
     a.create_qp(QPT_UD);
     b.create_qp(QPT_UD);
     a.activate_ud(0, 0x1111);
