@@ -12,6 +12,7 @@
 #include <rdma/uverbs_ioctl.h>
 #include <rdma/ib_addr.h>
 #include <rdma/ib_mad.h>
+#include <rdma/ib_cache.h>
 #include <ferroce/ferroce-hw.h>
 #include <uapi/rdma/ferroce-abi.h>
 
