@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: GPL-2.0
 # shellcheck shell=bash disable=SC2034 # DESC/TIMEOUT/hooks are read by qemu-test/run
-DESC="two ferroce VMs in two IPv4 subnets through the router namespace: perftest (RC, UD) and rdma-verify over the IPv4 RoCE v2 GID, frames to the router's MAC; perftest picks that GID itself; ferroce-gids names it; link-local GIDs fail fast (v2 at RTR, v1 with retry exceeded)"
+DESC="two ferroce VMs in two IPv4 subnets through the router namespace: perftest (RC, UD) and rdma-verify over the IPv4 RoCE v2 GID, frames to the router's MAC; perftest picks that GID itself; ferroce-gids names it; link-local GIDs fail fast (v2 at RTR in ~1 s, v1 with retry exceeded and one driver warning naming the working index); mixed sgid/dgid families refused (by ib_core, or the driver with a warning)"
 TIMEOUT=900
 CTL_SERVER=1
 # shellcheck source=../wire.sh

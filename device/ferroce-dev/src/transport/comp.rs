@@ -9,6 +9,32 @@ use crate::wire::{op, psn_add, psn_diff, Packet};
 
 use super::{ack_timeout_ns, rnr_delay_ns, wc_opcode, Engine, QpCtx, SendWqe, WINDOW};
 
+/// Which retry budget of an RC requester ran out.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Exhausted {
+    /// `retry_cnt`: ACK timeouts (or PSN sequence error NAKs).
+    AckRetries,
+    /// `rnr_retry`: RNR NAKs.
+    RnrRetries,
+}
+
+impl Exhausted {
+    fn status(self) -> WcStatus {
+        match self {
+            Self::AckRetries => WcStatus::RetryExcErr,
+            Self::RnrRetries => WcStatus::RnrRetryExcErr,
+        }
+    }
+
+    /// `data` of the QP_RETRY_EXCEEDED event.
+    fn event_data(self) -> u32 {
+        match self {
+            Self::AckRetries => 0,
+            Self::RnrRetries => 1,
+        }
+    }
+}
+
 impl State {
     pub(super) fn complete_send(&mut self, c: &QpCtx, w: &SendWqe, status: WcStatus) {
         let sig = w.signaled || c.flags & QP_FLAG_SQ_SIG_ALL != 0;
@@ -32,6 +58,19 @@ impl State {
                 ..Cqe::zeroed()
             },
         );
+    }
+
+    /// The head WQE ran out of retries: posts QP_RETRY_EXCEEDED (1.3, so the
+    /// driver can tell the administrator why the path is dead) once for the
+    /// WQE about to complete with the matching status, then fails the QP.
+    /// The event goes out before the CQE, so a consumer that saw the CQE
+    /// finds the event already in the AEQ.
+    fn retries_exceeded(&mut self, c: &QpCtx, e: &mut Engine, why: Exhausted) {
+        let failing = self.qps.get(c.qpn).is_some_and(|q| q.state != QPS_ERR);
+        if failing && !e.inflight.is_empty() {
+            self.post_async(EQE_QP_RETRY_EXCEEDED, c.qpn, why.event_data(), 0);
+        }
+        self.qp_fail(c, e, Some(why.status()));
     }
 
     /// Go-back-N: retransmit everything from `psn` on.
@@ -182,7 +221,7 @@ impl State {
                             return;
                         }
                         if e.rnr_left == 0 {
-                            self.qp_fail(c, e, Some(WcStatus::RnrRetryExcErr));
+                            self.retries_exceeded(c, e, Exhausted::RnrRetries);
                             return;
                         }
                         if e.rnr_left != 7 {
@@ -217,7 +256,7 @@ impl State {
                         // retry_cnt (rxe COMPST_ERROR_RETRY).
                         if e.last_rewind != Some(psn) && !e.inflight.is_empty() {
                             if e.retry_left == 0 {
-                                self.qp_fail(c, e, Some(WcStatus::RetryExcErr));
+                                self.retries_exceeded(c, e, Exhausted::AckRetries);
                                 return;
                             }
                             e.retry_left -= 1;
@@ -322,7 +361,7 @@ impl State {
             if e.inflight.is_empty() {
                 // nothing outstanding
             } else if e.retry_left == 0 {
-                self.qp_fail(c, e, Some(WcStatus::RetryExcErr));
+                self.retries_exceeded(c, e, Exhausted::AckRetries);
             } else {
                 e.retry_left -= 1;
                 let una = e.una;

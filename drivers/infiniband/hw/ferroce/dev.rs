@@ -12,6 +12,7 @@ use crate::{
     bindings::{self as hw, Command},
     cmdq::{self, CmdQ, Completion},
     dbrec::DbRecPool,
+    diag::{RateLimit, RetryWarning},
     eq::{self, Eq, Eqe},
     ib::{self, IbDev},
     pbl::{PblBuilder, PblScratch},
@@ -101,6 +102,10 @@ pub(crate) struct Stats {
     pub(crate) cq_events: AtomicU64,
     /// QP async events passed on to their QP.
     pub(crate) qp_events: AtomicU64,
+    /// QP_RETRY_EXCEEDED events (informational, counted only).
+    pub(crate) qp_retry_exceeded: AtomicU64,
+    /// Warnings about GID pairs and paths that cannot work (diag.rs).
+    pub(crate) path_warnings: AtomicU64,
 }
 
 impl Stats {
@@ -134,7 +139,9 @@ impl Stats {
         writeln!(f, "unknown_cq_events {}", r(&self.unknown_cq_events))?;
         writeln!(f, "unknown_obj_events {}", r(&self.unknown_obj_events))?;
         writeln!(f, "unknown_events {}", r(&self.unknown_events))?;
-        writeln!(f, "vlan_gids_rejected {}", r(&self.vlan_gids_rejected))
+        writeln!(f, "vlan_gids_rejected {}", r(&self.vlan_gids_rejected))?;
+        writeln!(f, "qp_retry_exceeded {}", r(&self.qp_retry_exceeded))?;
+        writeln!(f, "path_warnings {}", r(&self.path_warnings))
     }
 }
 
@@ -198,6 +205,8 @@ pub(crate) struct Shared {
     /// freed from then on.
     quiesced: AtomicBool,
     pub(crate) stats: Stats,
+    /// Rate limit of the path warnings (diag.rs).
+    pub(crate) path_warn: RateLimit,
     /// Port state (device link bit, paired netdev state) and the event sink;
     /// updated from the IRQ handlers and the netdev notifier.
     #[pin]
@@ -502,6 +511,27 @@ impl Shared {
                     &s.unknown_obj_events
                 };
                 c.fetch_add(1, Ordering::Relaxed);
+            }
+            hw::FERROCE_EQE_QP_RETRY_EXCEEDED => {
+                // Informational (device 1.3), no ib_event: the CQE tells
+                // the consumer. Only ACK timeouts say the path may be dead
+                // (an RNR NAK came from the peer).
+                s.qp_retry_exceeded.fetch_add(1, Ordering::Relaxed);
+                if eqe.data != 0 {
+                    return;
+                }
+                let known = self.qps.with_qp(eqe.obj, |ib, qp| {
+                    if let Some(note) = qp.path.take_warning() {
+                        if self.path_warn.allow() {
+                            s.path_warnings.fetch_add(1, Ordering::Relaxed);
+                            let w = RetryWarning { qpn: qp.qpn, note };
+                            ib.warn(format_args!("{w}\n"));
+                        }
+                    }
+                });
+                if known.is_none() {
+                    s.unknown_obj_events.fetch_add(1, Ordering::Relaxed);
+                }
             }
             _ => {
                 s.unknown_events.fetch_add(1, Ordering::Relaxed);
@@ -953,6 +983,7 @@ impl<'bound> Ferroce<'bound> {
                 dead: AtomicBool::new(false),
                 quiesced: AtomicBool::new(false),
                 stats: Stats::default(),
+                path_warn: RateLimit::new(),
                 port <- new_spinlock_irq!(PortSlot {
                     state: PortState::default(),
                     events: None,

@@ -13,6 +13,7 @@
 #include <rdma/ib_addr.h>
 #include <rdma/ib_cache.h>
 #include <rdma/ib_mad.h>
+#include <rdma/ib_cache.h>
 #include <ferroce/ferroce-hw.h>
 #include <uapi/rdma/ferroce-abi.h>
 

@@ -22,6 +22,7 @@ mod bindings;
 mod cmdq;
 mod dbrec;
 mod dev;
+mod diag;
 mod eq;
 mod gid;
 mod ib;

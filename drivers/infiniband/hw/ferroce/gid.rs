@@ -15,6 +15,7 @@
 
 #![forbid(unsafe_code)]
 
+use core::fmt;
 use kernel::prelude::*;
 
 /// A 128-bit RoCE GID in network byte order.
@@ -88,6 +89,51 @@ impl Gid {
     }
 }
 
+/// RFC 5952 text: `::ffff:a.b.c.d` for an IPv4-mapped GID, otherwise
+/// lower-case groups without leading zeros and the longest run of two or
+/// more zero groups (the first of equal runs) written `::`.
+impl fmt::Display for Gid {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if let Some([a, b, c, d]) = self.ipv4() {
+            return write!(f, "::ffff:{a}.{b}.{c}.{d}");
+        }
+        let mut groups = [0u16; 8];
+        for (g, pair) in groups.iter_mut().zip(self.0.chunks_exact(2)) {
+            *g = u16::from_be_bytes([pair[0], pair[1]]);
+        }
+        // The longest run of zero groups: (start, length).
+        let (mut best, mut run) = ((0, 0), (0, 0));
+        for (i, &g) in groups.iter().enumerate() {
+            if g == 0 {
+                run = if run.1 == 0 {
+                    (i, 1)
+                } else {
+                    (run.0, run.1 + 1)
+                };
+                if run.1 > best.1 {
+                    best = run;
+                }
+            } else {
+                run = (0, 0);
+            }
+        }
+        let mut i = 0;
+        while i < 8 {
+            if best.1 >= 2 && i == best.0 {
+                f.write_str(if i == 0 { "::" } else { ":" })?;
+                i += best.1;
+                continue;
+            }
+            write!(f, "{:x}", groups[i])?;
+            if i < 7 {
+                f.write_str(":")?;
+            }
+            i += 1;
+        }
+        Ok(())
+    }
+}
+
 #[kunit_tests(ferroce_gid)]
 mod tests {
     use super::*;
@@ -120,6 +166,50 @@ mod tests {
         );
         assert_eq!(gid.kind(), GidKind::Ipv4Mapped);
         assert_eq!(gid.ipv4(), Some([10, 0, 1, 36]));
+    }
+
+    /// Formats `gid` into a fixed buffer (no allocation in KUnit).
+    fn text(gid: &Gid, buf: &mut [u8; 48]) -> usize {
+        struct W<'a>(&'a mut [u8; 48], usize);
+        impl fmt::Write for W<'_> {
+            fn write_str(&mut self, s: &str) -> fmt::Result {
+                let end = self.1 + s.len();
+                self.0
+                    .get_mut(self.1..end)
+                    .ok_or(fmt::Error)?
+                    .copy_from_slice(s.as_bytes());
+                self.1 = end;
+                Ok(())
+            }
+        }
+        let mut w = W(buf, 0);
+        fmt::write(&mut w, format_args!("{gid}")).unwrap();
+        w.1
+    }
+
+    #[test]
+    fn display() {
+        let mut buf = [0u8; 48];
+        let cases: [(Gid, &[u8]); 5] = [
+            (ipv4_mapped_gid([10, 0, 2, 2]), b"::ffff:10.0.2.2"),
+            (
+                link_local_gid(&[0x52, 0x54, 0x00, 0x12, 0x34, 0x56]),
+                b"fe80::5054:ff:fe12:3456",
+            ),
+            (Gid([0; 16]), b"::"),
+            (
+                Gid([0x20, 0x01, 0x0d, 0xb8, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 1]),
+                b"2001:db8:0:1::1",
+            ),
+            (
+                Gid([0xfd, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 1]),
+                b"fd00:0:0:1::1",
+            ),
+        ];
+        for (gid, want) in cases {
+            let n = text(&gid, &mut buf);
+            assert_eq!(&buf[..n], want);
+        }
     }
 
     #[test]

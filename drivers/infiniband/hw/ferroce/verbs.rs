@@ -10,6 +10,7 @@
 
 use crate::{
     bindings as hw,
+    diag::{self, PairWarning, PathDiag, PathNote},
     gid::Gid,
     ib::{gid_network_type, IbDev},
     kqueue::{KernelCq, KernelQp, QpGeometry},
@@ -241,6 +242,8 @@ pub(crate) struct Qp {
     pub(crate) qpn: u32,
     cap: QpCaps,
     mem: QpMem,
+    /// Whether the path crosses routers, for the retry warning.
+    pub(crate) path: PathDiag,
 }
 
 impl Qp {
@@ -448,6 +451,7 @@ pub(crate) fn create_qp(
     udata: &mut UData<'_>,
 ) -> Result<(Qp, u32)> {
     let req: hw::ferroce_ureq_create_qp = udata.read()?;
+    let path = PathDiag::new()?;
     if req.reserved.iter().any(|&b| b != 0) || req.comp_mask != 0 || req.reserved2 != 0 {
         return Err(EINVAL);
     }
@@ -550,6 +554,7 @@ pub(crate) fn create_qp(
             _rq: rq.map(|(rq, _, dbrec, _)| (rq, dbrec)),
             db_page: ctx.db_page,
         },
+        path,
     };
     // Released by `destroy_qp` once the device destroyed the QP.
     dev.db_pages.hold(ctx.db_page);
@@ -628,14 +633,71 @@ pub(crate) fn modify_qp(
         en_sqd_async_notify: a.en_sqd_async_notify,
         ..Default::default()
     };
+    let mut path = None;
     if mask & hw::FERROCE_QP_ATTR_AV != 0 {
-        hwa.av = av_of(&attr.av().ok_or(EINVAL)?)?;
+        let av = attr.av().ok_or(EINVAL)?;
+        path = Some(check_path(dev, Some(qp.qpn), &av)?);
+        hwa.av = av_of(&av)?;
     }
     let cmd = hw::ferroce_cmd_modify_qp {
         attr: hwa,
         ..Default::default()
     };
-    dev.shared.exec(&cmd).map(|_| ())
+    dev.shared.exec(&cmd)?;
+    if let Some(note) = path {
+        qp.path.set(note);
+    }
+    Ok(())
+}
+
+/// Checks the source/destination GID pair of an address vector before it
+/// reaches the device (driver.rst, "GID pitfalls"): a pair of different
+/// address families is refused with `EINVAL` and one (rate-limited)
+/// warning naming the GID index that would work. Otherwise returns what
+/// the retry warning needs to know about the path: `Some` if it cannot
+/// cross a router (RoCE v1 or link-local source GID). Process context.
+fn check_path(
+    dev: &rdma::Device<IbDev>,
+    qpn: Option<u32>,
+    av: &AhAttr<'_>,
+) -> Result<Option<PathNote>> {
+    let sgid_attr = av.sgid_attr().ok_or(EINVAL)?;
+    let gid_type = sgid_attr.gid_type().ok_or(EINVAL)?;
+    let (sgid, dgid) = (Gid(sgid_attr.gid()), Gid(av.dgid()));
+    let mismatch = !diag::same_family(&sgid, &dgid);
+    let risk = diag::risk_of(gid_type, &sgid);
+    if !mismatch && risk.is_none() {
+        return Ok(None);
+    }
+    // Only unusual paths pay for a copy of the GID table.
+    let max = usize::try_from(dev.caps.gid_table_len)?;
+    let fix = av
+        .gid_table(max)
+        .ok()
+        .and_then(|t| diag::routable(&t, u32::from(av.sgid_index()), &dgid));
+    if mismatch {
+        if dev.shared.path_warn.allow() {
+            dev.shared
+                .stats
+                .path_warnings
+                .fetch_add(1, Ordering::Relaxed);
+            let w = PairWarning {
+                qpn,
+                sgid_index: av.sgid_index(),
+                gid_type,
+                sgid,
+                dgid,
+                fix,
+            };
+            dev.warn(format_args!("{w}\n"));
+        }
+        return Err(EINVAL);
+    }
+    Ok(risk.map(|risk| PathNote {
+        risk,
+        sgid_index: av.sgid_index(),
+        fix,
+    }))
 }
 
 fn set_cap(cap: &mut hw::ib_qp_cap, v: &QpCaps) {
@@ -778,6 +840,7 @@ pub(crate) fn create_ah(
     attr: &AhAttr<'_>,
     udata: Option<&mut UData<'_>>,
 ) -> Result<Ah> {
+    check_path(dev, None, attr)?;
     let cmd = hw::ferroce_cmd_create_ah {
         pdn: pd.pdn,
         av: av_of(attr)?,
@@ -935,6 +998,7 @@ pub(crate) fn create_kernel_qp(
         return Err(EINVAL);
     }
     let geo = kernel_qp_geometry(dev, init)?;
+    let path = PathDiag::new()?;
     let (rings, mem) = KernelQp::new(dev, geo)?;
     let out = dev.shared.exec_with_lists(|lists| {
         let mut cmd = hw::ferroce_cmd_create_qp {
@@ -982,6 +1046,7 @@ pub(crate) fn create_kernel_qp(
         qpn: out.out[0],
         cap: granted,
         mem: QpMem::Kernel(rings),
+        path,
     };
     let qpn = qp.qpn;
     Ok((qp, qpn))

@@ -12,6 +12,8 @@
 //!   ib_core's `dealloc_driver` is the one place the driver state is dropped.
 //! * [`attr`]: safe views of what ib_core hands the driver (GID attributes,
 //!   netdevs) and the attribute structures it fills in.
+//! * [`gids`]: ib_core's GID table (`rdma_query_gid_table`, reached through
+//!   a held source GID entry) and `ibdev_warn`.
 //! * [`notifier`]: a netdevice notifier calling a Rust handler.
 //! * [`kext`]: small wrappers for kernel APIs the 7.3 `kernel` crate lacks
 //!   or only offers as `unsafe` (MSI-X vectors with their handlers, a PCI
@@ -24,6 +26,7 @@
 
 pub(crate) mod attr;
 pub(crate) mod device;
+pub(crate) mod gids;
 pub(crate) mod kext;
 pub(crate) mod kverbs;
 pub(crate) mod mmap;
@@ -38,6 +41,7 @@ pub(crate) use device::{
     destroy_or_leak, Builder, Device, Driver, EventRef, PortEvent, QpAttrOut, Registration, RoceAv,
     UContextInit,
 };
+pub(crate) use gids::GidEntry;
 pub(crate) use mmap::MmioRegion;
 pub(crate) use notifier::{NetdevEvent, NetdevHandler, NetdevNotifier};
 pub(crate) use objects::{AhAttr, CqEvent, CqTable, QpAttr, QpEvent, QpInit, QpTable, QpType};

@@ -3,7 +3,11 @@
 //! Views of what ib_core hands the verbs that create and modify objects,
 //! and the completion-event table of CQs.
 
-use super::attr::GidAttr;
+use super::{
+    attr::GidAttr,
+    device::{Device, Driver},
+    gids::{query_gid_table, GidEntry},
+};
 use crate::bindings as b;
 use core::{marker::PhantomData, ptr::NonNull};
 use kernel::{
@@ -141,6 +145,20 @@ impl<'a> AhAttr<'a> {
         let p = self.raw.grh.sgid_attr;
         // SAFETY: NULL or held for `'a` (type invariant).
         (!p.is_null()).then(|| unsafe { GidAttr::from_raw(p) })
+    }
+
+    /// The valid entries (at most `max`) of the GID tables of the device
+    /// the source GID belongs to; `EINVAL` without a source GID or with more
+    /// than `max` entries. Process context (allocates).
+    pub(crate) fn gid_table(&self, max: usize) -> Result<KVec<GidEntry>> {
+        let p = self.raw.grh.sgid_attr;
+        if p.is_null() {
+            return Err(EINVAL);
+        }
+        // SAFETY: the source GID attribute is held for `'a` (type
+        // invariant), so its device is registered and its GID cache, which
+        // holds the entry, exists for the call.
+        unsafe { query_gid_table((*p).device, max) }
     }
 }
 
@@ -317,6 +335,30 @@ impl<D> ObjTable<b::ib_qp, D> {
             // holds the lock its removal takes; ib_core's QP event handler
             // (and ib_uverbs') may run in IRQ context.
             unsafe { b::ferroce_qp_event(qp, ty) }
+        })
+    }
+}
+
+impl<D: Driver> ObjTable<b::ib_qp, D> {
+    /// Runs `f` with the device and the driver state of QP `id`, under the
+    /// table's lock (any context, `f` must not sleep); `None` if there is
+    /// no such QP.
+    pub(crate) fn with_qp<X>(&self, id: u32, f: impl FnOnce(&Device<D>, &D::Qp) -> X) -> Option<X> {
+        self.with_ref(id, |qp| {
+            // SAFETY: a QP is in the table only between the write of its
+            // driver state (create) and the read that moves it out
+            // (destroy), so it is alive and initialised while `with_ref`
+            // holds the lock; only QPs of a `Device<D>` are inserted
+            // (type invariant), and the device outlives its QPs.
+            let (dev, data) = unsafe {
+                (
+                    Device::<D>::from_raw((*qp).device),
+                    (*qp.cast::<super::device::QpObj<D>>())
+                        .data
+                        .assume_init_ref(),
+                )
+            };
+            f(dev, data)
         })
     }
 }
