@@ -9,9 +9,11 @@
 //! ```
 //! The command line is parsed by clap (`--help` lists every option); the
 //! values reuse the library's parsers (`gid::parse_mac`,
-//! `FaultConfig::parse`).
+//! `FaultConfig::parse`). Diagnostics go to stderr through `log`
+//! (`RUST_LOG` filters them; the default shows `info` and above).
 
 use std::fmt;
+use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -24,6 +26,7 @@ use ferroce_dev::hw::{PORT_MTU_MAX, PORT_MTU_MIN};
 use ferroce_dev::port::{Port, Tap};
 use ferroce_dev::vfio::{self, VfioDevice, VfioIrq, VfioMemory};
 use ferroce_dev::{Device, DeviceConfig, NullIrq, NullMemory};
+use log::{error, info};
 
 /// The ferroce device process: the emulated RoCE v2 NIC behind QEMU's
 /// `vfio-user-pci`.
@@ -190,6 +193,23 @@ fn ctl_main(args: CtlArgs) -> Result<(), String> {
     Ok(())
 }
 
+/// Sends `log` records to stderr as `ferroce-dev: MESSAGE` (warnings and
+/// errors as `ferroce-dev: LEVEL: MESSAGE`); `RUST_LOG` overrides the
+/// default `info` filter.
+fn init_logging() {
+    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("info"))
+        .format(|buf, record| match record.level() {
+            log::Level::Info => writeln!(buf, "ferroce-dev: {}", record.args()),
+            level => writeln!(
+                buf,
+                "ferroce-dev: {}: {}",
+                level.as_str().to_lowercase(),
+                record.args()
+            ),
+        })
+        .init();
+}
+
 fn device_main(args: DeviceArgs) -> Result<(), String> {
     let cfg = DeviceConfig {
         mac: args.mac.0,
@@ -202,7 +222,7 @@ fn device_main(args: DeviceArgs) -> Result<(), String> {
         let listener = ctl::bind(&ctl_path).map_err(|e| format!("{}: {e}", ctl_path.display()))?;
         let dev = Arc::new(Device::new(cfg, Arc::new(NullMemory), Arc::new(NullIrq)));
         start_port(&dev, &port)?;
-        eprintln!("ferroce-dev: control socket {}", ctl_path.display());
+        info!("control socket {}", ctl_path.display());
         return ctl::serve(listener, dev).map_err(|e| e.to_string());
     };
 
@@ -220,19 +240,19 @@ fn device_main(args: DeviceArgs) -> Result<(), String> {
         .name("ctl".into())
         .spawn(move || {
             if let Err(e) = ctl::serve(listener, ctl_dev) {
-                eprintln!("ferroce-dev: control socket: {e}");
+                error!("control socket: {e}");
             }
         })
         .map_err(|e| e.to_string())?;
-    eprintln!(
-        "ferroce-dev: serving vfio-user on {}, control socket {}",
+    info!(
+        "serving vfio-user on {}, control socket {}",
         socket.display(),
         ctl_path.display()
     );
     server
         .run(&VfioDevice::new(dev))
         .map_err(|e| format!("vfio-user: {e}"))?;
-    eprintln!("ferroce-dev: client disconnected, shutting down");
+    info!("client disconnected, shutting down");
     Ok(())
 }
 
@@ -277,7 +297,7 @@ fn start_port(dev: &Arc<Device>, a: &PortArgs) -> Result<(), String> {
     };
     let port = Port::new(dev.clone(), Arc::new(link), pcap).map_err(|e| e.to_string())?;
     port.spawn(netdev).map_err(|e| e.to_string())?;
-    eprintln!("ferroce-dev: port on tap {tap}");
+    info!("port on tap {tap}");
     Ok(())
 }
 
@@ -285,7 +305,10 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let r = match cli.command {
         Some(Command::Ctl(args)) => ctl_main(args),
-        None => device_main(cli.device),
+        None => {
+            init_logging();
+            device_main(cli.device)
+        }
     };
     match r {
         Ok(()) => ExitCode::SUCCESS,

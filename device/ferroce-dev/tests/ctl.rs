@@ -264,18 +264,21 @@ fn binary_help_lists_every_option_and_request() {
     assert!(help(&["--version"]).starts_with("ferroce-dev "));
 }
 
-#[test]
-fn binary_logs_to_stderr() {
-    let path = sock_path("log");
+/// Starts a device with `--fault drop=1%` and `RUST_LOG` set to `rust_log`
+/// (unset for `None`), checks the fault option over the control socket,
+/// kills the device through it and returns the device's stderr.
+fn device_stderr(name: &str, rust_log: Option<&str>) -> String {
+    let path = sock_path(name);
     let _ = std::fs::remove_file(&path);
-    let child = Command::new(env!("CARGO_BIN_EXE_ferroce-dev"))
-        .args(["--ctl", path.to_str().unwrap(), "--fault", "drop=1%"])
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_ferroce-dev"));
+    cmd.args(["--ctl", path.to_str().unwrap(), "--fault", "drop=1%"])
         .env_remove("RUST_LOG")
         .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut proc = Proc(child);
+        .stderr(Stdio::piped());
+    if let Some(filter) = rust_log {
+        cmd.env("RUST_LOG", filter);
+    }
+    let mut proc = Proc(cmd.spawn().unwrap());
     let start = Instant::now();
     while !path.exists() {
         assert!(
@@ -287,19 +290,27 @@ fn binary_logs_to_stderr() {
     let (_, out) = cli(&path, &["fault"]);
     let v: Value = serde_json::from_str(&out).unwrap();
     assert_eq!(v["config"]["drop_ppm"], 10_000, "--fault applied: {v}");
-    // The device logs before it serves requests, so the line is there once
-    // it has been killed through its control socket.
+    // The device logs before it serves requests, so its lines are there
+    // once it has been killed through its control socket.
     let (ok, _) = cli(&path, &["kill"]);
     assert!(!ok, "kill gets no answer");
     let status = proc.0.wait().unwrap();
     assert_eq!(status.code(), Some(137));
     let mut err = String::new();
     std::io::Read::read_to_string(&mut proc.0.stderr.take().unwrap(), &mut err).unwrap();
+    let _ = std::fs::remove_file(&path);
+    err
+}
+
+#[test]
+fn binary_logs_to_stderr() {
+    let path = sock_path("log");
     assert_eq!(
-        err,
+        device_stderr("log", None),
         format!("ferroce-dev: control socket {}\n", path.display())
     );
-    let _ = std::fs::remove_file(&path);
+    // RUST_LOG filters the log: warnings only hide the info line.
+    assert_eq!(device_stderr("log-warn", Some("warn")), "");
 }
 
 #[test]
