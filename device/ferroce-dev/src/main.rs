@@ -7,96 +7,222 @@
 //! ferroce-dev ctl --socket PATH gids|objects|counters|status|link up|link down
 //!                 |fault [SPEC]|stall on|stall off|kill
 //! ```
-//! `--tap NAME` attaches the port's wire side to tap interface NAME;
-//! `--netdev-socket PATH` listens for QEMU's `-netdev stream` (the paired
-//! virtio-net); `--pcap FILE` records the wire; `--fault SPEC` injects
-//! faults into the RDMA engine's egress frames (`drop=1%,dup=0.1%,reorder=1%,
-//! corrupt=0.1%,delay=1%:200us,seed=N`).
-//! With `--vfio-user PATH` the device serves QEMU's `vfio-user-pci` on that
-//! socket (DMA into guest RAM, MSI-X through QEMU's eventfds) and exits 0
-//! when QEMU disconnects; without it only the control socket runs, against
-//! a device with no guest memory (for tools and tests).
+//! The command line is parsed by clap (`--help` lists every option); the
+//! values reuse the library's parsers (`gid::parse_mac`,
+//! `FaultConfig::parse`). Diagnostics go to stderr through `log`
+//! (`RUST_LOG` filters them; the default shows `info` and above).
 
+use std::fmt;
+use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 
+use clap::{Args, Parser, Subcommand, ValueEnum};
 use ferroce_dev::ctl::{self, Request};
 use ferroce_dev::fault::FaultConfig;
-use ferroce_dev::gid::parse_mac;
+use ferroce_dev::gid::{fmt_mac, parse_mac};
+use ferroce_dev::hw::{PORT_MTU_MAX, PORT_MTU_MIN};
 use ferroce_dev::port::{Port, Tap};
 use ferroce_dev::vfio::{self, VfioDevice, VfioIrq, VfioMemory};
 use ferroce_dev::{Device, DeviceConfig, NullIrq, NullMemory};
+use log::{error, info};
 
-const USAGE: &str = "usage:
-  ferroce-dev [--vfio-user PATH] --ctl PATH [--mac aa:bb:cc:dd:ee:ff] [--mtu N]
-              [--tap NAME] [--netdev-socket PATH] [--pcap FILE] [--fault SPEC]
-  ferroce-dev ctl --socket PATH gids|objects|counters|status|link up|link down
-                  |fault [SPEC]|stall on|stall off|kill";
+/// The ferroce device process: the emulated RoCE v2 NIC behind QEMU's
+/// `vfio-user-pci`.
+///
+/// With `--vfio-user PATH` the device serves QEMU's `vfio-user-pci` on that
+/// socket (DMA into guest RAM, MSI-X through QEMU's eventfds) and exits 0
+/// when QEMU disconnects; without it only the control socket runs, against
+/// a device with no guest memory (for tools and tests). `ferroce-dev ctl`
+/// asks a running device process over its control socket.
+#[derive(Parser)]
+#[command(
+    name = "ferroce-dev",
+    version,
+    args_conflicts_with_subcommands = true,
+    subcommand_negates_reqs = true
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Option<Command>,
+    #[command(flatten)]
+    device: DeviceArgs,
+}
 
-fn ctl_main(args: &[String]) -> Result<(), String> {
-    let mut socket = None;
-    let mut rest = Vec::new();
-    let mut it = args.iter();
-    while let Some(a) = it.next() {
-        match a.as_str() {
-            "--socket" => socket = it.next().cloned(),
-            _ => rest.push(a.as_str()),
-        }
+#[derive(Subcommand)]
+enum Command {
+    /// Ask a running device process over its control socket and print the
+    /// JSON answer.
+    Ctl(CtlArgs),
+}
+
+/// The device process's options.
+#[derive(Args)]
+struct DeviceArgs {
+    /// Serve QEMU's vfio-user-pci on this unix socket (replaced if stale).
+    #[arg(long, value_name = "PATH")]
+    vfio_user: Option<PathBuf>,
+    /// Serve the JSON-lines control socket here (see `ferroce-dev ctl`).
+    #[arg(long, value_name = "PATH", required = true)]
+    ctl: Option<PathBuf>,
+    /// The port's MAC address.
+    #[arg(long, value_name = "MAC", value_parser = mac_value,
+          default_value_t = Mac(DeviceConfig::default().mac))]
+    mac: Mac,
+    /// The port's initial Ethernet MTU.
+    #[arg(long, value_name = "N", default_value_t = DeviceConfig::default().mtu,
+          value_parser = clap::value_parser!(u32).range(i64::from(PORT_MTU_MIN)..=i64::from(PORT_MTU_MAX)))]
+    mtu: u32,
+    #[command(flatten)]
+    port: PortArgs,
+}
+
+/// Port options.
+#[derive(Args)]
+struct PortArgs {
+    /// Attach the port's wire side to this tap interface.
+    #[arg(long, value_name = "NAME")]
+    tap: Option<String>,
+    /// Listen here for QEMU's `-netdev stream` (the paired virtio-net).
+    #[arg(long, value_name = "PATH", requires = "tap")]
+    netdev_socket: Option<PathBuf>,
+    /// Record the wire into this pcap file.
+    #[arg(long, value_name = "FILE", requires = "tap")]
+    pcap: Option<PathBuf>,
+    /// Inject faults into the RDMA engine's egress frames, e.g.
+    /// `drop=1%,dup=0.1%,reorder=1%,corrupt=0.1%,delay=1%:200us,seed=N`.
+    #[arg(long, value_name = "SPEC", value_parser = FaultConfig::parse)]
+    fault: Option<FaultConfig>,
+}
+
+/// A MAC address as `aa:bb:cc:dd:ee:ff`.
+#[derive(Clone, Copy)]
+struct Mac([u8; 6]);
+
+impl fmt::Display for Mac {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&fmt_mac(&self.0))
     }
-    let socket = PathBuf::from(socket.ok_or("ctl: --socket PATH is required")?);
-    let req = match rest.as_slice() {
-        ["gids"] => Request::Gids,
-        ["objects"] => Request::Objects,
-        ["counters"] => Request::Counters,
-        ["status"] => Request::Status,
-        ["link", "up"] => Request::Link { up: true },
-        ["link", "down"] => Request::Link { up: false },
-        ["fault"] => Request::Fault { spec: None },
-        ["fault", spec] => Request::Fault {
-            spec: Some(spec.to_string()),
+}
+
+fn mac_value(s: &str) -> Result<Mac, String> {
+    parse_mac(s)
+        .map(Mac)
+        .ok_or_else(|| "expected six hex bytes, aa:bb:cc:dd:ee:ff".into())
+}
+
+/// `ctl`'s options and request.
+#[derive(Args)]
+struct CtlArgs {
+    /// The device process's control socket (its `--ctl PATH`).
+    #[arg(long, value_name = "PATH")]
+    socket: PathBuf,
+    #[command(subcommand)]
+    request: CtlRequest,
+}
+
+/// A control socket request.
+#[derive(Subcommand)]
+enum CtlRequest {
+    /// Dump the hardware GID table.
+    Gids,
+    /// Dump the device objects (PDs, MRs, CQs, QPs, AHs, EQs).
+    Objects,
+    /// Dump the device counters.
+    Counters,
+    /// Show the device and port status.
+    Status,
+    /// Take the port's link up or down (the driver sees a port event).
+    Link {
+        #[arg(value_enum)]
+        state: UpDown,
+    },
+    /// Set fault injection (`none` clears) and print the fault counters;
+    /// without SPEC only print them.
+    Fault {
+        /// e.g. `drop=1%,reorder=0.5%,delay=1%:200us,seed=3`.
+        #[arg(value_parser = fault_spec)]
+        spec: Option<String>,
+    },
+    /// Stall or resume the data path and the admin queue.
+    Stall {
+        #[arg(value_enum)]
+        state: OnOff,
+    },
+    /// Kill the device process at once (exit status 137, no cleanup).
+    Kill,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum UpDown {
+    Up,
+    Down,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum OnOff {
+    On,
+    Off,
+}
+
+/// Checks a fault spec here, for a clear error before the device is asked
+/// (which checks it again); the device takes the text.
+fn fault_spec(s: &str) -> Result<String, String> {
+    FaultConfig::parse(s).map(|_| s.to_owned())
+}
+
+fn ctl_main(args: CtlArgs) -> Result<(), String> {
+    let req = match args.request {
+        CtlRequest::Gids => Request::Gids,
+        CtlRequest::Objects => Request::Objects,
+        CtlRequest::Counters => Request::Counters,
+        CtlRequest::Status => Request::Status,
+        CtlRequest::Link { state } => Request::Link {
+            up: matches!(state, UpDown::Up),
         },
-        ["stall", "on"] => Request::Stall { on: true },
-        ["stall", "off"] => Request::Stall { on: false },
-        ["kill"] => Request::Kill,
-        _ => return Err(USAGE.to_string()),
+        CtlRequest::Fault { spec } => Request::Fault { spec },
+        CtlRequest::Stall { state } => Request::Stall {
+            on: matches!(state, OnOff::On),
+        },
+        CtlRequest::Kill => Request::Kill,
     };
-    let data = ctl::request(&socket, &req).map_err(|e| e.to_string())?;
+    let data = ctl::request(&args.socket, &req).map_err(|e| e.to_string())?;
     let text = serde_json::to_string_pretty(&data).map_err(|e| e.to_string())?;
     println!("{text}");
     Ok(())
 }
 
-fn device_main(args: &[String]) -> Result<(), String> {
-    let mut cfg = DeviceConfig::default();
-    let mut ctl_path = None;
-    let mut vfio_user = None;
-    let mut port = PortArgs::default();
-    let mut it = args.iter();
-    while let Some(a) = it.next() {
-        let mut val = || it.next().cloned().ok_or(format!("{a} needs a value"));
-        match a.as_str() {
-            "--ctl" => ctl_path = Some(PathBuf::from(val()?)),
-            "--vfio-user" => vfio_user = Some(PathBuf::from(val()?)),
-            "--mac" => cfg.mac = parse_mac(&val()?).ok_or("bad --mac")?,
-            "--mtu" => cfg.mtu = val()?.parse().map_err(|_| "bad --mtu")?,
-            "--tap" => port.tap = Some(val()?),
-            "--netdev-socket" => port.netdev = Some(PathBuf::from(val()?)),
-            "--pcap" => port.pcap = Some(PathBuf::from(val()?)),
-            "--fault" => port.fault = Some(FaultConfig::parse(&val()?)?),
-            "-h" | "--help" => {
-                println!("{USAGE}");
-                return Ok(());
-            }
-            other => return Err(format!("unknown argument {other}\n{USAGE}")),
-        }
-    }
-    let ctl_path = ctl_path.ok_or(format!("--ctl PATH is required\n{USAGE}"))?;
-    let Some(socket) = vfio_user else {
+/// Sends `log` records to stderr as `ferroce-dev: MESSAGE` (warnings and
+/// errors as `ferroce-dev: LEVEL: MESSAGE`); `RUST_LOG` overrides the
+/// default `info` filter.
+fn init_logging() {
+    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("info"))
+        .format(|buf, record| match record.level() {
+            log::Level::Info => writeln!(buf, "ferroce-dev: {}", record.args()),
+            level => writeln!(
+                buf,
+                "ferroce-dev: {}: {}",
+                level.as_str().to_lowercase(),
+                record.args()
+            ),
+        })
+        .init();
+}
+
+fn device_main(args: DeviceArgs) -> Result<(), String> {
+    let cfg = DeviceConfig {
+        mac: args.mac.0,
+        mtu: args.mtu,
+        ..DeviceConfig::default()
+    };
+    let ctl_path = args.ctl.ok_or("--ctl PATH is required")?;
+    let port = args.port;
+    let Some(socket) = args.vfio_user else {
         let listener = ctl::bind(&ctl_path).map_err(|e| format!("{}: {e}", ctl_path.display()))?;
         let dev = Arc::new(Device::new(cfg, Arc::new(NullMemory), Arc::new(NullIrq)));
         start_port(&dev, &port)?;
-        eprintln!("ferroce-dev: control socket {}", ctl_path.display());
+        info!("control socket {}", ctl_path.display());
         return ctl::serve(listener, dev).map_err(|e| e.to_string());
     };
 
@@ -114,29 +240,20 @@ fn device_main(args: &[String]) -> Result<(), String> {
         .name("ctl".into())
         .spawn(move || {
             if let Err(e) = ctl::serve(listener, ctl_dev) {
-                eprintln!("ferroce-dev: control socket: {e}");
+                error!("control socket: {e}");
             }
         })
         .map_err(|e| e.to_string())?;
-    eprintln!(
-        "ferroce-dev: serving vfio-user on {}, control socket {}",
+    info!(
+        "serving vfio-user on {}, control socket {}",
         socket.display(),
         ctl_path.display()
     );
     server
         .run(&VfioDevice::new(dev))
         .map_err(|e| format!("vfio-user: {e}"))?;
-    eprintln!("ferroce-dev: client disconnected, shutting down");
+    info!("client disconnected, shutting down");
     Ok(())
-}
-
-/// Port options.
-#[derive(Default)]
-struct PortArgs {
-    tap: Option<String>,
-    netdev: Option<PathBuf>,
-    pcap: Option<PathBuf>,
-    fault: Option<FaultConfig>,
 }
 
 /// Applies the fault options and starts the port when a tap is given.
@@ -145,7 +262,7 @@ fn start_port(dev: &Arc<Device>, a: &PortArgs) -> Result<(), String> {
         dev.set_faults(f);
     }
     let Some(tap) = &a.tap else {
-        if a.netdev.is_some() || a.pcap.is_some() {
+        if a.netdev_socket.is_some() || a.pcap.is_some() {
             return Err("--netdev-socket and --pcap need --tap".into());
         }
         // No wire: still run the engine's clock (loopback retransmissions,
@@ -174,21 +291,24 @@ fn start_port(dev: &Arc<Device>, a: &PortArgs) -> Result<(), String> {
         Some(p) => Some(std::fs::File::create(p).map_err(|e| format!("{}: {e}", p.display()))?),
         None => None,
     };
-    let netdev = match &a.netdev {
+    let netdev = match &a.netdev_socket {
         Some(p) => Some(ctl::bind(p).map_err(|e| format!("{}: {e}", p.display()))?),
         None => None,
     };
     let port = Port::new(dev.clone(), Arc::new(link), pcap).map_err(|e| e.to_string())?;
     port.spawn(netdev).map_err(|e| e.to_string())?;
-    eprintln!("ferroce-dev: port on tap {tap}");
+    info!("port on tap {tap}");
     Ok(())
 }
 
 fn main() -> ExitCode {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let r = match args.first().map(String::as_str) {
-        Some("ctl") => ctl_main(&args[1..]),
-        _ => device_main(&args),
+    let cli = Cli::parse();
+    let r = match cli.command {
+        Some(Command::Ctl(args)) => ctl_main(args),
+        None => {
+            init_logging();
+            device_main(cli.device)
+        }
     };
     match r {
         Ok(()) => ExitCode::SUCCESS,

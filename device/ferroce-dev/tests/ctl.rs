@@ -176,6 +176,143 @@ fn binary_rejects_bad_arguments() {
     assert!(run(&["--help"]));
 }
 
+/// Runs the binary with `args`, returning its exit code and stderr.
+fn run_bin(args: &[&str]) -> (Option<i32>, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_ferroce-dev"))
+        .args(args)
+        .output()
+        .unwrap();
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn binary_usage_errors_name_the_bad_argument() {
+    // Each is refused while parsing (exit 2, usage error), before any
+    // socket is made or asked; stderr names what was wrong.
+    let ctl = sock_path("usage");
+    let _ = std::fs::remove_file(&ctl);
+    let c = ctl.to_str().unwrap();
+    for (args, says) in [
+        (&["--ctl", c, "--mac", "zz"][..], "--mac"),
+        (&["--ctl", c, "--mac", "02:00:00:00:00"][..], "--mac"),
+        (&["--ctl", c, "--mtu", "100"][..], "--mtu"),
+        (&["--ctl", c, "--mtu", "9001"][..], "--mtu"),
+        (&["--ctl", c, "--mtu", "big"][..], "--mtu"),
+        (&["--ctl", c, "--fault", "drop=2"][..], "--fault"),
+        (&["--ctl", c, "--fault", "frob=1%"][..], "--fault"),
+        (&["--ctl", c, "--pcap", "/tmp/x.pcap"][..], "--tap"),
+        (&["--ctl", c, "--netdev-socket", "/tmp/x.sock"][..], "--tap"),
+        (&["--ctl"][..], "--ctl"),
+        (&["--ctl", c, "--frob"][..], "--frob"),
+        (&["--ctl", c, "ctl", "--socket", c, "gids"][..], "ctl"),
+        (&["ctl", "--socket", c][..], "Usage"),
+        (&["ctl", "--socket", c, "frob"][..], "frob"),
+        (&["ctl", "--socket", c, "link"][..], "STATE"),
+        (&["ctl", "--socket", c, "link", "sideways"][..], "sideways"),
+        (&["ctl", "--socket", c, "stall", "maybe"][..], "maybe"),
+        (&["ctl", "--socket", c, "fault", "drop=x"][..], "drop"),
+        (&["ctl", "--socket", c, "gids", "extra"][..], "extra"),
+        (&["ctl", "gids"][..], "--socket"),
+    ] {
+        let (code, err) = run_bin(args);
+        assert_eq!(code, Some(2), "{args:?}: {err}");
+        assert!(err.contains(says), "{args:?}: {err}");
+        assert!(!ctl.exists(), "{args:?} made the control socket");
+    }
+    // Asking a device that is not there is a runtime error, not a usage
+    // error.
+    let (code, err) = run_bin(&["ctl", "--socket", c, "fault", "none"]);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(err.contains("ferroce-dev: "), "{err}");
+}
+
+#[test]
+fn binary_help_lists_every_option_and_request() {
+    let help = |args: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_ferroce-dev"))
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{args:?}");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let text = help(&["--help"]);
+    for opt in [
+        "--vfio-user",
+        "--ctl",
+        "--mac",
+        "--mtu",
+        "--tap",
+        "--netdev-socket",
+        "--pcap",
+        "--fault",
+        "ctl",
+    ] {
+        assert!(text.contains(opt), "--help lacks {opt}:\n{text}");
+    }
+    let text = help(&["ctl", "--help"]);
+    for req in [
+        "--socket", "gids", "objects", "counters", "status", "link", "fault", "stall", "kill",
+    ] {
+        assert!(text.contains(req), "ctl --help lacks {req}:\n{text}");
+    }
+    assert!(help(&["ctl", "link", "--help"]).contains("up, down"));
+    assert!(help(&["ctl", "stall", "--help"]).contains("on, off"));
+    assert!(help(&["--version"]).starts_with("ferroce-dev "));
+}
+
+/// Starts a device with `--fault drop=1%` and `RUST_LOG` set to `rust_log`
+/// (unset for `None`), checks the fault option over the control socket,
+/// kills the device through it and returns the device's stderr.
+fn device_stderr(name: &str, rust_log: Option<&str>) -> String {
+    let path = sock_path(name);
+    let _ = std::fs::remove_file(&path);
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_ferroce-dev"));
+    cmd.args(["--ctl", path.to_str().unwrap(), "--fault", "drop=1%"])
+        .env_remove("RUST_LOG")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    if let Some(filter) = rust_log {
+        cmd.env("RUST_LOG", filter);
+    }
+    let mut proc = Proc(cmd.spawn().unwrap());
+    let start = Instant::now();
+    while !path.exists() {
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "socket never appeared"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let (_, out) = cli(&path, &["fault"]);
+    let v: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["config"]["drop_ppm"], 10_000, "--fault applied: {v}");
+    // The device logs before it serves requests, so its lines are there
+    // once it has been killed through its control socket.
+    let (ok, _) = cli(&path, &["kill"]);
+    assert!(!ok, "kill gets no answer");
+    let status = proc.0.wait().unwrap();
+    assert_eq!(status.code(), Some(137));
+    let mut err = String::new();
+    std::io::Read::read_to_string(&mut proc.0.stderr.take().unwrap(), &mut err).unwrap();
+    let _ = std::fs::remove_file(&path);
+    err
+}
+
+#[test]
+fn binary_logs_to_stderr() {
+    let path = sock_path("log");
+    assert_eq!(
+        device_stderr("log", None),
+        format!("ferroce-dev: control socket {}\n", path.display())
+    );
+    // RUST_LOG filters the log: warnings only hide the info line.
+    assert_eq!(device_stderr("log-warn", Some("warn")), "");
+}
+
 #[test]
 fn unusable_vfio_user_socket_is_a_clear_error() {
     let ctl = sock_path("badvu");
