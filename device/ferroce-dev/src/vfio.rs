@@ -76,7 +76,7 @@ impl IrqSink for VfioIrq {
         // delivered when QEMU provides one; other errors (vector out of
         // range) are bugs of the caller, reported but not fatal.
         if let Err(e) = self.0.trigger(vector) {
-            eprintln!("ferroce-dev: MSI-X vector {vector}: {e}");
+            log::warn!("MSI-X vector {vector}: {e}");
         }
     }
 }
