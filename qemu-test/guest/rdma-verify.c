@@ -9,10 +9,13 @@
  * round number; they synchronise over TCP (which also carries the QP
  * attributes, as the pingpongs do).
  *
- *   rdma-verify -d DEV -g GID_INDEX [-p PORT] [-n ROUNDS] [-s MAX_LEN] [-t TIMEOUT] [SERVER]
+ *   rdma-verify -d DEV -g GID_INDEX [-p PORT] [-n ROUNDS] [-s MAX_LEN] [-t TIMEOUT]
+ *               [-w SECONDS] [SERVER]
  *
  * TIMEOUT is the QP's local ACK timeout exponent (4.096 us * 2^TIMEOUT, 7
- * retries), 14 by default as in the pingpongs.
+ * retries), 14 by default as in the pingpongs.  SECONDS is how long it waits
+ * for a completion before it gives up (20 by default; a test that stalls the
+ * device waits longer, for the async event instead).
  *
  * Prints a summary line and exits 0 when every byte matched.  While it
  * waits (for a completion or for its peer) it also reads the device's
@@ -51,6 +54,7 @@ static struct ibv_mr *mr;
 static uint8_t *src, *dst;	/* two regions of max_len bytes in one MR */
 static size_t max_len = 256 * 1024;
 static int ack_timeout = 14;
+static int cq_wait = 20;
 static int sock = -1;
 
 #define die(...) do { fprintf(stderr, "rdma-verify: " __VA_ARGS__); exit(2); } while (0)
@@ -211,8 +215,8 @@ static struct ibv_wc poll1(const char *what)
 			break;
 		check_async();
 		clock_gettime(CLOCK_MONOTONIC, &t);
-		if (t.tv_sec - t0.tv_sec > 20)
-			die("%s: no completion in 20 s\n", what);
+		if (t.tv_sec - t0.tv_sec > cq_wait)
+			die("%s: no completion in %d s\n", what, cq_wait);
 	}
 	if (wc.status != IBV_WC_SUCCESS)
 		die("%s: completion status %s (%d)\n", what, ibv_wc_status_str(wc.status), wc.status);
@@ -340,7 +344,7 @@ int main(int argc, char **argv)
 	struct dest me = { 0 }, rem;
 	union ibv_gid gid;
 
-	while ((c = getopt(argc, argv, "d:g:p:n:s:t:")) != -1) {
+	while ((c = getopt(argc, argv, "d:g:p:n:s:t:w:")) != -1) {
 		switch (c) {
 		case 'd': devname = optarg; break;
 		case 'g': gidx = atoi(optarg); break;
@@ -348,7 +352,8 @@ int main(int argc, char **argv)
 		case 'n': rounds = atoi(optarg); break;
 		case 's': max_len = strtoul(optarg, NULL, 0); break;
 		case 't': ack_timeout = atoi(optarg); break;
-		default: die("usage: rdma-verify -d DEV -g GID_INDEX [-p PORT] [-n ROUNDS] [-s MAX_LEN] [-t TIMEOUT] [SERVER]\n");
+		case 'w': cq_wait = atoi(optarg); break;
+		default: die("usage: rdma-verify -d DEV -g GID_INDEX [-p PORT] [-n ROUNDS] [-s MAX_LEN] [-t TIMEOUT] [-w SECONDS] [SERVER]\n");
 		}
 	}
 	if (optind < argc)
