@@ -97,14 +97,18 @@ impl Drop for Proc {
     }
 }
 
-fn cli(path: &PathBuf, args: &[&str]) -> (bool, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_ferroce-dev"))
-        .arg("ctl")
-        .arg("--socket")
-        .arg(path)
+/// Runs the binary with `args`.
+fn output<S: AsRef<std::ffi::OsStr>>(args: &[S]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_ferroce-dev"))
         .args(args)
         .output()
-        .unwrap();
+        .unwrap()
+}
+
+fn cli(path: &std::path::Path, args: &[&str]) -> (bool, String) {
+    let mut all = vec!["ctl".into(), "--socket".into(), path.as_os_str().to_owned()];
+    all.extend(args.iter().map(Into::into));
+    let out = output(&all);
     (
         out.status.success(),
         String::from_utf8_lossy(&out.stdout).into_owned(),
@@ -178,10 +182,7 @@ fn binary_rejects_bad_arguments() {
 
 /// Runs the binary with `args`, returning its exit code and stderr.
 fn run_bin(args: &[&str]) -> (Option<i32>, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_ferroce-dev"))
-        .args(args)
-        .output()
-        .unwrap();
+    let out = output(args);
     (
         out.status.code(),
         String::from_utf8_lossy(&out.stderr).into_owned(),
