@@ -219,6 +219,9 @@ pub(crate) struct State {
     /// lock-free copy; set through [`State::set_mac`].
     pub mac: [u8; 6],
     pub mac_shared: Arc<PortMacs>,
+    /// The source MACs of VLAN GID entries other than `mac` (kept by
+    /// [`State::sync_gid_macs`], also published in `mac_shared`).
+    pub gid_macs: Vec<[u8; 6]>,
     /// Guest memory, behind `gate`.
     pub mem: Arc<dyn GuestMemory>,
     /// PCI Bus Master Enable: refuses DMA while it is clear.
@@ -333,6 +336,7 @@ impl Device {
         let st = State {
             mac: cfg.mac,
             mac_shared: mac.clone(),
+            gid_macs: Vec::new(),
             mem: gate.clone(),
             gate,
             deferred: Deferred::default(),

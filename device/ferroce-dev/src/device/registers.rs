@@ -295,17 +295,14 @@ impl State {
                 others.push(g.smac);
             }
         }
-        self.mac_shared.set_others(others);
+        self.mac_shared.set_others(others.clone());
+        self.gid_macs = others;
     }
 
     /// Whether the port answers to `mac`: its current MAC or a VLAN GID
-    /// entry's source MAC.
+    /// entry's source MAC. Called for every frame sent and received: the
+    /// list is the one [`State::sync_gid_macs`] keeps, not a table scan.
     pub(crate) fn answers_mac(&self, mac: &[u8; 6]) -> bool {
-        *mac == self.mac
-            || self
-                .gids
-                .iter()
-                .flatten()
-                .any(|g| g.vlan.is_some() && g.smac == *mac)
+        *mac == self.mac || self.gid_macs.contains(mac)
     }
 }
