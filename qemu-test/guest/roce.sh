@@ -122,8 +122,11 @@ devinfo_checks() {
 # returned, PT_SECONDS), and in addition:
 #  - a server that dies before listening says so in its ready marker and the
 #    client does not start;
-#  - a server still running 20 s after its client finished is stopped (a
-#    failed client must not cost the server's whole time limit);
+#  - LIMIT bounds the client from its start, and the server from the
+#    moment it listens: a server that takes long to set up (up to 60 s, as
+#    on the debug kernel) must not run out of time before its client
+#    connects; a server still running 20 s after its client finished is
+#    stopped (a failed client must not cost the server's whole time limit);
 #  - output is line-buffered (stdbuf -oL), so that a run stopped by its time
 #    limit still shows how far it got.
 PEER_GONE=
@@ -160,7 +163,7 @@ pair_once() {
 	if [ "$VM_NAME" = "$server" ]; then
 		log=/mnt/work/$name.server.log
 		echo "$* -p $port" >"/mnt/work/$name.cmd"
-		timeout "$limit" stdbuf -oL "$@" -p "$port" >"$log" 2>&1 &
+		timeout "$((limit + 60))" stdbuf -oL "$@" -p "$port" >"$log" 2>&1 &
 		pid=$!
 		state=listening
 		until ss -Hltn "sport = :$port" | grep -q .; do
