@@ -29,43 +29,71 @@ static struct ferroce_cqe *ferroce_cqe_at(struct ferroce_cq *cq, uint32_t idx)
 	return cqe;
 }
 
-static void ferroce_parse_cqe(struct ferroce_cq *cq,
-			      const struct ferroce_cqe *cqe, struct ibv_wc *wc)
+static unsigned int ferroce_cqe_wc_flags(const struct ferroce_cqe *cqe)
 {
-	struct ferroce_context *ctx = to_fctx(cq->ibv_cq.context);
+	unsigned int flags = 0;
+
+	if (cqe->flags & FERROCE_CQE_WITH_IMM)
+		flags |= IBV_WC_WITH_IMM;
+	if (cqe->flags & FERROCE_CQE_GRH)
+		flags |= IBV_WC_GRH;
+	return flags;
+}
+
+/*
+ * Retire the WQE of a CQE and every unsignaled one before it. Receive CQEs
+ * (also flushed ones) carry a receive opcode (IBV_WC_RECV bit).
+ */
+static void ferroce_cqe_retire(struct ferroce_cq *cq,
+			       const struct ferroce_cqe *cqe)
+{
+	struct ferroce_context *ctx = to_fctx(cq->vcq.cq.context);
 	uint32_t qpn = le32toh(cqe->qpn) & FERROCE_QPN_MASK;
 	uint16_t idx = le16toh(cqe->wqe_idx);
 	struct ferroce_qp *qp;
 
-	wc->wr_id = le64toh(cqe->wr_id);
-	wc->status = cqe->status;
-	wc->opcode = cqe->opcode;
-	wc->vendor_err = cqe->vendor_err;
-	wc->byte_len = le32toh(cqe->byte_len);
-	wc->qp_num = qpn;
-	wc->src_qp = le32toh(cqe->src_qp) & FERROCE_QPN_MASK;
-	wc->wc_flags = 0;
-	wc->imm_data = 0;
-	if (cqe->flags & FERROCE_CQE_WITH_IMM) {
-		wc->wc_flags |= IBV_WC_WITH_IMM;
-		wc->imm_data = cqe->imm_data;	/* stays big endian */
-	}
-	if (cqe->flags & FERROCE_CQE_GRH)
-		wc->wc_flags |= IBV_WC_GRH;
-	wc->pkey_index = 0;
-	wc->slid = 0;
-	wc->sl = 0;
-	wc->dlid_path_bits = 0;
-
-	/*
-	 * Retire the WQE and every unsignaled one before it. Receive CQEs
-	 * (also flushed ones) carry a receive opcode (IBV_WC_RECV bit).
-	 */
 	qp = ferroce_find_qp(ctx, qpn);
 	if (!qp)
 		return;
 	__atomic_store_n(cqe->opcode & IBV_WC_RECV ? &qp->rq.ci : &qp->sq.ci,
 			 (uint16_t)(idx + 1), __ATOMIC_RELEASE);
+}
+
+static void ferroce_parse_cqe(struct ferroce_cq *cq,
+			      const struct ferroce_cqe *cqe, struct ibv_wc *wc)
+{
+	wc->wr_id = le64toh(cqe->wr_id);
+	wc->status = cqe->status;
+	wc->opcode = cqe->opcode;
+	wc->vendor_err = cqe->vendor_err;
+	wc->byte_len = le32toh(cqe->byte_len);
+	wc->qp_num = le32toh(cqe->qpn) & FERROCE_QPN_MASK;
+	wc->src_qp = le32toh(cqe->src_qp) & FERROCE_QPN_MASK;
+	wc->wc_flags = ferroce_cqe_wc_flags(cqe);
+	/* stays big endian */
+	wc->imm_data = cqe->flags & FERROCE_CQE_WITH_IMM ? cqe->imm_data : 0;
+	wc->pkey_index = 0;
+	wc->slid = 0;
+	wc->sl = 0;
+	wc->dlid_path_bits = 0;
+	ferroce_cqe_retire(cq, cqe);
+}
+
+/* The CQE at the CI, if the device has written it; read after its owner. */
+static struct ferroce_cqe *ferroce_cqe_next(struct ferroce_cq *cq)
+{
+	struct ferroce_cqe *cqe = ferroce_cqe_at(cq, cq->ci);
+
+	if (cqe)
+		udma_from_device_barrier();
+	return cqe;
+}
+
+/* The CQEs up to the CI are read before the device may reuse their slots. */
+static void ferroce_cq_update_ci(struct ferroce_cq *cq)
+{
+	udma_to_device_barrier();
+	cq->dbrec->ci = htole32(cq->ci & FERROCE_WQ_IDX_MASK);
 }
 
 int ferroce_poll_cq(struct ibv_cq *ibcq, int num_entries, struct ibv_wc *wc)
@@ -76,21 +104,158 @@ int ferroce_poll_cq(struct ibv_cq *ibcq, int num_entries, struct ibv_wc *wc)
 
 	pthread_spin_lock(&cq->lock);
 	for (n = 0; n < num_entries; n++) {
-		cqe = ferroce_cqe_at(cq, cq->ci);
+		cqe = ferroce_cqe_next(cq);
 		if (!cqe)
 			break;
-		/* Read the owner byte before the rest of the CQE. */
-		udma_from_device_barrier();
 		ferroce_parse_cqe(cq, cqe, &wc[n]);
 		cq->ci++;
 	}
-	if (n) {
-		/* The CQEs are read before the device may reuse their slots. */
-		udma_to_device_barrier();
-		cq->dbrec->ci = htole32(cq->ci & FERROCE_WQ_IDX_MASK);
-	}
+	if (n)
+		ferroce_cq_update_ci(cq);
 	pthread_spin_unlock(&cq->lock);
 	return n;
+}
+
+/*
+ * The extended CQ (ibv_create_cq_ex): ibv_start_poll() takes the CQ's lock
+ * and stops at the first CQE, ibv_next_poll() consumes it and moves to the
+ * next, ibv_end_poll() consumes the last one, records the CI and unlocks.
+ * The read_* callbacks read the CQE the poll is at.
+ */
+static void ferroce_cq_ex_at(struct ferroce_cq *cq, struct ferroce_cqe *cqe)
+{
+	cq->cur = cqe;
+	cq->vcq.cq_ex.wr_id = le64toh(cqe->wr_id);
+	cq->vcq.cq_ex.status = cqe->status;
+	ferroce_cqe_retire(cq, cqe);
+}
+
+static int ferroce_start_poll(struct ibv_cq_ex *ibcq,
+			      struct ibv_poll_cq_attr *attr)
+{
+	struct ferroce_cq *cq = to_fcq_ex(ibcq);
+	struct ferroce_cqe *cqe;
+
+	if (attr->comp_mask)
+		return EINVAL;
+
+	pthread_spin_lock(&cq->lock);
+	cqe = ferroce_cqe_next(cq);
+	if (!cqe) {
+		pthread_spin_unlock(&cq->lock);
+		return ENOENT;
+	}
+	ferroce_cq_ex_at(cq, cqe);
+	return 0;
+}
+
+static int ferroce_next_poll(struct ibv_cq_ex *ibcq)
+{
+	struct ferroce_cq *cq = to_fcq_ex(ibcq);
+	struct ferroce_cqe *cqe;
+
+	if (!cq->cur)
+		return ENOENT;
+	cq->ci++;
+	cqe = ferroce_cqe_next(cq);
+	if (!cqe) {
+		cq->cur = NULL;
+		return ENOENT;
+	}
+	ferroce_cq_ex_at(cq, cqe);
+	return 0;
+}
+
+static void ferroce_end_poll(struct ibv_cq_ex *ibcq)
+{
+	struct ferroce_cq *cq = to_fcq_ex(ibcq);
+
+	if (cq->cur) {
+		cq->ci++;
+		cq->cur = NULL;
+	}
+	ferroce_cq_update_ci(cq);
+	pthread_spin_unlock(&cq->lock);
+}
+
+static enum ibv_wc_opcode ferroce_wc_read_opcode(struct ibv_cq_ex *ibcq)
+{
+	return to_fcq_ex(ibcq)->cur->opcode;
+}
+
+static uint32_t ferroce_wc_read_vendor_err(struct ibv_cq_ex *ibcq)
+{
+	return to_fcq_ex(ibcq)->cur->vendor_err;
+}
+
+static uint32_t ferroce_wc_read_byte_len(struct ibv_cq_ex *ibcq)
+{
+	return le32toh(to_fcq_ex(ibcq)->cur->byte_len);
+}
+
+static __be32 ferroce_wc_read_imm_data(struct ibv_cq_ex *ibcq)
+{
+	const struct ferroce_cqe *cqe = to_fcq_ex(ibcq)->cur;
+
+	return cqe->flags & FERROCE_CQE_WITH_IMM ? cqe->imm_data : 0;
+}
+
+static uint32_t ferroce_wc_read_qp_num(struct ibv_cq_ex *ibcq)
+{
+	return le32toh(to_fcq_ex(ibcq)->cur->qpn) & FERROCE_QPN_MASK;
+}
+
+static uint32_t ferroce_wc_read_src_qp(struct ibv_cq_ex *ibcq)
+{
+	return le32toh(to_fcq_ex(ibcq)->cur->src_qp) & FERROCE_QPN_MASK;
+}
+
+static unsigned int ferroce_wc_read_wc_flags(struct ibv_cq_ex *ibcq)
+{
+	return ferroce_cqe_wc_flags(to_fcq_ex(ibcq)->cur);
+}
+
+/* RoCE has no LIDs; the SL of a received packet is not reported. */
+static uint32_t ferroce_wc_read_slid(struct ibv_cq_ex *ibcq)
+{
+	return 0;
+}
+
+static uint8_t ferroce_wc_read_sl(struct ibv_cq_ex *ibcq)
+{
+	return 0;
+}
+
+static uint8_t ferroce_wc_read_dlid_path_bits(struct ibv_cq_ex *ibcq)
+{
+	return 0;
+}
+
+/* wc_flags is a subset of FERROCE_WC_EX_FLAGS. */
+void ferroce_cq_set_ex_ops(struct ferroce_cq *cq, uint64_t wc_flags)
+{
+	struct ibv_cq_ex *ex = &cq->vcq.cq_ex;
+
+	ex->start_poll = ferroce_start_poll;
+	ex->next_poll = ferroce_next_poll;
+	ex->end_poll = ferroce_end_poll;
+	ex->read_opcode = ferroce_wc_read_opcode;
+	ex->read_vendor_err = ferroce_wc_read_vendor_err;
+	ex->read_wc_flags = ferroce_wc_read_wc_flags;
+	if (wc_flags & IBV_WC_EX_WITH_BYTE_LEN)
+		ex->read_byte_len = ferroce_wc_read_byte_len;
+	if (wc_flags & IBV_WC_EX_WITH_IMM)
+		ex->read_imm_data = ferroce_wc_read_imm_data;
+	if (wc_flags & IBV_WC_EX_WITH_QP_NUM)
+		ex->read_qp_num = ferroce_wc_read_qp_num;
+	if (wc_flags & IBV_WC_EX_WITH_SRC_QP)
+		ex->read_src_qp = ferroce_wc_read_src_qp;
+	if (wc_flags & IBV_WC_EX_WITH_SLID)
+		ex->read_slid = ferroce_wc_read_slid;
+	if (wc_flags & IBV_WC_EX_WITH_SL)
+		ex->read_sl = ferroce_wc_read_sl;
+	if (wc_flags & IBV_WC_EX_WITH_DLID_PATH_BITS)
+		ex->read_dlid_path_bits = ferroce_wc_read_dlid_path_bits;
 }
 
 /*
@@ -124,8 +289,7 @@ void ferroce_cq_clean(struct ferroce_cq *cq, uint32_t qpn)
 	}
 	if (nfreed) {
 		cq->ci += nfreed;
-		udma_to_device_barrier();
-		cq->dbrec->ci = htole32(cq->ci & FERROCE_WQ_IDX_MASK);
+		ferroce_cq_update_ci(cq);
 	}
 }
 

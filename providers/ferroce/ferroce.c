@@ -24,6 +24,7 @@ static const struct verbs_context_ops ferroce_context_ops = {
 	.alloc_pd = ferroce_alloc_pd,
 	.create_ah = ferroce_create_ah,
 	.create_cq = ferroce_create_cq,
+	.create_cq_ex = ferroce_create_cq_ex,
 	.create_qp = ferroce_create_qp,
 	.cq_event = ferroce_cq_event,
 	.dealloc_pd = ferroce_dealloc_pd,

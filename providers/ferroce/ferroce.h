@@ -29,6 +29,8 @@ DECLARE_DRV_CMD(ferroce_alloc_context, IB_USER_VERBS_CMD_GET_CONTEXT,
 		empty, ferroce_uresp_alloc_ctx);
 DECLARE_DRV_CMD(ferroce_create_cq, IB_USER_VERBS_CMD_CREATE_CQ,
 		ferroce_ureq_create_cq, ferroce_uresp_create_cq);
+DECLARE_DRV_CMD(ferroce_create_cq_ex, IB_USER_VERBS_EX_CMD_CREATE_CQ,
+		ferroce_ureq_create_cq, ferroce_uresp_create_cq);
 DECLARE_DRV_CMD(ferroce_create_qp, IB_USER_VERBS_CMD_CREATE_QP,
 		ferroce_ureq_create_qp, ferroce_uresp_create_qp);
 DECLARE_DRV_CMD(ferroce_create_ah, IB_USER_VERBS_CMD_CREATE_AH,
@@ -73,7 +75,7 @@ struct ferroce_context {
 };
 
 struct ferroce_cq {
-	struct ibv_cq ibv_cq;
+	struct verbs_cq vcq;		/* ibv_cq, or ibv_cq_ex of create_cq_ex */
 	pthread_spinlock_t lock;
 	struct ferroce_cqe *buf;
 	size_t buf_size;
@@ -84,6 +86,7 @@ struct ferroce_cq {
 	uint32_t log_depth;
 	uint32_t ci;			/* free-running consumer index */
 	uint32_t arm_sn;		/* 2 bits used, +1 per consumed event */
+	struct ferroce_cqe *cur;	/* the CQE ibv_next_poll() is at */
 };
 
 /*
@@ -128,7 +131,12 @@ static inline struct ferroce_context *to_fctx(struct ibv_context *ibctx)
 
 static inline struct ferroce_cq *to_fcq(struct ibv_cq *ibcq)
 {
-	return container_of(ibcq, struct ferroce_cq, ibv_cq);
+	return container_of(ibcq, struct ferroce_cq, vcq.cq);
+}
+
+static inline struct ferroce_cq *to_fcq_ex(struct ibv_cq_ex *ibcq)
+{
+	return container_of(ibcq, struct ferroce_cq, vcq.cq_ex);
 }
 
 static inline struct ferroce_qp *to_fqp(struct ibv_qp *ibqp)
@@ -166,6 +174,8 @@ int ferroce_dereg_mr(struct verbs_mr *vmr);
 struct ibv_cq *ferroce_create_cq(struct ibv_context *ibctx, int cqe,
 				 struct ibv_comp_channel *channel,
 				 int comp_vector);
+struct ibv_cq_ex *ferroce_create_cq_ex(struct ibv_context *ibctx,
+				       struct ibv_cq_init_attr_ex *attr);
 int ferroce_destroy_cq(struct ibv_cq *ibcq);
 struct ibv_qp *ferroce_create_qp(struct ibv_pd *pd,
 				 struct ibv_qp_init_attr *attr);
@@ -178,6 +188,9 @@ struct ibv_ah *ferroce_create_ah(struct ibv_pd *pd, struct ibv_ah_attr *attr);
 int ferroce_destroy_ah(struct ibv_ah *ah);
 
 /* datapath.c */
+/* the work completion fields an extended CQ can report */
+#define FERROCE_WC_EX_FLAGS	IBV_WC_STANDARD_FLAGS
+void ferroce_cq_set_ex_ops(struct ferroce_cq *cq, uint64_t wc_flags);
 int ferroce_poll_cq(struct ibv_cq *ibcq, int num_entries, struct ibv_wc *wc);
 int ferroce_req_notify_cq(struct ibv_cq *ibcq, int solicited_only);
 void ferroce_cq_event(struct ibv_cq *ibcq);

@@ -336,18 +336,14 @@ int ferroce_dereg_mr(struct verbs_mr *vmr)
  * CQ
  * ------------------------------------------------------------------------
  */
-struct ibv_cq *ferroce_create_cq(struct ibv_context *ibctx, int cqe,
-				 struct ibv_comp_channel *channel,
-				 int comp_vector)
+/* A CQ of at least cqe entries with its ring and CI record, not created yet. */
+static struct ferroce_cq *ferroce_alloc_cq(struct ferroce_context *ctx,
+					   uint32_t cqe)
 {
-	struct ferroce_context *ctx = to_fctx(ibctx);
-	struct ferroce_create_cq_resp resp = {};
-	struct ferroce_create_cq cmd = {};
 	struct ferroce_cq *cq;
 	uint32_t depth;
-	int ret;
 
-	if (cqe < 1 || (uint32_t)cqe > ctx->max_cqe) {
+	if (cqe < 1 || cqe > ctx->max_cqe) {
 		errno = EINVAL;
 		return NULL;
 	}
@@ -371,34 +367,105 @@ struct ibv_cq *ferroce_create_cq(struct ibv_context *ibctx, int cqe,
 	cq->dbrec = ferroce_alloc_dbrec(ctx);
 	if (!cq->dbrec)
 		goto err_ring;
+	return cq;
 
-	cmd.buf_va = (uintptr_t)cq->buf;
-	cmd.dbrec_va = (uintptr_t)cq->dbrec;
-	cmd.depth = depth;
-
-	ret = ibv_cmd_create_cq(ibctx, cqe, channel, comp_vector, &cq->ibv_cq,
-				&cmd.ibv_cmd, sizeof(cmd), &resp.ibv_resp,
-				sizeof(resp));
-	if (ret) {
-		errno = ret;
-		goto err_dbrec;
-	}
-
-	pthread_spin_init(&cq->lock, PTHREAD_PROCESS_PRIVATE);
-	cq->cqn = resp.cqn;
-	cq->db = (uint8_t *)ctx->db + FERROCE_DB_CQ;
-	/* The device writes at most depth CQEs ahead of the recorded CI. */
-	cq->ibv_cq.cqe = depth;
-
-	return &cq->ibv_cq;
-
-err_dbrec:
-	ferroce_free_dbrec(ctx, cq->dbrec);
 err_ring:
 	ferroce_free_ring(cq->buf, cq->buf_size);
 err_free:
 	free(cq);
 	return NULL;
+}
+
+static void ferroce_free_cq(struct ferroce_context *ctx, struct ferroce_cq *cq)
+{
+	ferroce_free_dbrec(ctx, cq->dbrec);
+	ferroce_free_ring(cq->buf, cq->buf_size);
+	free(cq);
+}
+
+static void ferroce_cq_created(struct ferroce_context *ctx,
+			       struct ferroce_cq *cq, uint32_t cqn)
+{
+	pthread_spin_init(&cq->lock, PTHREAD_PROCESS_PRIVATE);
+	cq->cqn = cqn;
+	cq->db = (uint8_t *)ctx->db + FERROCE_DB_CQ;
+	/* The device writes at most depth CQEs ahead of the recorded CI. */
+	cq->vcq.cq.cqe = cq->depth;
+}
+
+struct ibv_cq *ferroce_create_cq(struct ibv_context *ibctx, int cqe,
+				 struct ibv_comp_channel *channel,
+				 int comp_vector)
+{
+	struct ferroce_context *ctx = to_fctx(ibctx);
+	struct ferroce_create_cq_resp resp = {};
+	struct ferroce_create_cq cmd = {};
+	struct ferroce_cq *cq;
+	int ret;
+
+	if (cqe < 1) {
+		errno = EINVAL;
+		return NULL;
+	}
+	cq = ferroce_alloc_cq(ctx, cqe);
+	if (!cq)
+		return NULL;
+
+	cmd.buf_va = (uintptr_t)cq->buf;
+	cmd.dbrec_va = (uintptr_t)cq->dbrec;
+	cmd.depth = cq->depth;
+
+	ret = ibv_cmd_create_cq(ibctx, cqe, channel, comp_vector, &cq->vcq.cq,
+				&cmd.ibv_cmd, sizeof(cmd), &resp.ibv_resp,
+				sizeof(resp));
+	if (ret) {
+		ferroce_free_cq(ctx, cq);
+		errno = ret;
+		return NULL;
+	}
+	ferroce_cq_created(ctx, cq, resp.cqn);
+	return &cq->vcq.cq;
+}
+
+/*
+ * Supported: the standard work completion fields, and the single-threaded
+ * hint (the CQ keeps its lock). Not: completion timestamps, CVLAN, flow
+ * tags, tag matching, overrun-ignoring CQs and parent domains.
+ */
+struct ibv_cq_ex *ferroce_create_cq_ex(struct ibv_context *ibctx,
+				       struct ibv_cq_init_attr_ex *attr)
+{
+	struct ferroce_context *ctx = to_fctx(ibctx);
+	struct ferroce_create_cq_ex_resp resp = {};
+	struct ferroce_create_cq_ex cmd = {};
+	struct ferroce_cq *cq;
+	int ret;
+
+	if (attr->wc_flags & ~(uint64_t)FERROCE_WC_EX_FLAGS ||
+	    attr->comp_mask & ~IBV_CQ_INIT_ATTR_MASK_FLAGS ||
+	    (attr->comp_mask & IBV_CQ_INIT_ATTR_MASK_FLAGS &&
+	     attr->flags & ~IBV_CREATE_CQ_ATTR_SINGLE_THREADED)) {
+		errno = EOPNOTSUPP;
+		return NULL;
+	}
+	cq = ferroce_alloc_cq(ctx, attr->cqe);
+	if (!cq)
+		return NULL;
+
+	cmd.buf_va = (uintptr_t)cq->buf;
+	cmd.dbrec_va = (uintptr_t)cq->dbrec;
+	cmd.depth = cq->depth;
+
+	ret = ibv_cmd_create_cq_ex(ibctx, attr, &cq->vcq, &cmd.ibv_cmd,
+				   sizeof(cmd), &resp.ibv_resp, sizeof(resp), 0);
+	if (ret) {
+		ferroce_free_cq(ctx, cq);
+		errno = ret;
+		return NULL;
+	}
+	ferroce_cq_created(ctx, cq, resp.cqn);
+	ferroce_cq_set_ex_ops(cq, attr->wc_flags);
+	return &cq->vcq.cq_ex;
 }
 
 int ferroce_destroy_cq(struct ibv_cq *ibcq)
@@ -412,9 +479,7 @@ int ferroce_destroy_cq(struct ibv_cq *ibcq)
 		return ret;
 
 	pthread_spin_destroy(&cq->lock);
-	ferroce_free_dbrec(ctx, cq->dbrec);
-	ferroce_free_ring(cq->buf, cq->buf_size);
-	free(cq);
+	ferroce_free_cq(ctx, cq);
 	return 0;
 }
 

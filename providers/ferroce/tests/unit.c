@@ -83,7 +83,7 @@ static void fake_init(struct fake *f, uint32_t cq_depth, uint32_t sq_depth)
 	f->ctx = calloc(1, sizeof(*f->ctx));
 	f->ctx->db = f->db_page;
 
-	f->cq.ibv_cq.context = &f->ctx->ibv_ctx.context;
+	f->cq.vcq.cq.context = &f->ctx->ibv_ctx.context;
 	f->cq.depth = cq_depth;
 	f->cq.log_depth = ffs(cq_depth) - 1;
 	f->cq.buf = calloc(cq_depth, sizeof(struct ferroce_cqe));
@@ -150,39 +150,101 @@ static void test_poll(void)
 	uint32_t pi;
 
 	fake_init(&f, 4, 8);
-	CHECK(ferroce_poll_cq(&f.cq.ibv_cq, 4, wc) == 0);
+	CHECK(ferroce_poll_cq(&f.cq.vcq.cq, 4, wc) == 0);
 
 	/* Three passes over a 4-deep ring, phase flips on every pass. */
 	for (pi = 0; pi < 12; pi++) {
 		device_cqe(&f, pi, 1000 + pi, IBV_WC_SEND, pi);
-		CHECK(ferroce_poll_cq(&f.cq.ibv_cq, 4, wc) == 1);
+		CHECK(ferroce_poll_cq(&f.cq.vcq.cq, 4, wc) == 1);
 		CHECK(wc[0].wr_id == 1000 + pi);
 		CHECK(wc[0].opcode == IBV_WC_SEND);
 		CHECK(wc[0].status == IBV_WC_SUCCESS);
 		CHECK(wc[0].qp_num == 0x123);
 		CHECK(wc[0].byte_len == 100);
-		CHECK(ferroce_poll_cq(&f.cq.ibv_cq, 4, wc) == 0);
+		CHECK(ferroce_poll_cq(&f.cq.vcq.cq, 4, wc) == 0);
 		CHECK(le32toh(f.cq_dbrec.ci) == pi + 1);
 	}
 
 	/* A batch, polled in two calls */
 	for (pi = 12; pi < 15; pi++)
 		device_cqe(&f, pi, pi, IBV_WC_RECV, pi);
-	CHECK(ferroce_poll_cq(&f.cq.ibv_cq, 2, wc) == 2);
+	CHECK(ferroce_poll_cq(&f.cq.vcq.cq, 2, wc) == 2);
 	CHECK(wc[0].wr_id == 12 && wc[1].wr_id == 13);
 	CHECK(wc[0].opcode == IBV_WC_RECV);
-	CHECK(ferroce_poll_cq(&f.cq.ibv_cq, 4, wc) == 1);
+	CHECK(ferroce_poll_cq(&f.cq.vcq.cq, 4, wc) == 1);
 	CHECK(wc[0].wr_id == 14);
 	CHECK(le32toh(f.cq_dbrec.ci) == 15);
 
 	/* Arming names cqn, ci, cmd and arm_sn */
-	ferroce_req_notify_cq(&f.cq.ibv_cq, 0);
+	ferroce_req_notify_cq(&f.cq.vcq.cq, 0);
 	CHECK(le64toh(f.db_page[FERROCE_DB_CQ / 8]) ==
 	      FERROCE_DB_CQ_VAL(5, 15, FERROCE_CQ_CMD_ARM_NEXT, 0));
-	ferroce_cq_event(&f.cq.ibv_cq);
-	ferroce_req_notify_cq(&f.cq.ibv_cq, 1);
+	ferroce_cq_event(&f.cq.vcq.cq);
+	ferroce_req_notify_cq(&f.cq.vcq.cq, 1);
 	CHECK(le64toh(f.db_page[FERROCE_DB_CQ / 8]) ==
 	      FERROCE_DB_CQ_VAL(5, 15, FERROCE_CQ_CMD_ARM_SOLICITED, 1));
+	fake_fini(&f);
+}
+
+/* The extended CQ: start/next/end poll and the read_* callbacks. */
+static void test_poll_ex(void)
+{
+	struct ibv_poll_cq_attr attr = {};
+	struct ibv_wc wc[1];
+	struct ibv_cq_ex *ex;
+	struct fake f;
+	uint32_t pi;
+
+	fake_init(&f, 4, 8);
+	ex = &f.cq.vcq.cq_ex;
+	ferroce_cq_set_ex_ops(&f.cq, IBV_WC_EX_WITH_BYTE_LEN |
+			      IBV_WC_EX_WITH_QP_NUM | IBV_WC_EX_WITH_IMM);
+	CHECK(ex->read_byte_len && ex->read_qp_num && ex->read_imm_data);
+	CHECK(!ex->read_src_qp && !ex->read_slid);
+	CHECK(ibv_start_poll(ex, &attr) == ENOENT);
+
+	/* Two batches of three, across the ring's wrap (phase flip). */
+	for (pi = 0; pi < 6; pi += 3) {
+		device_cqe(&f, pi, 500 + pi, IBV_WC_SEND, pi);
+		device_cqe(&f, pi + 1, 500 + pi + 1, IBV_WC_RECV, 0);
+		f.cq.buf[(pi + 1) & 3].flags = FERROCE_CQE_WITH_IMM;
+		f.cq.buf[(pi + 1) & 3].imm_data = htobe32(0x1234);
+		device_cqe(&f, pi + 2, 500 + pi + 2, IBV_WC_RDMA_WRITE, pi + 1);
+		f.cq.buf[(pi + 2) & 3].status = IBV_WC_REM_ACCESS_ERR;
+
+		CHECK(ibv_start_poll(ex, &attr) == 0);
+		CHECK(ex->wr_id == 500 + pi && ex->status == IBV_WC_SUCCESS);
+		CHECK(ibv_wc_read_opcode(ex) == IBV_WC_SEND);
+		CHECK(ibv_wc_read_byte_len(ex) == 100);
+		CHECK(ibv_wc_read_qp_num(ex) == 0x123);
+		CHECK(ibv_wc_read_wc_flags(ex) == 0);
+		CHECK(ibv_next_poll(ex) == 0);
+		CHECK(ex->wr_id == 500 + pi + 1);
+		CHECK(ibv_wc_read_opcode(ex) == IBV_WC_RECV);
+		CHECK(ibv_wc_read_wc_flags(ex) == IBV_WC_WITH_IMM);
+		CHECK(ibv_wc_read_imm_data(ex) == htobe32(0x1234));
+		CHECK(ibv_next_poll(ex) == 0);
+		CHECK(ex->status == IBV_WC_REM_ACCESS_ERR);
+		CHECK(ibv_next_poll(ex) == ENOENT);
+		ibv_end_poll(ex);
+		CHECK(f.cq.ci == pi + 3);
+		CHECK(le32toh(f.cq_dbrec.ci) == pi + 3);
+		/* The send CQEs retired the SQ up to their WQE index. */
+		CHECK(f.qp.sq.ci == pi + 2);
+		CHECK(ibv_start_poll(ex, &attr) == ENOENT);
+	}
+
+	/* Stopping before the end consumes only what was read. */
+	device_cqe(&f, 6, 1, IBV_WC_SEND, 6);
+	device_cqe(&f, 7, 2, IBV_WC_SEND, 7);
+	CHECK(ibv_start_poll(ex, &attr) == 0 && ex->wr_id == 1);
+	ibv_end_poll(ex);
+	CHECK(le32toh(f.cq_dbrec.ci) == 7);
+	CHECK(ferroce_poll_cq(&f.cq.vcq.cq, 1, wc) == 1 && wc[0].wr_id == 2);
+
+	/* A poll attribute this provider does not know */
+	attr.comp_mask = 1;
+	CHECK(ibv_start_poll(ex, &attr) == EINVAL);
 	fake_fini(&f);
 }
 
@@ -199,7 +261,7 @@ static void test_clean(void)
 	/* Start near the end of the first pass so the batch wraps. */
 	for (pi = 0; pi < 5; pi++)
 		device_cqe(&f, pi, pi, IBV_WC_SEND, pi);
-	CHECK(ferroce_poll_cq(&f.cq.ibv_cq, 8, wc) == 5);
+	CHECK(ferroce_poll_cq(&f.cq.vcq.cq, 8, wc) == 5);
 	for (i = 0; i < 6; i++) {
 		device_cqe(&f, 5 + i, 100 + i, IBV_WC_RECV, i);
 		f.cq.buf[(5 + i) & 7].qpn = htole32(qpns[i]);
@@ -209,13 +271,13 @@ static void test_clean(void)
 	pthread_spin_unlock(&f.cq.lock);
 	CHECK(f.cq.ci == 9);
 	CHECK(le32toh(f.cq_dbrec.ci) == 9);
-	n = ferroce_poll_cq(&f.cq.ibv_cq, 8, wc);
+	n = ferroce_poll_cq(&f.cq.vcq.cq, 8, wc);
 	CHECK(n == 2);
 	CHECK(wc[0].wr_id == 101 && wc[1].wr_id == 104);
 	CHECK(wc[0].qp_num == 0x123 && wc[1].qp_num == 0x123);
 	/* The ring goes on: the next CQE is found at its index. */
 	device_cqe(&f, 11, 200, IBV_WC_SEND, 0);
-	CHECK(ferroce_poll_cq(&f.cq.ibv_cq, 8, wc) == 1 && wc[0].wr_id == 200);
+	CHECK(ferroce_poll_cq(&f.cq.vcq.cq, 8, wc) == 1 && wc[0].wr_id == 200);
 	fake_fini(&f);
 }
 
@@ -311,7 +373,7 @@ static void test_post(void)
 
 	/* A CQE for WQE 2 retires WQEs 0..2: room for 3 again */
 	device_cqe(&f, 0, 0, IBV_WC_SEND, 2);
-	CHECK(ferroce_poll_cq(&f.cq.ibv_cq, 1, wc) == 1);
+	CHECK(ferroce_poll_cq(&f.cq.vcq.cq, 1, wc) == 1);
 	CHECK(f.qp.sq.ci == 3);
 	w3.next = &wr;
 	wr.next = NULL;
@@ -391,7 +453,7 @@ static void *device_and_poller(void *arg)
 				   (uint16_t)written);
 			written++;
 		}
-		n = ferroce_poll_cq(&t->f.cq.ibv_cq, 2, wc);
+		n = ferroce_poll_cq(&t->f.cq.vcq.cq, 2, wc);
 		for (i = 0; i < n; i++)
 			CHECK(wc[i].wr_id == t->polled + i);
 		t->polled += n;
@@ -543,6 +605,18 @@ int ibv_cmd_create_cq(struct ibv_context *context, int cqe,
 	return 0;
 }
 
+int ibv_cmd_create_cq_ex(struct ibv_context *context,
+			 const struct ibv_cq_init_attr_ex *cq_attr,
+			 struct verbs_cq *cq, struct ibv_create_cq_ex *cmd,
+			 size_t cmd_size, struct ib_uverbs_ex_create_cq_resp *resp,
+			 size_t resp_size, uint32_t cmd_flags)
+{
+	cq->cq.context = context;
+	cq->cq.cqe = cq_attr->cqe;
+	old_driver_respond(resp, resp_size, sizeof(*resp), &v1_cq, sizeof(v1_cq));
+	return 0;
+}
+
 int ibv_cmd_create_qp(struct ibv_pd *pd, struct ibv_qp *qp,
 		      struct ibv_qp_init_attr *attr, struct ibv_create_qp *cmd,
 		      size_t cmd_size, struct ib_uverbs_create_qp_resp *resp,
@@ -616,6 +690,32 @@ static void test_old_driver(void)
 	CHECK(to_fcq(cq)->cqn == v1_cq.cqn);
 	CHECK(cq->cqe == 16);
 
+	{
+		struct ibv_cq_init_attr_ex ca = {
+			.cqe = 10, .wc_flags = IBV_WC_STANDARD_FLAGS,
+		};
+		struct ibv_cq_ex *ex = ferroce_create_cq_ex(&vctx->context, &ca);
+
+		CHECK(ex);
+		CHECK(old_driver_calls == 3);
+		if (ex) {
+			CHECK(to_fcq_ex(ex)->cqn == v1_cq.cqn);
+			CHECK(ex->cqe == 16);
+			CHECK(ex->start_poll && ex->read_sl);
+			CHECK(ferroce_destroy_cq(ibv_cq_ex_to_cq(ex)) == 0);
+		}
+		/* Timestamps, overrun-ignoring CQs: not supported, no command */
+		ca.wc_flags |= IBV_WC_EX_WITH_COMPLETION_TIMESTAMP;
+		errno = 0;
+		CHECK(!ferroce_create_cq_ex(&vctx->context, &ca) && errno == EOPNOTSUPP);
+		ca.wc_flags = 0;
+		ca.comp_mask = IBV_CQ_INIT_ATTR_MASK_FLAGS;
+		ca.flags = IBV_CREATE_CQ_ATTR_IGNORE_OVERRUN;
+		errno = 0;
+		CHECK(!ferroce_create_cq_ex(&vctx->context, &ca) && errno == EOPNOTSUPP);
+		CHECK(old_driver_calls == 3);
+	}
+
 	/* Inline data up to 128 fits the stride; the old driver grants 100. */
 	pd.context = &vctx->context;
 	qattr.send_cq = cq;
@@ -625,7 +725,7 @@ static void test_old_driver(void)
 					 .max_inline_data = 128 };
 	qp = ferroce_create_qp(&pd, &qattr);
 	CHECK(qp);
-	CHECK(old_driver_calls == 3);
+	CHECK(old_driver_calls == 4);
 	if (qp) {
 		CHECK(to_fqp(qp)->qpn == v1_qp.qpn);
 		CHECK(to_fqp(qp)->max_inline == v1_qp.max_inline);
@@ -637,7 +737,7 @@ static void test_old_driver(void)
 
 	ah = ferroce_create_ah(&pd, &aattr);
 	CHECK(ah);
-	CHECK(old_driver_calls == 4);
+	CHECK(old_driver_calls == 5);
 	if (ah) {
 		CHECK(to_fah(ah)->ahn == v1_ah.ahn);
 		CHECK(ferroce_destroy_ah(ah) == 0);
@@ -652,6 +752,7 @@ int main(void)
 {
 	test_sizing();
 	test_poll();
+	test_poll_ex();
 	test_clean();
 	test_post();
 	test_threads();
