@@ -10,12 +10,14 @@
  * attributes, as the pingpongs do).
  *
  *   rdma-verify -d DEV -g GID_INDEX [-p PORT] [-n ROUNDS] [-s MAX_LEN] [-t TIMEOUT]
- *               [-w SECONDS] [SERVER]
+ *               [-w SECONDS] [-x] [SERVER]
  *
  * TIMEOUT is the QP's local ACK timeout exponent (4.096 us * 2^TIMEOUT, 7
  * retries), 14 by default as in the pingpongs.  SECONDS is how long it waits
  * for a completion before it gives up (20 by default; a test that stalls the
- * device waits longer, for the async event instead).
+ * device waits longer, for the async event instead).  -x polls through the
+ * extended CQ API (ibv_create_cq_ex, ibv_start_poll/next_poll/end_poll and
+ * the ibv_wc_read_* accessors) instead of ibv_poll_cq.
  *
  * Prints a summary line and exits 0 when every byte matched.  While it
  * waits (for a completion or for its peer) it also reads the device's
@@ -49,6 +51,7 @@ struct dest {
 static struct ibv_context *ctx;
 static struct ibv_pd *pd;
 static struct ibv_cq *cq;
+static struct ibv_cq_ex *cq_ex;	/* -x: cq is ibv_cq_ex_to_cq(cq_ex) */
 static struct ibv_qp *qp;
 static struct ibv_mr *mr;
 static uint8_t *src, *dst;	/* two regions of max_len bytes in one MR */
@@ -200,6 +203,31 @@ static void guard(uint8_t *r, size_t off, size_t len)
 	memset(r + a, GUARD, b - a);
 }
 
+/* ibv_poll_cq through the extended CQ API: at most one completion. */
+static int poll_ex(struct ibv_wc *wc)
+{
+	struct ibv_poll_cq_attr attr = { 0 };
+	int ret = ibv_start_poll(cq_ex, &attr);
+
+	if (ret == ENOENT)
+		return 0;
+	if (ret)
+		return -1;
+	*wc = (struct ibv_wc) {
+		.wr_id = cq_ex->wr_id,
+		.status = cq_ex->status,
+		.opcode = ibv_wc_read_opcode(cq_ex),
+		.vendor_err = ibv_wc_read_vendor_err(cq_ex),
+		.byte_len = ibv_wc_read_byte_len(cq_ex),
+		.qp_num = ibv_wc_read_qp_num(cq_ex),
+		.wc_flags = ibv_wc_read_wc_flags(cq_ex),
+	};
+	ibv_end_poll(cq_ex);
+	if (wc->qp_num != qp->qp_num)
+		die("extended CQ: qp_num %u, expected %u\n", wc->qp_num, qp->qp_num);
+	return 1;
+}
+
 static struct ibv_wc poll1(const char *what)
 {
 	struct ibv_wc wc;
@@ -207,7 +235,7 @@ static struct ibv_wc poll1(const char *what)
 
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	for (;;) {
-		int n = ibv_poll_cq(cq, 1, &wc);
+		int n = cq_ex ? poll_ex(&wc) : ibv_poll_cq(cq, 1, &wc);
 
 		if (n < 0)
 			die("%s: ibv_poll_cq failed\n", what);
@@ -334,7 +362,7 @@ static void connect_qp(int gidx, const struct dest *rem, enum ibv_mtu mtu, uint3
 int main(int argc, char **argv)
 {
 	const char *devname = NULL, *server = NULL;
-	int gidx = -1, port = 18800, rounds = 24, c, bad = 0;
+	int gidx = -1, port = 18800, rounds = 24, c, bad = 0, use_cq_ex = 0;
 	static const size_t lens[] = { 1, 2, 7, 63, 64, 1023, 1024, 1025, 2048, 4095, 4096,
 				       4097, 8191, 65536, 65537, 131072 };
 	size_t nlens = sizeof(lens) / sizeof(lens[0]);
@@ -344,7 +372,7 @@ int main(int argc, char **argv)
 	struct dest me = { 0 }, rem;
 	union ibv_gid gid;
 
-	while ((c = getopt(argc, argv, "d:g:p:n:s:t:w:")) != -1) {
+	while ((c = getopt(argc, argv, "d:g:p:n:s:t:w:x")) != -1) {
 		switch (c) {
 		case 'd': devname = optarg; break;
 		case 'g': gidx = atoi(optarg); break;
@@ -353,7 +381,8 @@ int main(int argc, char **argv)
 		case 's': max_len = strtoul(optarg, NULL, 0); break;
 		case 't': ack_timeout = atoi(optarg); break;
 		case 'w': cq_wait = atoi(optarg); break;
-		default: die("usage: rdma-verify -d DEV -g GID_INDEX [-p PORT] [-n ROUNDS] [-s MAX_LEN] [-t TIMEOUT] [-w SECONDS] [SERVER]\n");
+		case 'x': use_cq_ex = 1; break;
+		default: die("usage: rdma-verify -d DEV -g GID_INDEX [-p PORT] [-n ROUNDS] [-s MAX_LEN] [-t TIMEOUT] [-w SECONDS] [-x] [SERVER]\n");
 		}
 	}
 	if (optind < argc)
@@ -372,7 +401,19 @@ int main(int argc, char **argv)
 	if (ibv_query_port(ctx, 1, &pa) || ibv_query_gid(ctx, 1, gidx, &gid))
 		die("cannot query port 1 / GID %d\n", gidx);
 	pd = ibv_alloc_pd(ctx);
-	cq = pd ? ibv_create_cq(ctx, 16, NULL, NULL, 0) : NULL;
+	if (use_cq_ex) {
+		struct ibv_cq_init_attr_ex ca = {
+			.cqe = 16,
+			.wc_flags = IBV_WC_EX_WITH_BYTE_LEN | IBV_WC_EX_WITH_QP_NUM,
+		};
+
+		cq_ex = pd ? ibv_create_cq_ex(ctx, &ca) : NULL;
+		if (pd && !cq_ex)
+			die("ibv_create_cq_ex: %s\n", strerror(errno));
+		cq = cq_ex ? ibv_cq_ex_to_cq(cq_ex) : NULL;
+	} else {
+		cq = pd ? ibv_create_cq(ctx, 16, NULL, NULL, 0) : NULL;
+	}
 	src = aligned_alloc(4096, 2 * max_len);
 	if (!cq || !src)
 		die("cannot allocate PD/CQ/buffer\n");
