@@ -391,7 +391,7 @@ static int ferroce_build_send_wqe(struct ferroce_qp *qp, void *wqe,
 	uint8_t flags = 0;
 	int ret;
 
-	if (qp->ibv_qp.qp_type == IBV_QPT_UD) {
+	if (qp->vqp.qp.qp_type == IBV_QPT_UD) {
 		if (wr->opcode != IBV_WR_SEND &&
 		    wr->opcode != IBV_WR_SEND_WITH_IMM)
 			return -EINVAL;
@@ -446,7 +446,7 @@ static int ferroce_build_send_wqe(struct ferroce_qp *qp, void *wqe,
 	    wr->opcode == IBV_WR_RDMA_WRITE_WITH_IMM)
 		hdr->imm_data = wr->imm_data;	/* already big endian */
 
-	if (qp->ibv_qp.qp_type == IBV_QPT_UD) {
+	if (qp->vqp.qp.qp_type == IBV_QPT_UD) {
 		ud = (struct ferroce_sq_wqe_ud *)seg;
 		ud->ahn = htole32(to_fah(wr->wr.ud.ah)->ahn);
 		ud->remote_qpn = htole32(wr->wr.ud.remote_qpn);
@@ -545,4 +545,322 @@ out:
 		*bad_wr = wr;
 	pthread_spin_unlock(&rq->lock);
 	return ret;
+}
+
+/* ------------------------------------------------------------------------
+ * Extended QP: ibv_wr_start(), the ibv_wr_* builders and setters,
+ * ibv_wr_complete(). Each builder starts a WQE in the SQ ring (header and
+ * segment); the setters add its data. Nothing reaches the device before
+ * ibv_wr_complete(), which rings once for all of them, or discards them all
+ * if any call failed (ibv_wr_abort() discards them too).
+ * ------------------------------------------------------------------------
+ */
+#define FERROCE_RC_SEND_OPS						\
+	(IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_SEND_WITH_IMM |		\
+	 IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM | \
+	 IBV_QP_EX_WITH_RDMA_READ)
+#define FERROCE_ATOMIC_SEND_OPS						\
+	(IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP | IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD)
+#define FERROCE_UD_SEND_OPS						\
+	(IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_SEND_WITH_IMM)
+
+uint64_t ferroce_qp_send_ops(struct ferroce_context *ctx,
+			     enum ibv_qp_type type)
+{
+	switch (type) {
+	case IBV_QPT_RC:
+		return FERROCE_RC_SEND_OPS |
+		       (ctx->device_caps & FERROCE_CAP_ATOMIC ?
+				FERROCE_ATOMIC_SEND_OPS : 0);
+	case IBV_QPT_UD:
+		return FERROCE_UD_SEND_OPS;
+	default:
+		return 0;
+	}
+}
+
+static void ferroce_wr_fail(struct ferroce_qp *qp, int err)
+{
+	if (!qp->wr_err)
+		qp->wr_err = err;
+	qp->wr_wqe = NULL;
+}
+
+/* Starts a WQE of opcode op: header from the qp_ex's wr_id and wr_flags. */
+static void *ferroce_wr_begin(struct ibv_qp_ex *ibqp, uint8_t op)
+{
+	struct ferroce_qp *qp = to_fqp_ex(ibqp);
+	struct ferroce_sq_wqe_hdr *hdr;
+	uint8_t flags = 0;
+
+	if (qp->wr_err)
+		return NULL;
+	if (ferroce_wq_full(&qp->sq, qp->wr_pi)) {
+		ferroce_wr_fail(qp, ENOMEM);
+		return NULL;
+	}
+	if (ibqp->wr_flags & ~(IBV_SEND_SIGNALED | IBV_SEND_SOLICITED |
+			       IBV_SEND_FENCE | IBV_SEND_INLINE)) {
+		ferroce_wr_fail(qp, EINVAL);
+		return NULL;
+	}
+	hdr = ferroce_wqe(&qp->sq, qp->wr_pi++);
+	memset(hdr, 0, FERROCE_SQ_WQE_DATA_OFFSET);
+	if ((ibqp->wr_flags & IBV_SEND_SIGNALED) || qp->sq_sig_all)
+		flags |= FERROCE_WQE_SIGNALED;
+	if (ibqp->wr_flags & IBV_SEND_SOLICITED)
+		flags |= FERROCE_WQE_SOLICITED;
+	if (ibqp->wr_flags & IBV_SEND_FENCE)
+		flags |= FERROCE_WQE_FENCE;
+	hdr->wr_id = htole64(ibqp->wr_id);
+	hdr->opcode = op;
+	hdr->flags = flags;
+	qp->wr_wqe = hdr;
+	qp->wr_opcode = op;
+	return hdr;
+}
+
+static void *ferroce_wr_seg(void *wqe)
+{
+	return (uint8_t *)wqe + FERROCE_SQ_WQE_SEG_OFFSET;
+}
+
+static void ferroce_wr_rdma(struct ibv_qp_ex *ibqp, uint8_t op, uint32_t rkey,
+			    uint64_t remote_addr, __be32 imm)
+{
+	struct ferroce_sq_wqe_hdr *hdr = ferroce_wr_begin(ibqp, op);
+	struct ferroce_sq_wqe_rdma *rdma;
+
+	if (!hdr)
+		return;
+	hdr->imm_data = imm;
+	rdma = ferroce_wr_seg(hdr);
+	rdma->remote_addr = htole64(remote_addr);
+	rdma->rkey = htole32(rkey);
+}
+
+static void ferroce_wr_rdma_write(struct ibv_qp_ex *ibqp, uint32_t rkey,
+				  uint64_t remote_addr)
+{
+	ferroce_wr_rdma(ibqp, FERROCE_WR_RDMA_WRITE, rkey, remote_addr, 0);
+}
+
+static void ferroce_wr_rdma_write_imm(struct ibv_qp_ex *ibqp, uint32_t rkey,
+				      uint64_t remote_addr, __be32 imm)
+{
+	ferroce_wr_rdma(ibqp, FERROCE_WR_RDMA_WRITE_IMM, rkey, remote_addr, imm);
+}
+
+static void ferroce_wr_rdma_read(struct ibv_qp_ex *ibqp, uint32_t rkey,
+				 uint64_t remote_addr)
+{
+	ferroce_wr_rdma(ibqp, FERROCE_WR_RDMA_READ, rkey, remote_addr, 0);
+}
+
+static void ferroce_wr_send(struct ibv_qp_ex *ibqp)
+{
+	ferroce_wr_begin(ibqp, FERROCE_WR_SEND);
+}
+
+static void ferroce_wr_send_imm(struct ibv_qp_ex *ibqp, __be32 imm)
+{
+	struct ferroce_sq_wqe_hdr *hdr = ferroce_wr_begin(ibqp,
+							  FERROCE_WR_SEND_IMM);
+
+	if (hdr)
+		hdr->imm_data = imm;
+}
+
+static void ferroce_wr_atomic(struct ibv_qp_ex *ibqp, uint8_t op,
+			      uint32_t rkey, uint64_t remote_addr,
+			      uint64_t compare_add, uint64_t swap)
+{
+	struct ferroce_sq_wqe_hdr *hdr = ferroce_wr_begin(ibqp, op);
+	struct ferroce_sq_wqe_atomic *atomic;
+
+	if (!hdr)
+		return;
+	atomic = ferroce_wr_seg(hdr);
+	atomic->remote_addr = htole64(remote_addr);
+	atomic->rkey = htole32(rkey);
+	atomic->compare_add = htole64(compare_add);
+	atomic->swap = htole64(swap);
+}
+
+static void ferroce_wr_atomic_cmp_swp(struct ibv_qp_ex *ibqp, uint32_t rkey,
+				      uint64_t remote_addr, uint64_t compare,
+				      uint64_t swap)
+{
+	ferroce_wr_atomic(ibqp, FERROCE_WR_ATOMIC_CMP_SWP, rkey, remote_addr,
+			  compare, swap);
+}
+
+static void ferroce_wr_atomic_fetch_add(struct ibv_qp_ex *ibqp, uint32_t rkey,
+					uint64_t remote_addr, uint64_t add)
+{
+	ferroce_wr_atomic(ibqp, FERROCE_WR_ATOMIC_FETCH_ADD, rkey, remote_addr,
+			  add, 0);
+}
+
+static void ferroce_wr_set_ud_addr(struct ibv_qp_ex *ibqp, struct ibv_ah *ah,
+				   uint32_t remote_qpn, uint32_t remote_qkey)
+{
+	struct ferroce_qp *qp = to_fqp_ex(ibqp);
+	struct ferroce_sq_wqe_ud *ud;
+
+	if (!qp->wr_wqe) {
+		ferroce_wr_fail(qp, EINVAL);
+		return;
+	}
+	if (!ah) {
+		ferroce_wr_fail(qp, EINVAL);
+		return;
+	}
+	ud = ferroce_wr_seg(qp->wr_wqe);
+	ud->ahn = htole32(to_fah(ah)->ahn);
+	ud->remote_qpn = htole32(remote_qpn);
+	ud->remote_qkey = htole32(remote_qkey);
+}
+
+static bool ferroce_wr_is_atomic(uint8_t op)
+{
+	return op == FERROCE_WR_ATOMIC_CMP_SWP ||
+	       op == FERROCE_WR_ATOMIC_FETCH_ADD;
+}
+
+/* Gather list of the current WQE; atomics take exactly one 8-byte SGE. */
+static void ferroce_wr_set_sge_list(struct ibv_qp_ex *ibqp, size_t num_sge,
+				    const struct ibv_sge *sg_list)
+{
+	struct ferroce_qp *qp = to_fqp_ex(ibqp);
+	struct ferroce_sq_wqe_hdr *hdr = qp->wr_wqe;
+
+	if (!hdr) {
+		ferroce_wr_fail(qp, EINVAL);
+		return;
+	}
+	if (num_sge > qp->sq.max_sge ||
+	    (ferroce_wr_is_atomic(qp->wr_opcode) &&
+	     (num_sge != 1 || sg_list[0].length != 8))) {
+		ferroce_wr_fail(qp, EINVAL);
+		return;
+	}
+	ferroce_set_sges((struct ferroce_sge *)((uint8_t *)hdr +
+						FERROCE_SQ_WQE_DATA_OFFSET),
+			 sg_list, num_sge);
+	hdr->num_sge = num_sge;
+	qp->wr_wqe = NULL;
+}
+
+static void ferroce_wr_set_sge(struct ibv_qp_ex *ibqp, uint32_t lkey,
+			       uint64_t addr, uint32_t length)
+{
+	struct ibv_sge sge = { .addr = addr, .length = length, .lkey = lkey };
+
+	ferroce_wr_set_sge_list(ibqp, 1, &sge);
+}
+
+/* Inline data of the current WQE: copied now, the buffers may be reused. */
+static void ferroce_wr_set_inline_data_list(struct ibv_qp_ex *ibqp,
+					    size_t num_buf,
+					    const struct ibv_data_buf *buf_list)
+{
+	struct ferroce_qp *qp = to_fqp_ex(ibqp);
+	struct ferroce_sq_wqe_hdr *hdr = qp->wr_wqe;
+	uint8_t *data;
+	size_t i, total = 0;
+
+	if (!hdr) {
+		ferroce_wr_fail(qp, EINVAL);
+		return;
+	}
+	if (qp->wr_opcode == FERROCE_WR_RDMA_READ ||
+	    ferroce_wr_is_atomic(qp->wr_opcode)) {
+		ferroce_wr_fail(qp, EINVAL);
+		return;
+	}
+	for (i = 0; i < num_buf; i++) {
+		if (buf_list[i].length > qp->max_inline - total) {
+			ferroce_wr_fail(qp, EINVAL);
+			return;
+		}
+		total += buf_list[i].length;
+	}
+	data = (uint8_t *)hdr + FERROCE_SQ_WQE_DATA_OFFSET;
+	for (i = 0, total = 0; i < num_buf; i++) {
+		memcpy(data + total, buf_list[i].addr, buf_list[i].length);
+		total += buf_list[i].length;
+	}
+	hdr->flags |= FERROCE_WQE_INLINE;
+	hdr->inline_len = htole32(total);
+	qp->wr_wqe = NULL;
+}
+
+static void ferroce_wr_set_inline_data(struct ibv_qp_ex *ibqp, void *addr,
+				       size_t length)
+{
+	struct ibv_data_buf buf = { .addr = addr, .length = length };
+
+	ferroce_wr_set_inline_data_list(ibqp, 1, &buf);
+}
+
+static void ferroce_wr_start(struct ibv_qp_ex *ibqp)
+{
+	struct ferroce_qp *qp = to_fqp_ex(ibqp);
+
+	pthread_spin_lock(&qp->sq.lock);
+	qp->wr_pi = qp->sq.pi;
+	qp->wr_wqe = NULL;
+	qp->wr_err = ferroce_can_post_send(qp->vqp.qp.state) ? 0 : EINVAL;
+}
+
+static int ferroce_wr_complete(struct ibv_qp_ex *ibqp)
+{
+	struct ferroce_qp *qp = to_fqp_ex(ibqp);
+	int err = qp->wr_err;
+
+	if (!err && qp->wr_pi != qp->sq.pi) {
+		qp->sq.pi = qp->wr_pi;
+		ferroce_ring(&qp->sq, qp->qpn, qp->sq.pi);
+	}
+	pthread_spin_unlock(&qp->sq.lock);
+	return err;
+}
+
+static void ferroce_wr_abort(struct ibv_qp_ex *ibqp)
+{
+	struct ferroce_qp *qp = to_fqp_ex(ibqp);
+
+	pthread_spin_unlock(&qp->sq.lock);
+}
+
+/* send_ops is a subset of ferroce_qp_send_ops() for the QP's type. */
+void ferroce_qp_set_ex_ops(struct ferroce_qp *qp, uint64_t send_ops)
+{
+	struct ibv_qp_ex *ex = &qp->vqp.qp_ex;
+
+	qp->vqp.comp_mask |= VERBS_QP_EX;
+	ex->wr_start = ferroce_wr_start;
+	ex->wr_complete = ferroce_wr_complete;
+	ex->wr_abort = ferroce_wr_abort;
+	ex->wr_set_sge = ferroce_wr_set_sge;
+	ex->wr_set_sge_list = ferroce_wr_set_sge_list;
+	ex->wr_set_inline_data = ferroce_wr_set_inline_data;
+	ex->wr_set_inline_data_list = ferroce_wr_set_inline_data_list;
+	if (qp->vqp.qp.qp_type == IBV_QPT_UD)
+		ex->wr_set_ud_addr = ferroce_wr_set_ud_addr;
+	if (send_ops & IBV_QP_EX_WITH_SEND)
+		ex->wr_send = ferroce_wr_send;
+	if (send_ops & IBV_QP_EX_WITH_SEND_WITH_IMM)
+		ex->wr_send_imm = ferroce_wr_send_imm;
+	if (send_ops & IBV_QP_EX_WITH_RDMA_WRITE)
+		ex->wr_rdma_write = ferroce_wr_rdma_write;
+	if (send_ops & IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM)
+		ex->wr_rdma_write_imm = ferroce_wr_rdma_write_imm;
+	if (send_ops & IBV_QP_EX_WITH_RDMA_READ)
+		ex->wr_rdma_read = ferroce_wr_rdma_read;
+	if (send_ops & IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP)
+		ex->wr_atomic_cmp_swp = ferroce_wr_atomic_cmp_swp;
+	if (send_ops & IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD)
+		ex->wr_atomic_fetch_add = ferroce_wr_atomic_fetch_add;
 }

@@ -26,6 +26,7 @@ static const struct verbs_context_ops ferroce_context_ops = {
 	.create_cq = ferroce_create_cq,
 	.create_cq_ex = ferroce_create_cq_ex,
 	.create_qp = ferroce_create_qp,
+	.create_qp_ex = ferroce_create_qp_ex,
 	.cq_event = ferroce_cq_event,
 	.dealloc_pd = ferroce_dealloc_pd,
 	.dereg_mr = ferroce_dereg_mr,

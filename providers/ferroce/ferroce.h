@@ -111,12 +111,22 @@ struct ferroce_wq {
 };
 
 struct ferroce_qp {
-	struct ibv_qp ibv_qp;
+	struct verbs_qp vqp;		/* ibv_qp, and ibv_qp_ex for ibv_wr_* */
 	struct ferroce_wq sq;
 	struct ferroce_wq rq;		/* depth 0: no receive queue */
 	uint32_t qpn;
 	uint32_t max_inline;
 	bool sq_sig_all;
+
+	/*
+	 * ibv_wr_start() .. ibv_wr_complete(): the SQ's lock is held, WQEs
+	 * are written from sq.pi on and counted in wr_pi; the first error
+	 * is kept in wr_err and discards them all at ibv_wr_complete().
+	 */
+	uint16_t wr_pi;
+	int wr_err;
+	void *wr_wqe;			/* the WQE the setters fill, or NULL */
+	uint8_t wr_opcode;		/* its FERROCE_WR_* */
 };
 
 struct ferroce_ah {
@@ -141,7 +151,12 @@ static inline struct ferroce_cq *to_fcq_ex(struct ibv_cq_ex *ibcq)
 
 static inline struct ferroce_qp *to_fqp(struct ibv_qp *ibqp)
 {
-	return container_of(ibqp, struct ferroce_qp, ibv_qp);
+	return container_of(ibqp, struct ferroce_qp, vqp.qp);
+}
+
+static inline struct ferroce_qp *to_fqp_ex(struct ibv_qp_ex *ibqp)
+{
+	return container_of(ibqp, struct ferroce_qp, vqp.qp_ex);
 }
 
 static inline struct ferroce_ah *to_fah(struct ibv_ah *ibah)
@@ -179,6 +194,8 @@ struct ibv_cq_ex *ferroce_create_cq_ex(struct ibv_context *ibctx,
 int ferroce_destroy_cq(struct ibv_cq *ibcq);
 struct ibv_qp *ferroce_create_qp(struct ibv_pd *pd,
 				 struct ibv_qp_init_attr *attr);
+struct ibv_qp *ferroce_create_qp_ex(struct ibv_context *ibctx,
+				    struct ibv_qp_init_attr_ex *attr);
 int ferroce_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr,
 		      int attr_mask);
 int ferroce_query_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr,
@@ -191,6 +208,10 @@ int ferroce_destroy_ah(struct ibv_ah *ah);
 /* the work completion fields an extended CQ can report */
 #define FERROCE_WC_EX_FLAGS	IBV_WC_STANDARD_FLAGS
 void ferroce_cq_set_ex_ops(struct ferroce_cq *cq, uint64_t wc_flags);
+/* the ibv_wr_* operations of a QP of this type on this device */
+uint64_t ferroce_qp_send_ops(struct ferroce_context *ctx,
+			     enum ibv_qp_type type);
+void ferroce_qp_set_ex_ops(struct ferroce_qp *qp, uint64_t send_ops);
 int ferroce_poll_cq(struct ibv_cq *ibcq, int num_entries, struct ibv_wc *wc);
 int ferroce_req_notify_cq(struct ibv_cq *ibcq, int solicited_only);
 void ferroce_cq_event(struct ibv_cq *ibcq);

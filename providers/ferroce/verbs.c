@@ -569,22 +569,54 @@ static int ferroce_qp_geometry(struct ferroce_context *ctx,
 	return 0;
 }
 
-struct ibv_qp *ferroce_create_qp(struct ibv_pd *pd,
-				 struct ibv_qp_init_attr *attr)
+/*
+ * Supported: a PD (required) and the ibv_wr_* send operations of the QP's
+ * type (ferroce_qp_send_ops). Not: XRC, SRQs, RSS, TSO, creation flags.
+ */
+struct ibv_qp *ferroce_create_qp_ex(struct ibv_context *ibctx,
+				    struct ibv_qp_init_attr_ex *attr)
 {
-	struct ferroce_context *ctx = to_fctx(pd->context);
+	struct ferroce_context *ctx = to_fctx(ibctx);
 	struct ferroce_create_qp_resp resp = {};
 	struct ferroce_create_qp cmd = {};
+	struct ibv_qp_init_attr legacy;
+	uint64_t send_ops = 0;
 	struct ibv_qp_cap cap;
 	struct ferroce_qp *qp;
 	int ret;
 
-	ret = ferroce_qp_geometry(ctx, attr, &cmd.drv_payload);
+	if (attr->comp_mask & ~(IBV_QP_INIT_ATTR_PD |
+				IBV_QP_INIT_ATTR_SEND_OPS_FLAGS)) {
+		errno = EOPNOTSUPP;
+		return NULL;
+	}
+	if (!(attr->comp_mask & IBV_QP_INIT_ATTR_PD) || !attr->pd) {
+		errno = EINVAL;
+		return NULL;
+	}
+	if (attr->comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS) {
+		send_ops = attr->send_ops_flags;
+		if (send_ops & ~ferroce_qp_send_ops(ctx, attr->qp_type)) {
+			errno = EOPNOTSUPP;
+			return NULL;
+		}
+	}
+
+	legacy = (struct ibv_qp_init_attr){
+		.qp_context = attr->qp_context,
+		.send_cq = attr->send_cq,
+		.recv_cq = attr->recv_cq,
+		.srq = attr->srq,
+		.cap = attr->cap,
+		.qp_type = attr->qp_type,
+		.sq_sig_all = attr->sq_sig_all,
+	};
+	ret = ferroce_qp_geometry(ctx, &legacy, &cmd.drv_payload);
 	if (ret) {
 		errno = -ret;
 		return NULL;
 	}
-	cap = attr->cap;
+	cap = legacy.cap;
 
 	qp = calloc(1, sizeof(*qp));
 	if (!qp)
@@ -605,8 +637,8 @@ struct ibv_qp *ferroce_create_qp(struct ibv_pd *pd,
 	cmd.rq_buf_va = (uintptr_t)qp->rq.buf;
 	cmd.rq_dbrec_va = (uintptr_t)qp->rq.dbrec;
 
-	ret = ibv_cmd_create_qp(pd, &qp->ibv_qp, attr, &cmd.ibv_cmd,
-				sizeof(cmd), &resp.ibv_resp, sizeof(resp));
+	ret = ibv_cmd_create_qp_ex(ibctx, &qp->vqp, attr, &cmd.ibv_cmd,
+				   sizeof(cmd), &resp.ibv_resp, sizeof(resp));
 	if (ret)
 		goto err_rq;
 
@@ -619,6 +651,8 @@ struct ibv_qp *ferroce_create_qp(struct ibv_pd *pd,
 	qp->rq.db = (uint8_t *)ctx->db + FERROCE_DB_RQ;
 	pthread_spin_init(&qp->sq.lock, PTHREAD_PROCESS_PRIVATE);
 	pthread_spin_init(&qp->rq.lock, PTHREAD_PROCESS_PRIVATE);
+	if (attr->comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS)
+		ferroce_qp_set_ex_ops(qp, send_ops);
 
 	/* Report the provider's real limits, not the kernel's echo. */
 	cap.max_inline_data = qp->max_inline;
@@ -628,12 +662,12 @@ struct ibv_qp *ferroce_create_qp(struct ibv_pd *pd,
 	if (ret)
 		goto err_destroy;
 
-	return &qp->ibv_qp;
+	return &qp->vqp.qp;
 
 err_destroy:
 	pthread_spin_destroy(&qp->sq.lock);
 	pthread_spin_destroy(&qp->rq.lock);
-	ibv_cmd_destroy_qp(&qp->ibv_qp);
+	ibv_cmd_destroy_qp(&qp->vqp.qp);
 err_rq:
 	ferroce_free_wq(ctx, &qp->rq);
 err_sq:
@@ -642,6 +676,27 @@ err_free:
 	free(qp);
 	errno = ret;
 	return NULL;
+}
+
+struct ibv_qp *ferroce_create_qp(struct ibv_pd *pd,
+				 struct ibv_qp_init_attr *attr)
+{
+	struct ibv_qp_init_attr_ex attr_ex = {
+		.qp_context = attr->qp_context,
+		.send_cq = attr->send_cq,
+		.recv_cq = attr->recv_cq,
+		.srq = attr->srq,
+		.cap = attr->cap,
+		.qp_type = attr->qp_type,
+		.sq_sig_all = attr->sq_sig_all,
+		.comp_mask = IBV_QP_INIT_ATTR_PD,
+		.pd = pd,
+	};
+	struct ibv_qp *qp = ferroce_create_qp_ex(pd->context, &attr_ex);
+
+	if (qp)
+		attr->cap = attr_ex.cap;
+	return qp;
 }
 
 /* A QP's send and receive CQ (the same one if it has no other) */
@@ -684,7 +739,7 @@ static void ferroce_clean_cqs(struct ferroce_qp *qp)
 {
 	struct ferroce_cq *scq, *rcq;
 
-	ferroce_qp_cqs(&qp->ibv_qp, &scq, &rcq);
+	ferroce_qp_cqs(&qp->vqp.qp, &scq, &rcq);
 	ferroce_cq_clean(scq, qp->qpn);
 	if (rcq != scq)
 		ferroce_cq_clean(rcq, qp->qpn);

@@ -92,9 +92,9 @@ static void fake_init(struct fake *f, uint32_t cq_depth, uint32_t sq_depth)
 	f->cq.cqn = 5;
 	pthread_spin_init(&f->cq.lock, PTHREAD_PROCESS_PRIVATE);
 
-	f->qp.ibv_qp.context = &f->ctx->ibv_ctx.context;
-	f->qp.ibv_qp.qp_type = IBV_QPT_RC;
-	f->qp.ibv_qp.state = IBV_QPS_RTS;
+	f->qp.vqp.qp.context = &f->ctx->ibv_ctx.context;
+	f->qp.vqp.qp.qp_type = IBV_QPT_RC;
+	f->qp.vqp.qp.state = IBV_QPS_RTS;
 	f->qp.qpn = 0x123;
 	f->qp.max_inline = 64;
 	f->qp.sq.depth = sq_depth;
@@ -248,6 +248,135 @@ static void test_poll_ex(void)
 	fake_fini(&f);
 }
 
+/* The extended QP: ibv_wr_* builds the same WQEs as ibv_post_send. */
+static void test_wr(void)
+{
+	struct ibv_sge sg[5] = { { .addr = 0x1000, .length = 64, .lkey = 0x100 } };
+	char payload[80] = "inline payload";
+	struct ferroce_sq_wqe_atomic *atomic;
+	struct ferroce_sq_wqe_rdma *rdma;
+	struct ferroce_sq_wqe_hdr *hdr;
+	struct ferroce_sge *sge;
+	struct ibv_qp_ex *ex;
+	struct ibv_wc wc[1];
+	struct fake f;
+
+	fake_init(&f, 4, 4);
+	ex = &f.qp.vqp.qp_ex;
+	ferroce_qp_set_ex_ops(&f.qp, IBV_QP_EX_WITH_RDMA_WRITE |
+			      IBV_QP_EX_WITH_SEND_WITH_IMM |
+			      IBV_QP_EX_WITH_SEND |
+			      IBV_QP_EX_WITH_RDMA_READ |
+			      IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD);
+	CHECK(ibv_qp_to_qp_ex(&f.qp.vqp.qp) == ex);
+	CHECK(ex->wr_send && ex->wr_rdma_read && ex->wr_atomic_fetch_add);
+	CHECK(!ex->wr_rdma_write_imm && !ex->wr_atomic_cmp_swp &&
+	      !ex->wr_set_ud_addr);
+
+	/* Two WQEs, one doorbell */
+	ibv_wr_start(ex);
+	ex->wr_id = 42;
+	ex->wr_flags = IBV_SEND_SIGNALED;
+	ibv_wr_rdma_write(ex, 0x200, 0xabc000);
+	ibv_wr_set_sge(ex, 0x100, 0x1000, 64);
+	ex->wr_id = 43;
+	ex->wr_flags = IBV_SEND_INLINE | IBV_SEND_SOLICITED;
+	ibv_wr_send_imm(ex, htobe32(0xdeadbeef));
+	ibv_wr_set_inline_data(ex, payload, 15);
+	CHECK(le32toh(f.sq_dbrec.pi) == 0);
+	CHECK(ibv_wr_complete(ex) == 0);
+	CHECK(le32toh(f.sq_dbrec.pi) == 2);
+	CHECK(le64toh(f.db_page[FERROCE_DB_SQ / 8]) ==
+	      FERROCE_DB_SQ_VAL(0x123, 2));
+	hdr = f.qp.sq.buf;
+	rdma = (void *)((uint8_t *)hdr + FERROCE_SQ_WQE_SEG_OFFSET);
+	sge = (void *)((uint8_t *)hdr + FERROCE_SQ_WQE_DATA_OFFSET);
+	CHECK(le64toh(hdr->wr_id) == 42);
+	CHECK(hdr->opcode == FERROCE_WR_RDMA_WRITE);
+	CHECK(hdr->flags == FERROCE_WQE_SIGNALED && hdr->num_sge == 1);
+	CHECK(le64toh(rdma->remote_addr) == 0xabc000);
+	CHECK(le32toh(rdma->rkey) == 0x200);
+	CHECK(le64toh(sge->addr) == 0x1000 && le32toh(sge->length) == 64 &&
+	      le32toh(sge->lkey) == 0x100);
+	hdr = (void *)((uint8_t *)f.qp.sq.buf + 128);
+	CHECK(le64toh(hdr->wr_id) == 43);
+	CHECK(hdr->opcode == FERROCE_WR_SEND_IMM);
+	CHECK(hdr->flags == (FERROCE_WQE_INLINE | FERROCE_WQE_SOLICITED));
+	CHECK(hdr->num_sge == 0 && le32toh(hdr->inline_len) == 15);
+	CHECK(hdr->imm_data == htobe32(0xdeadbeef));
+	CHECK(!memcmp((uint8_t *)hdr + FERROCE_SQ_WQE_DATA_OFFSET, payload, 15));
+
+	/* Any failed call discards the whole batch: nothing is rung. */
+	ex->wr_flags = 0;
+	ibv_wr_start(ex);
+	ibv_wr_send(ex);
+	ibv_wr_set_sge(ex, 0x100, 0x1000, 64);
+	ibv_wr_send(ex);
+	ibv_wr_set_sge_list(ex, 5, sg);		/* max_sge is 4 */
+	CHECK(ibv_wr_complete(ex) == EINVAL);
+	ibv_wr_start(ex);
+	ibv_wr_send(ex);
+	ibv_wr_set_inline_data(ex, payload, 65);	/* max_inline is 64 */
+	CHECK(ibv_wr_complete(ex) == EINVAL);
+	ibv_wr_start(ex);
+	ibv_wr_rdma_read(ex, 0x200, 0xabc000);
+	ibv_wr_set_inline_data(ex, payload, 8);
+	CHECK(ibv_wr_complete(ex) == EINVAL);
+	ibv_wr_start(ex);
+	ibv_wr_atomic_fetch_add(ex, 0x200, 0xabc000, 5);
+	ibv_wr_set_sge(ex, 0x100, 0x1000, 4);	/* atomics take 8 bytes */
+	CHECK(ibv_wr_complete(ex) == EINVAL);
+	ibv_wr_start(ex);
+	ex->wr_flags = IBV_SEND_IP_CSUM;
+	ibv_wr_send(ex);
+	CHECK(ibv_wr_complete(ex) == EINVAL);
+	ex->wr_flags = 0;
+	/* Queue full: 2 of 4 slots left, the third WQE fails the batch */
+	ibv_wr_start(ex);
+	ibv_wr_send(ex);
+	ibv_wr_send(ex);
+	ibv_wr_send(ex);
+	CHECK(ibv_wr_complete(ex) == ENOMEM);
+	/* Abort: discarded, and the lock is free again */
+	ibv_wr_start(ex);
+	ibv_wr_send(ex);
+	ibv_wr_abort(ex);
+	CHECK(le32toh(f.sq_dbrec.pi) == 2 && f.qp.sq.pi == 2);
+
+	/* A fetch-and-add, in the slot after the discarded ones */
+	ibv_wr_start(ex);
+	ex->wr_id = 44;
+	ibv_wr_atomic_fetch_add(ex, 0x300, 0xdef000, 5);
+	ibv_wr_set_sge(ex, 0x100, 0x2000, 8);
+	CHECK(ibv_wr_complete(ex) == 0);
+	hdr = (void *)((uint8_t *)f.qp.sq.buf + 2 * 128);
+	atomic = (void *)((uint8_t *)hdr + FERROCE_SQ_WQE_SEG_OFFSET);
+	CHECK(le64toh(hdr->wr_id) == 44);
+	CHECK(hdr->opcode == FERROCE_WR_ATOMIC_FETCH_ADD && hdr->num_sge == 1);
+	CHECK(le64toh(atomic->remote_addr) == 0xdef000);
+	CHECK(le32toh(atomic->rkey) == 0x300);
+	CHECK(le64toh(atomic->compare_add) == 5 && atomic->swap == 0);
+	CHECK(le32toh(f.sq_dbrec.pi) == 3);
+
+	/* Completions free the ring for more */
+	device_cqe(&f, 0, 44, IBV_WC_FETCH_ADD, 2);
+	CHECK(ferroce_poll_cq(&f.cq.vcq.cq, 1, wc) == 1);
+	ibv_wr_start(ex);
+	ibv_wr_send(ex);
+	ibv_wr_send(ex);
+	ibv_wr_send(ex);
+	CHECK(ibv_wr_complete(ex) == 0);
+	CHECK(le32toh(f.sq_dbrec.pi) == 6);
+
+	/* Not in a state that sends */
+	f.qp.vqp.qp.state = IBV_QPS_INIT;
+	ibv_wr_start(ex);
+	ibv_wr_send(ex);
+	CHECK(ibv_wr_complete(ex) == EINVAL);
+	CHECK(le32toh(f.sq_dbrec.pi) == 6);
+	fake_fini(&f);
+}
+
 /* Destroying/resetting a QP drops its CQEs, keeping the others in order. */
 static void test_clean(void)
 {
@@ -306,7 +435,7 @@ static void test_post(void)
 	wr.num_sge = 1;
 	wr.wr.rdma.remote_addr = 0xabc000;
 	wr.wr.rdma.rkey = 0x200;
-	CHECK(ferroce_post_send(&f.qp.ibv_qp, &wr, &bad) == 0);
+	CHECK(ferroce_post_send(&f.qp.vqp.qp, &wr, &bad) == 0);
 	hdr = f.qp.sq.buf;
 	rdma = (void *)((uint8_t *)hdr + FERROCE_SQ_WQE_SEG_OFFSET);
 	sge = (void *)((uint8_t *)hdr + FERROCE_SQ_WQE_DATA_OFFSET);
@@ -330,7 +459,7 @@ static void test_post(void)
 	wr.send_flags = IBV_SEND_INLINE | IBV_SEND_SOLICITED;
 	wr.sg_list = &sg[1];
 	wr.imm_data = htobe32(0xdeadbeef);
-	CHECK(ferroce_post_send(&f.qp.ibv_qp, &wr, &bad) == 0);
+	CHECK(ferroce_post_send(&f.qp.vqp.qp, &wr, &bad) == 0);
 	hdr = (void *)((uint8_t *)f.qp.sq.buf + 128);
 	CHECK(hdr->opcode == FERROCE_WR_SEND_IMM);
 	CHECK(hdr->flags == (FERROCE_WQE_INLINE | FERROCE_WQE_SOLICITED));
@@ -344,19 +473,19 @@ static void test_post(void)
 	wr.sg_list = sg;
 	wr.num_sge = 5;
 	bad = NULL;
-	CHECK(ferroce_post_send(&f.qp.ibv_qp, &wr, &bad) == EINVAL);
+	CHECK(ferroce_post_send(&f.qp.vqp.qp, &wr, &bad) == EINVAL);
 	CHECK(bad == &wr);
 	sg[1].length = 65;
 	wr.sg_list = &sg[1];
 	wr.num_sge = 1;
 	wr.send_flags = IBV_SEND_INLINE;
-	CHECK(ferroce_post_send(&f.qp.ibv_qp, &wr, &bad) == EINVAL);
+	CHECK(ferroce_post_send(&f.qp.vqp.qp, &wr, &bad) == EINVAL);
 	wr.opcode = IBV_WR_RDMA_READ;
 	sg[1].length = 8;
-	CHECK(ferroce_post_send(&f.qp.ibv_qp, &wr, &bad) == EINVAL);
+	CHECK(ferroce_post_send(&f.qp.vqp.qp, &wr, &bad) == EINVAL);
 	wr.send_flags = 0;
 	wr.opcode = IBV_WR_ATOMIC_CMP_AND_SWP;
-	CHECK(ferroce_post_send(&f.qp.ibv_qp, &wr, &bad) == EINVAL);
+	CHECK(ferroce_post_send(&f.qp.vqp.qp, &wr, &bad) == EINVAL);
 	CHECK(le32toh(f.sq_dbrec.pi) == 2);
 
 	/* Queue full: 2 more fit in the 4-deep SQ, the 3rd of a chain fails */
@@ -367,7 +496,7 @@ static void test_post(void)
 	wr2.next = &w3;
 	w3.next = NULL;
 	bad = NULL;
-	CHECK(ferroce_post_send(&f.qp.ibv_qp, &wr, &bad) == ENOMEM);
+	CHECK(ferroce_post_send(&f.qp.vqp.qp, &wr, &bad) == ENOMEM);
 	CHECK(bad == &w3);
 	CHECK(le32toh(f.sq_dbrec.pi) == 4);
 
@@ -377,25 +506,25 @@ static void test_post(void)
 	CHECK(f.qp.sq.ci == 3);
 	w3.next = &wr;
 	wr.next = NULL;
-	CHECK(ferroce_post_send(&f.qp.ibv_qp, &wr2, &bad) == 0);
+	CHECK(ferroce_post_send(&f.qp.vqp.qp, &wr2, &bad) == 0);
 	CHECK(le32toh(f.sq_dbrec.pi) == 7);
-	CHECK(ferroce_post_send(&f.qp.ibv_qp, &wr, &bad) == ENOMEM);
+	CHECK(ferroce_post_send(&f.qp.vqp.qp, &wr, &bad) == ENOMEM);
 
 	/* Wrong state */
-	f.qp.ibv_qp.state = IBV_QPS_INIT;
+	f.qp.vqp.qp.state = IBV_QPS_INIT;
 	wr.next = NULL;
-	CHECK(ferroce_post_send(&f.qp.ibv_qp, &wr, &bad) == EINVAL);
+	CHECK(ferroce_post_send(&f.qp.vqp.qp, &wr, &bad) == EINVAL);
 
 	/* Receive */
 	rwr.wr_id = 7;
 	rwr.sg_list = sg;
 	rwr.num_sge = 1;
-	CHECK(ferroce_post_recv(&f.qp.ibv_qp, &rwr, &rbad) == 0);
+	CHECK(ferroce_post_recv(&f.qp.vqp.qp, &rwr, &rbad) == 0);
 	CHECK(le32toh(f.rq_dbrec.pi) == 1);
 	CHECK(le64toh(f.db_page[FERROCE_DB_RQ / 8]) ==
 	      FERROCE_DB_SQ_VAL(0x123, 1));
 	rwr.num_sge = 2;
-	CHECK(ferroce_post_recv(&f.qp.ibv_qp, &rwr, &rbad) == EINVAL);
+	CHECK(ferroce_post_recv(&f.qp.vqp.qp, &rwr, &rbad) == EINVAL);
 	CHECK(rbad == &rwr);
 	fake_fini(&f);
 }
@@ -427,7 +556,7 @@ static void *poster(void *arg)
 	wr.send_flags = IBV_SEND_SIGNALED | IBV_SEND_INLINE;
 	for (i = 0; i < THREAD_SENDS; i++) {
 		wr.wr_id = i;
-		while ((ret = ferroce_post_send(&t->f.qp.ibv_qp, &wr, &bad)) ==
+		while ((ret = ferroce_post_send(&t->f.qp.vqp.qp, &wr, &bad)) ==
 		       ENOMEM)
 			;
 		if (ret) {
@@ -617,13 +746,15 @@ int ibv_cmd_create_cq_ex(struct ibv_context *context,
 	return 0;
 }
 
-int ibv_cmd_create_qp(struct ibv_pd *pd, struct ibv_qp *qp,
-		      struct ibv_qp_init_attr *attr, struct ibv_create_qp *cmd,
-		      size_t cmd_size, struct ib_uverbs_create_qp_resp *resp,
-		      size_t resp_size)
+int ibv_cmd_create_qp_ex(struct ibv_context *context, struct verbs_qp *vqp,
+			 struct ibv_qp_init_attr_ex *attr,
+			 struct ibv_create_qp *cmd, size_t cmd_size,
+			 struct ib_uverbs_create_qp_resp *resp, size_t resp_size)
 {
-	qp->context = pd->context;
-	qp->pd = pd;
+	struct ibv_qp *qp = &vqp->qp;
+
+	qp->context = context;
+	qp->pd = attr->pd;
 	qp->send_cq = attr->send_cq;
 	qp->recv_cq = attr->recv_cq;
 	qp->qp_type = attr->qp_type;
@@ -735,9 +866,39 @@ static void test_old_driver(void)
 		CHECK(!ferroce_find_qp(ctx, v1_qp.qpn));
 	}
 
+	{
+		struct ibv_qp_init_attr_ex xattr = {
+			.send_cq = cq, .recv_cq = cq, .qp_type = IBV_QPT_RC,
+			.cap = { .max_send_wr = 8, .max_send_sge = 1 },
+			.comp_mask = IBV_QP_INIT_ATTR_PD |
+				     IBV_QP_INIT_ATTR_SEND_OPS_FLAGS,
+			.pd = &pd,
+			.send_ops_flags = IBV_QP_EX_WITH_SEND |
+					  IBV_QP_EX_WITH_RDMA_READ,
+		};
+
+		qp = ferroce_create_qp_ex(&vctx->context, &xattr);
+		CHECK(qp);
+		if (qp) {
+			CHECK(ibv_qp_to_qp_ex(qp) &&
+			      ibv_qp_to_qp_ex(qp)->wr_rdma_read);
+			CHECK(ferroce_destroy_qp(qp) == 0);
+		}
+		/* Atomics on a device without CAP_ATOMIC; creation flags */
+		xattr.send_ops_flags = IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP;
+		errno = 0;
+		CHECK(!ferroce_create_qp_ex(&vctx->context, &xattr) &&
+		      errno == EOPNOTSUPP);
+		xattr.send_ops_flags = 0;
+		xattr.comp_mask |= IBV_QP_INIT_ATTR_CREATE_FLAGS;
+		errno = 0;
+		CHECK(!ferroce_create_qp_ex(&vctx->context, &xattr) &&
+		      errno == EOPNOTSUPP);
+	}
+
 	ah = ferroce_create_ah(&pd, &aattr);
 	CHECK(ah);
-	CHECK(old_driver_calls == 5);
+	CHECK(old_driver_calls == 6);
 	if (ah) {
 		CHECK(to_fah(ah)->ahn == v1_ah.ahn);
 		CHECK(ferroce_destroy_ah(ah) == 0);
@@ -755,6 +916,7 @@ int main(void)
 	test_poll_ex();
 	test_clean();
 	test_post();
+	test_wr();
 	test_threads();
 	test_old_driver();
 	if (failures) {
