@@ -20,7 +20,7 @@ run at all (each would only skip, and on TCG setting up costs ~2 s a
 test): each such module is one "skip - pyverbs MODULE: [vendor] ..." line.
 The last line is "# pyverbs: N ok, N failed, N skipped (vendor N, ...)".
 
-Usage: pyverbs.py TESTS_DIR DEV GID_INDEX [unittest arguments...]
+Usage: pyverbs-suite.py TESTS_DIR DEV GID_INDEX [unittest arguments...]
 TESTS_DIR is an unpacked copy of /usr/share/doc/rdma-core/tests.
 """
 import os
@@ -128,7 +128,8 @@ def main():
     tests_dir, dev, gid = sys.argv[1:4]
     # As the suite's run_tests.py: its directory on the path, its own
     # argument parser given the device, the rest for unittest.
-    sys.path.insert(0, tests_dir)
+    # (Not this script's directory: "pyverbs" must be rdma-core's package.)
+    sys.path[0] = tests_dir
     sys.argv = [sys.argv[0], "--dev", dev, "--gid", gid] + sys.argv[4:]
     from args_parser import parser  # noqa: E402 (needs the path above)
     parser.parse_args()
