@@ -223,8 +223,8 @@ fn version_1_4_advertises_the_new_capabilities() {
     assert_eq!(caps & CAP_MEM_MGT_EXT, CAP_MEM_MGT_EXT);
     assert_eq!(caps & CAP_PORT_MAC, CAP_PORT_MAC);
     assert_eq!(caps & CAP_VLAN, CAP_VLAN);
-    assert_eq!(caps & CAP_ATOMIC, 0);
-    assert_eq!(caps, 0xfff7, "device.rst: DEV_CAPS in 1.3");
+    assert_eq!(caps & CAP_ATOMIC, CAP_ATOMIC);
+    assert_eq!(caps, 0xffff, "device.rst: DEV_CAPS in 1.4");
 }
 
 #[test]
