@@ -93,7 +93,7 @@
 #define FERROCE_VERSION_MAJOR_MASK		0xffff0000
 #define FERROCE_VERSION_MINOR_MASK		0x0000ffff
 #define FERROCE_VERSION_MAJOR			1
-#define FERROCE_VERSION_MINOR			3
+#define FERROCE_VERSION_MINOR			4
 
 /* MAGIC: "FRCE" read as a little-endian u32 */
 #define FERROCE_MAGIC_VALUE			0x45435246
@@ -102,7 +102,7 @@
 #define FERROCE_CAP_RC				0x00000001
 #define FERROCE_CAP_UD				0x00000002
 #define FERROCE_CAP_RDMA_READ			0x00000004
-#define FERROCE_CAP_ATOMIC			0x00000008	/* not in 1.0 */
+#define FERROCE_CAP_ATOMIC			0x00000008	/* 1.4: CMP_SWP, FETCH_ADD (IB_ATOMIC_HCA) */
 #define FERROCE_CAP_INLINE			0x00000010
 #define FERROCE_CAP_SEND_IMM			0x00000020
 #define FERROCE_CAP_WRITE_IMM			0x00000040
@@ -708,8 +708,8 @@ struct ferroce_sge {
 #define FERROCE_WR_SEND				2
 #define FERROCE_WR_SEND_IMM			3
 #define FERROCE_WR_RDMA_READ			4
-#define FERROCE_WR_ATOMIC_CMP_SWP		5	/* CAP_ATOMIC only */
-#define FERROCE_WR_ATOMIC_FETCH_ADD		6	/* CAP_ATOMIC only */
+#define FERROCE_WR_ATOMIC_CMP_SWP		5	/* CAP_ATOMIC, RC */
+#define FERROCE_WR_ATOMIC_FETCH_ADD		6	/* CAP_ATOMIC, RC */
 #define FERROCE_WR_LOCAL_INV			7	/* CAP_MEM_MGT_EXT, RC */
 #define FERROCE_WR_SEND_INV			9	/* CAP_MEM_MGT_EXT, RC */
 #define FERROCE_WR_REG_MR			0x20	/* CAP_MEM_MGT_EXT, RC */
@@ -752,6 +752,7 @@ struct ferroce_sq_wqe_ud {
 	__le32 reserved;
 };
 
+/* CMP_SWP: compare_add = compare, swap; FETCH_ADD: compare_add = addend */
 struct ferroce_sq_wqe_atomic {
 	__le64 remote_addr;
 	__le32 rkey;

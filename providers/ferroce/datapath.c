@@ -385,6 +385,8 @@ static int ferroce_build_send_wqe(struct ferroce_qp *qp, void *wqe,
 	struct ferroce_sq_wqe_hdr *hdr = wqe;
 	uint8_t *seg = (uint8_t *)wqe + FERROCE_SQ_WQE_SEG_OFFSET;
 	uint8_t *data = (uint8_t *)wqe + FERROCE_SQ_WQE_DATA_OFFSET;
+	struct ferroce_context *ctx = to_fctx(qp->ibv_qp.context);
+	struct ferroce_sq_wqe_atomic *atomic;
 	struct ferroce_sq_wqe_rdma *rdma;
 	struct ferroce_sq_wqe_ud *ud;
 	uint32_t inline_len = 0;
@@ -406,6 +408,13 @@ static int ferroce_build_send_wqe(struct ferroce_qp *qp, void *wqe,
 			break;
 		case IBV_WR_RDMA_READ:
 			if (wr->send_flags & IBV_SEND_INLINE)
+				return -EINVAL;
+			break;
+		case IBV_WR_ATOMIC_CMP_AND_SWP:
+		case IBV_WR_ATOMIC_FETCH_AND_ADD:
+			/* 1.4 (CAP_ATOMIC): the original value lands in the SGE */
+			if (!(ctx->device_caps & FERROCE_CAP_ATOMIC) ||
+			    (wr->send_flags & IBV_SEND_INLINE))
 				return -EINVAL;
 			break;
 		default:
@@ -457,6 +466,13 @@ static int ferroce_build_send_wqe(struct ferroce_qp *qp, void *wqe,
 		rdma = (struct ferroce_sq_wqe_rdma *)seg;
 		rdma->remote_addr = htole64(wr->wr.rdma.remote_addr);
 		rdma->rkey = htole32(wr->wr.rdma.rkey);
+	} else if (wr->opcode == IBV_WR_ATOMIC_CMP_AND_SWP ||
+		   wr->opcode == IBV_WR_ATOMIC_FETCH_AND_ADD) {
+		atomic = (struct ferroce_sq_wqe_atomic *)seg;
+		atomic->remote_addr = htole64(wr->wr.atomic.remote_addr);
+		atomic->rkey = htole32(wr->wr.atomic.rkey);
+		atomic->compare_add = htole64(wr->wr.atomic.compare_add);
+		atomic->swap = htole64(wr->wr.atomic.swap);
 	}
 	return 0;
 }

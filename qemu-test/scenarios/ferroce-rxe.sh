@@ -4,7 +4,7 @@
 # rdma_report come from ferroce-pair.sh (everything else is redefined here).
 # shellcheck source=ferroce-pair.sh
 . "$SCEN_DIR/ferroce-pair.sh"
-DESC="ferroce (emulated NIC) and rdma_rxe (plain virtio-net) on one segment: ibv_rc_pingpong, data-checked WRITE/READ/SEND and perftest both ways, and over an 802.1Q VLAN; both ends' frames pass an independent ICRC check"
+DESC="ferroce (emulated NIC) and rdma_rxe (plain virtio-net) on one segment: ibv_rc_pingpong, data-checked WRITE/READ/SEND and perftest (ib_atomic_bw FETCH_AND_ADD too) both ways, and over an 802.1Q VLAN; both ends' frames pass an independent ICRC check"
 TIMEOUT=720
 CTL_SERVER=1
 
@@ -28,7 +28,7 @@ check() {
 report() {
 	local t
 	echo "ferroce <-> rxe, two TCG VMs on one segment (client side of each test):"
-	for t in rc_pingpong rdma_verify write_bw read_lat send_bw; do
+	for t in rc_pingpong rdma_verify write_bw read_lat send_bw atomic_bw; do
 		rdma_report "$1" vm2 "$t.ferroce0-server"
 		rdma_report "$1" vm1 "$t.rxe0-server"
 	done

@@ -175,7 +175,7 @@ hw_consts! {
     /// `FERROCE_VERSION_MAJOR`.
     VERSION_MAJOR: u32 = 1;
     /// `FERROCE_VERSION_MINOR`.
-    VERSION_MINOR: u32 = 3;
+    VERSION_MINOR: u32 = 4;
     /// `FERROCE_MAGIC_VALUE`.
     MAGIC_VALUE: u32 = 0x45435246;
     /// `FERROCE_CAP_RC`.
@@ -184,7 +184,7 @@ hw_consts! {
     CAP_UD: u32 = 0x00000002;
     /// `FERROCE_CAP_RDMA_READ`.
     CAP_RDMA_READ: u32 = 0x00000004;
-    /// Not in 1.0
+    /// 1.4: CMP_SWP, FETCH_ADD (IB_ATOMIC_HCA)
     CAP_ATOMIC: u32 = 0x00000008;
     /// `FERROCE_CAP_INLINE`.
     CAP_INLINE: u32 = 0x00000010;
@@ -602,9 +602,9 @@ hw_consts! {
     WR_SEND_IMM: u8 = 3;
     /// `FERROCE_WR_RDMA_READ`.
     WR_RDMA_READ: u8 = 4;
-    /// CAP_ATOMIC only
+    /// CAP_ATOMIC, RC
     WR_ATOMIC_CMP_SWP: u8 = 5;
-    /// CAP_ATOMIC only
+    /// CAP_ATOMIC, RC
     WR_ATOMIC_FETCH_ADD: u8 = 6;
     /// CAP_MEM_MGT_EXT, RC
     WR_LOCAL_INV: u8 = 7;

@@ -215,16 +215,16 @@ fn fast_register_on(b: &mut Node, access: u32, variant: u8) -> (u32, Vec<u64>) {
 }
 
 #[test]
-fn version_1_3_advertises_the_new_capabilities() {
+fn version_1_4_advertises_the_new_capabilities() {
     let h = Harness::new();
-    assert_eq!(h.reg_r(REG_VERSION), 1 << VERSION_MAJOR_SHIFT | 3);
+    assert_eq!(h.reg_r(REG_VERSION), 1 << VERSION_MAJOR_SHIFT | 4);
     let caps = h.reg_r(REG_DEV_CAPS);
     assert_eq!(caps & CAP_PHYS_MR, CAP_PHYS_MR);
     assert_eq!(caps & CAP_MEM_MGT_EXT, CAP_MEM_MGT_EXT);
     assert_eq!(caps & CAP_PORT_MAC, CAP_PORT_MAC);
     assert_eq!(caps & CAP_VLAN, CAP_VLAN);
-    assert_eq!(caps & CAP_ATOMIC, 0);
-    assert_eq!(caps, 0xfff7, "device.rst: DEV_CAPS in 1.3");
+    assert_eq!(caps & CAP_ATOMIC, CAP_ATOMIC);
+    assert_eq!(caps, 0xffff, "device.rst: DEV_CAPS in 1.4");
 }
 
 #[test]

@@ -8,7 +8,7 @@
 //! tshark as described in tests/data/README.md.
 
 use ferroce_dev::wire::{
-    self, op, pcap, Aeth, Bth, Deth, NetHdr, NetKind, Packet, ParseError, Reth,
+    self, op, pcap, Aeth, AtomicEth, Bth, Deth, NetHdr, NetKind, Packet, ParseError, Reth,
 };
 
 const DATA: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data");
@@ -60,6 +60,8 @@ fn base<'a>(kind: NetKind, opcode: u8, payload: &'a [u8]) -> Packet<'a> {
         deth: Deth::default(),
         imm: [0; 4],
         ieth: 0,
+        atomic: AtomicEth::default(),
+        atomic_ack: 0,
         payload,
     }
 }
@@ -383,4 +385,67 @@ fn psn_arithmetic_wraps() {
     assert_eq!(wire::psn_add(0xff_ffff, 2), 1);
     assert_eq!(wire::psn_diff(1, 0xff_ffff), 2);
     assert_eq!(wire::psn_diff(0xff_ffff, 1), -2);
+}
+
+/// The AtomicETH and AtomicAckETH sit right after the BTH (and AETH),
+/// big-endian, as IBTA 9.3.5 and rxe lay them out; the requests carry no
+/// payload.
+#[test]
+fn atomic_headers_byte_layout() {
+    // Ethernet + IPv4 + UDP: the BTH starts here.
+    let bth_at = 14 + 20 + 8;
+    for opcode in [op::RC_CMP_SWAP, op::RC_FETCH_ADD] {
+        let mut p = base(NetKind::Ipv4, opcode, &[]);
+        p.atomic = AtomicEth {
+            va: 0x0102_0304_0506_0708,
+            rkey: 0x1122_3344,
+            swap_add: 0xa1a2_a3a4_a5a6_a7a8,
+            compare: 0xc1c2_c3c4_c5c6_c7c8,
+        };
+        let mut f = Vec::new();
+        assert!(wire::encode(&p, &mut f));
+        assert_eq!(f.len(), bth_at + 12 + 28 + 4, "BTH + AtomicETH + ICRC");
+        assert_eq!(f[bth_at], opcode);
+        let eth = &f[bth_at + 12..bth_at + 40];
+        assert_eq!(&eth[0..8], &[1, 2, 3, 4, 5, 6, 7, 8]);
+        assert_eq!(&eth[8..12], &[0x11, 0x22, 0x33, 0x44]);
+        assert_eq!(
+            &eth[12..20],
+            &[0xa1, 0xa2, 0xa3, 0xa4, 0xa5, 0xa6, 0xa7, 0xa8]
+        );
+        assert_eq!(
+            &eth[20..28],
+            &[0xc1, 0xc2, 0xc3, 0xc4, 0xc5, 0xc6, 0xc7, 0xc8]
+        );
+        let d = wire::decode(&f).expect("decodes");
+        assert_eq!(d.atomic, p.atomic);
+        assert!(d.payload.is_empty());
+    }
+    let mut p = base(NetKind::Ipv6, op::RC_ATOMIC_ACK, &[]);
+    p.aeth = Aeth {
+        syndrome: wire::aeth::ACK_UNLIMITED,
+        msn: 0x00ab_cdef,
+    };
+    p.atomic_ack = 0xfedc_ba98_7654_3210;
+    let mut f = Vec::new();
+    assert!(wire::encode(&p, &mut f));
+    let bth_at = 14 + 40 + 8;
+    assert_eq!(
+        f.len(),
+        bth_at + 12 + 4 + 8 + 4,
+        "BTH + AETH + AtomicAckETH + ICRC"
+    );
+    assert_eq!(&f[bth_at + 12..bth_at + 16], &[0x1f, 0xab, 0xcd, 0xef]);
+    assert_eq!(
+        &f[bth_at + 16..bth_at + 24],
+        &[0xfe, 0xdc, 0xba, 0x98, 0x76, 0x54, 0x32, 0x10]
+    );
+    let d = wire::decode(&f).expect("decodes");
+    assert_eq!(d.atomic_ack, p.atomic_ack);
+    assert_eq!(d.aeth, p.aeth);
+    // One byte short of the AtomicAckETH: the IB length check refuses it.
+    let cut = f.len() - 5;
+    let mut bad = f[..cut].to_vec();
+    bad.extend_from_slice(&f[f.len() - 4..]);
+    assert!(wire::decode(&bad).is_err());
 }

@@ -12,6 +12,7 @@ impl State {
         CAP_RC
             | CAP_UD
             | CAP_RDMA_READ
+            | CAP_ATOMIC
             | CAP_INLINE
             | CAP_SEND_IMM
             | CAP_WRITE_IMM

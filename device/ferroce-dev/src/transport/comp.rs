@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
-//! The completer (rxe `rxe_comp.c`): ACKs, NAKs and READ responses, send
-//! completions, retransmission and RNR timers, retries.
+//! The completer (rxe `rxe_comp.c`): ACKs, NAKs, READ responses and
+//! ATOMIC_ACKNOWLEDGEs, send completions, retransmission and RNR timers,
+//! retries.
 
 use super::codes::{Syndrome, WcStatus};
 use crate::device::State;
@@ -41,11 +42,7 @@ impl State {
         if status == WcStatus::Success && !sig {
             return;
         }
-        let byte_len = if w.opcode == WR_RDMA_READ {
-            w.len as u32
-        } else {
-            0
-        };
+        let byte_len = if w.awaits_response() { w.len as u32 } else { 0 };
         self.post_data_cqe(
             c.send_cqn,
             Cqe {
@@ -82,7 +79,7 @@ impl State {
             if psn_diff(end, psn) <= 0 {
                 continue;
             }
-            if w.opcode == WR_RDMA_READ {
+            if w.awaits_response() {
                 w.sent = 0;
             } else {
                 let d = psn_diff(psn, w.first_psn).max(0) as u32;
@@ -114,7 +111,7 @@ impl State {
                 }
                 continue;
             }
-            let done = if w.opcode == WR_RDMA_READ {
+            let done = if w.awaits_response() {
                 w.read_rcvd >= w.npkts
             } else {
                 w.sent >= w.npkts && psn_diff(e.una, psn_add(w.first_psn, w.npkts)) >= 0
@@ -151,7 +148,7 @@ impl State {
         if let Some(w) = e
             .inflight
             .iter()
-            .find(|w| w.opcode == WR_RDMA_READ && w.read_rcvd < w.npkts)
+            .find(|w| w.awaits_response() && w.read_rcvd < w.npkts)
         {
             let exp = psn_add(w.first_psn, w.read_rcvd);
             if psn_diff(psn, exp) > 0 {
@@ -187,7 +184,7 @@ impl State {
                         // An ACK beyond an incomplete READ: its responses were lost.
                         let mut implied = None;
                         for w in &e.inflight {
-                            if w.opcode == WR_RDMA_READ && w.read_rcvd < w.npkts {
+                            if w.awaits_response() && w.read_rcvd < w.npkts {
                                 if w.sent >= w.npkts && psn_diff(psn, w.first_psn) >= 0 {
                                     implied = Some(psn_add(w.first_psn, w.read_rcvd));
                                 }
@@ -233,7 +230,7 @@ impl State {
                         for w in e.inflight.iter_mut() {
                             let end = psn_add(w.first_psn, w.npkts);
                             if psn_diff(end, psn) > 0 {
-                                w.sent = if w.opcode == WR_RDMA_READ {
+                                w.sent = if w.awaits_response() {
                                     0
                                 } else {
                                     w.sent.min(psn_diff(psn, w.first_psn).max(0) as u32)
@@ -276,12 +273,17 @@ impl State {
                 let Some(i) = e
                     .inflight
                     .iter()
-                    .position(|w| w.opcode == WR_RDMA_READ && w.read_rcvd < w.npkts)
+                    .position(|w| w.awaits_response() && w.read_rcvd < w.npkts)
                 else {
                     self.data.stale_responses += 1;
                     return;
                 };
                 let w = &e.inflight[i];
+                if w.opcode != WR_RDMA_READ {
+                    // The oldest outstanding response is an atomic's.
+                    self.data.stale_responses += 1;
+                    return;
+                }
                 let exp = psn_add(w.first_psn, w.read_rcvd);
                 if psn != exp {
                     self.data.stale_responses += 1;
@@ -316,6 +318,11 @@ impl State {
                 }
                 self.progress_made(c, e);
             }
+            op::RC_ATOMIC_ACK => {
+                if !self.atomic_ack(c, e, p) {
+                    return;
+                }
+            }
             _ => {
                 self.data.stale_responses += 1;
                 return;
@@ -325,6 +332,43 @@ impl State {
         if e.rnr_wait.is_none() {
             self.fetch_and_send(c, e);
         }
+    }
+
+    /// An ATOMIC_ACKNOWLEDGE: the original value goes to the atomic's
+    /// local SGE (8 bytes, little-endian as the remote word). False if it
+    /// answers no outstanding atomic (stale, counted) or the QP failed.
+    fn atomic_ack(&mut self, c: &QpCtx, e: &mut Engine, p: &Packet<'_>) -> bool {
+        let psn = p.bth.psn;
+        let Some(i) = e
+            .inflight
+            .iter()
+            .position(|w| w.awaits_response() && w.read_rcvd < w.npkts)
+        else {
+            self.data.stale_responses += 1;
+            return false;
+        };
+        let w = &e.inflight[i];
+        if !w.is_atomic()
+            || psn != w.first_psn
+            || Syndrome::from_wire(p.aeth.syndrome) != Syndrome::Ack
+        {
+            self.data.stale_responses += 1;
+            return false;
+        }
+        let fresh = self.refresh_send_segs(c.pdn, &mut e.inflight[i]);
+        let mut segs = std::mem::take(&mut e.inflight[i].segs);
+        let ok = fresh && self.scatter(&mut segs, 0, &p.atomic_ack.to_le_bytes());
+        e.inflight[i].segs = segs;
+        if !ok {
+            self.qp_fail(c, e, Some(WcStatus::LocProtErr));
+            return false;
+        }
+        e.inflight[i].read_rcvd = 1;
+        if psn_diff(psn_add(psn, 1), e.una) > 0 {
+            e.una = psn_add(psn, 1);
+        }
+        self.progress_made(c, e);
+        true
     }
 
     /// Timers of every QP at the current time.

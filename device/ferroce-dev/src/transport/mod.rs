@@ -43,6 +43,16 @@
 //! silently. A new READ that finds every resource never answered in full
 //! (the requester exceeded the responder's resources) gets NAK invalid
 //! request and the QP goes to ERR.
+//!
+//! Atomics (CMP_SWAP, FETCH_ADD) take the same responder resources: the
+//! responder executes an atomic when it arrives, under the device lock
+//! that every QP's engine runs under (so atomics are atomic against each
+//! other device-wide, `IB_ATOMIC_HCA`), keeps the original value in the
+//! resource and answers with an ATOMIC_ACKNOWLEDGE in the READ responses'
+//! order. A duplicate atomic is answered from its resource (the replay
+//! cache) and never executed twice. On the requester an atomic counts
+//! against `max_rd_atomic` like a READ and completes when its
+//! ATOMIC_ACKNOWLEDGE arrives.
 //! A SEND without a receive WQE gets an RNR NAK (`min_rnr_timer`). Invalid
 //! requests and remote access errors get the matching NAK and move the
 //! responder's QP to the error state.
@@ -62,7 +72,7 @@ use zerocopy::{FromBytes, IntoBytes};
 use crate::device::State;
 use crate::hw::*;
 use crate::objects::{MrKind, Qp};
-use crate::wire::{self, op, psn_diff, Aeth, Bth, Deth, NetHdr, NetKind, Packet, Reth};
+use crate::wire::{self, op, psn_diff, Aeth, AtomicEth, Bth, Deth, NetHdr, NetKind, Packet, Reth};
 use codes::WcStatus;
 use memreg::LocalOp;
 
@@ -93,6 +103,8 @@ pub const MAX_MSG_PKTS: u32 = (1 << 23) - WINDOW as u32 - 1;
 /// The message size advertised in QUERY_CAPS: the largest that fits
 /// [`MAX_MSG_PKTS`] at every path MTU (the smallest, 256, binds).
 pub const MAX_MSG_ADVERTISED: u32 = MAX_MSG_PKTS * 256;
+/// Bytes an atomic operates on, remote and local.
+const ATOMIC_LEN: u64 = 8;
 /// GRH bytes at the head of a UD receive buffer.
 pub const GRH_LEN: u32 = 40;
 
@@ -287,6 +299,9 @@ struct SendWqe {
     imm: [u8; 4],
     remote_addr: u64,
     rkey: u32,
+    /// Atomics: compare (CMP_SWAP) or addend (FETCH_ADD), and swap.
+    compare_add: u64,
+    swap: u64,
     /// The local SGEs as posted, with the rights they need.
     sges: Vec<Sge>,
     need: u32,
@@ -304,12 +319,26 @@ struct SendWqe {
     mtu: u64,
     /// Packets (READ: 0 or npkts = request) transmitted since the last rewind.
     sent: u32,
-    /// READ: response packets received.
+    /// READ: response packets received; atomic: 1 once its
+    /// ATOMIC_ACKNOWLEDGE arrived.
     read_rcvd: u32,
     /// A local error found when fetching: completes with this status.
     error: Option<WcStatus>,
     /// UD destination.
     ud: Option<UdDest>,
+}
+
+impl SendWqe {
+    /// An atomic (CMP_SWAP or FETCH_ADD).
+    fn is_atomic(&self) -> bool {
+        matches!(self.opcode, WR_ATOMIC_CMP_SWP | WR_ATOMIC_FETCH_ADD)
+    }
+
+    /// A READ or an atomic: completed by its responses, not by an ACK, and
+    /// counted against `max_rd_atomic`.
+    fn awaits_response(&self) -> bool {
+        self.opcode == WR_RDMA_READ || self.is_atomic()
+    }
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -364,6 +393,17 @@ struct ReadRes {
     /// READ, so a new READ may take the resource even while a duplicate
     /// has it answered again.
     answered: bool,
+    /// An atomic's resource: what it answers (and duplicates) with.
+    atomic: Option<AtomicRes>,
+}
+
+/// The replay cache of one executed atomic.
+#[derive(Debug, Clone, Copy)]
+struct AtomicRes {
+    /// The request's BTH opcode (a duplicate must match it).
+    opcode: u8,
+    /// The original value of the remote word.
+    orig: u64,
 }
 
 impl ReadRes {
@@ -488,6 +528,8 @@ fn wc_opcode(wr: u8) -> u8 {
     match wr {
         WR_RDMA_WRITE | WR_RDMA_WRITE_IMM => WC_RDMA_WRITE,
         WR_RDMA_READ => WC_RDMA_READ,
+        WR_ATOMIC_CMP_SWP => WC_COMP_SWAP,
+        WR_ATOMIC_FETCH_ADD => WC_FETCH_ADD,
         WR_LOCAL_INV => WC_LOCAL_INV,
         WR_REG_MR => WC_REG_MR,
         _ => WC_SEND,
@@ -718,7 +760,19 @@ impl State {
         imm: [u8; 4],
         payload: &[u8],
     ) {
-        let p = Packet {
+        let mut p = Self::packet_on(path, self.ip_id, bth, payload);
+        p.reth = reth;
+        p.aeth = aeth;
+        p.deth = deth;
+        p.imm = imm;
+        // SEND with invalidate: the key travels where ImmDt would.
+        p.ieth = u32::from_be_bytes(imm);
+        self.emit_packet(&p);
+    }
+
+    /// A packet on `path` with `bth` and `payload`, other headers empty.
+    fn packet_on<'a>(path: &Path, ip_id: u16, bth: Bth, payload: &'a [u8]) -> Packet<'a> {
+        Packet {
             dmac: path.dmac,
             smac: path.smac,
             vlan: path.vlan,
@@ -731,22 +785,42 @@ impl State {
                 hop_limit: path.hop,
             },
             udp_sport: path.sport,
-            ip_id: self.ip_id,
+            ip_id,
             bth,
-            reth,
-            aeth,
-            deth,
-            imm,
-            // SEND with invalidate: the key travels where ImmDt would.
-            ieth: u32::from_be_bytes(imm),
+            reth: Reth::default(),
+            aeth: Aeth::default(),
+            deth: Deth::default(),
+            imm: [0; 4],
+            ieth: 0,
+            atomic: AtomicEth::default(),
+            atomic_ack: 0,
             payload,
-        };
+        }
+    }
+
+    /// Encodes `p` and queues it.
+    fn emit_packet(&mut self, p: &Packet<'_>) {
         self.ip_id = self.ip_id.wrapping_add(1);
-        let mut frame = Vec::with_capacity(payload.len() + 96);
-        if !wire::encode(&p, &mut frame) {
+        let mut frame = Vec::with_capacity(p.payload.len() + 96);
+        if !wire::encode(p, &mut frame) {
             return;
         }
         self.emit(frame);
+    }
+
+    /// Sends an atomic request (`bth` carries its opcode and PSN).
+    fn send_atomic(&mut self, path: &Path, bth: Bth, atomic: AtomicEth) {
+        let mut p = Self::packet_on(path, self.ip_id, bth, &[]);
+        p.atomic = atomic;
+        self.emit_packet(&p);
+    }
+
+    /// Sends an ATOMIC_ACKNOWLEDGE carrying the original value `orig`.
+    fn send_atomic_ack(&mut self, path: &Path, bth: Bth, aeth: Aeth, orig: u64) {
+        let mut p = Self::packet_on(path, self.ip_id, bth, &[]);
+        p.aeth = aeth;
+        p.atomic_ack = orig;
+        self.emit_packet(&p);
     }
 
     /// Encodes and queues a responder packet (ACK/NAK or READ response).
@@ -931,6 +1005,7 @@ impl State {
                 | op::RC_READ_RESPONSE_MIDDLE
                 | op::RC_READ_RESPONSE_LAST
                 | op::RC_READ_RESPONSE_ONLY
+                | op::RC_ATOMIC_ACK
         );
         // Which part of the engine takes the packet, in which QP states.
         let accepted = match (c.rc(), ud_op) {
@@ -985,7 +1060,7 @@ impl Engine {
     fn lost_read_before(&self, psn: u32) -> Option<u32> {
         self.inflight
             .iter()
-            .find(|w| w.opcode == WR_RDMA_READ && w.read_rcvd < w.npkts)
+            .find(|w| w.awaits_response() && w.read_rcvd < w.npkts)
             .filter(|w| {
                 w.sent >= w.npkts && psn_diff(psn, crate::wire::psn_add(w.first_psn, w.npkts)) >= 0
             })

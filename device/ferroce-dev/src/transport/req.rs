@@ -5,12 +5,12 @@
 use super::codes::WcStatus;
 use crate::device::State;
 use crate::hw::*;
-use crate::wire::{self, op, psn_add, psn_diff, Aeth, Bth, Deth, Reth};
+use crate::wire::{self, op, psn_add, psn_diff, Aeth, AtomicEth, Bth, Deth, Reth};
 
 use super::memreg::LocalOp;
 use super::{
     ack_timeout_ns, pkts_for, wqe_struct, Engine, QpCtx, Segments, SendWqe, ACK_REQ_EVERY,
-    MAX_INFLIGHT_WQES, MAX_MSG, MAX_MSG_PKTS, WINDOW,
+    ATOMIC_LEN, MAX_INFLIGHT_WQES, MAX_MSG, MAX_MSG_PKTS, WINDOW,
 };
 
 impl State {
@@ -28,6 +28,8 @@ impl State {
             imm: [0; 4],
             remote_addr: 0,
             rkey: 0,
+            compare_add: 0,
+            swap: 0,
             sges: Vec::new(),
             need: 0,
             segs: Segments::default(),
@@ -88,13 +90,20 @@ impl State {
                     | WR_RDMA_WRITE
                     | WR_RDMA_WRITE_IMM
                     | WR_RDMA_READ
+                    | WR_ATOMIC_CMP_SWP
+                    | WR_ATOMIC_FETCH_ADD
                     | WR_LOCAL_INV
                     | WR_REG_MR
             );
             (op_ok, common_flags)
         };
         let inline = hdr.flags & WQE_INLINE != 0;
-        if !op_ok || hdr.flags & !known_flags != 0 || (inline && hdr.opcode == WR_RDMA_READ) {
+        // READ and atomics write local memory: never from inline data.
+        let writes_local = matches!(
+            hdr.opcode,
+            WR_RDMA_READ | WR_ATOMIC_CMP_SWP | WR_ATOMIC_FETCH_ADD
+        );
+        if !op_ok || hdr.flags & !known_flags != 0 || (inline && writes_local) {
             return Err(WcStatus::LocQpOpErr);
         }
         match hdr.opcode {
@@ -122,6 +131,14 @@ impl State {
                 w.remote_addr = rdma.remote_addr;
                 w.rkey = rdma.rkey;
             }
+            WR_ATOMIC_CMP_SWP | WR_ATOMIC_FETCH_ADD => {
+                let atomic: SqWqeAtomic =
+                    wqe_struct(raw, SQ_WQE_SEG_OFFSET).ok_or(WcStatus::LocQpOpErr)?;
+                w.remote_addr = atomic.remote_addr;
+                w.rkey = atomic.rkey;
+                w.compare_add = atomic.compare_add;
+                w.swap = atomic.swap;
+            }
             _ => {}
         }
         let data = if ud {
@@ -145,11 +162,7 @@ impl State {
             if num_sge > max_sge {
                 return Err(WcStatus::LocLenErr);
             }
-            w.need = if hdr.opcode == WR_RDMA_READ {
-                ACCESS_LOCAL_WRITE
-            } else {
-                0
-            };
+            w.need = if writes_local { ACCESS_LOCAL_WRITE } else { 0 };
             for i in 0..num_sge {
                 let at = data + i * core::mem::size_of::<Sge>();
                 w.sges.push(wqe_struct(raw, at).ok_or(WcStatus::LocLenErr)?);
@@ -162,7 +175,7 @@ impl State {
                 total.saturating_add(u64::from(sge.length))
             });
         }
-        if w.len > MAX_MSG || (ud && w.len > mtu) {
+        if w.len > MAX_MSG || (ud && w.len > mtu) || (w.is_atomic() && w.len != ATOMIC_LEN) {
             return Err(WcStatus::LocLenErr);
         }
         w.npkts = if ud { 1 } else { pkts_for(w.len, mtu) };
@@ -245,6 +258,7 @@ impl State {
             }
             return;
         };
+        // READs and atomics together (IBTA 9.5: the initiator depth).
         let max_reads = usize::from(c.attr.max_rd_atomic.max(1));
         let mut sent_any = false;
         let mut reads_pending = 0usize;
@@ -256,11 +270,10 @@ impl State {
             if w.error.is_some() {
                 break;
             }
-            let is_read = w.opcode == WR_RDMA_READ;
             if w.flags & WQE_FENCE != 0 && reads_pending > 0 {
                 break;
             }
-            if is_read {
+            if w.awaits_response() {
                 if w.read_rcvd >= w.npkts {
                     continue;
                 }
@@ -272,13 +285,7 @@ impl State {
                     if psn_diff(psn, e.una) >= WINDOW {
                         break;
                     }
-                    let off = u64::from(w.read_rcvd) * w.mtu;
-                    let reth = Reth {
-                        va: w.remote_addr.wrapping_add(off),
-                        rkey: w.rkey,
-                        len: w.len.saturating_sub(off) as u32,
-                    };
-                    let bth = Bth {
+                    let mut bth = Bth {
                         opcode: op::RC_READ_REQUEST,
                         pkey: wire::DEFAULT_PKEY,
                         dest_qp: c.attr.dest_qp_num,
@@ -286,15 +293,39 @@ impl State {
                         psn,
                         ..Bth::default()
                     };
-                    self.send_pkt(
-                        &path,
-                        bth,
-                        reth,
-                        Aeth::default(),
-                        Deth::default(),
-                        [0; 4],
-                        &[],
-                    );
+                    if w.is_atomic() {
+                        // Same PSN on a retransmission: the responder
+                        // answers it from its replay cache.
+                        let cmp_swap = w.opcode == WR_ATOMIC_CMP_SWP;
+                        bth.opcode = if cmp_swap {
+                            op::RC_CMP_SWAP
+                        } else {
+                            op::RC_FETCH_ADD
+                        };
+                        let atomic = AtomicEth {
+                            va: w.remote_addr,
+                            rkey: w.rkey,
+                            swap_add: if cmp_swap { w.swap } else { w.compare_add },
+                            compare: if cmp_swap { w.compare_add } else { 0 },
+                        };
+                        self.send_atomic(&path, bth, atomic);
+                    } else {
+                        let off = u64::from(w.read_rcvd) * w.mtu;
+                        let reth = Reth {
+                            va: w.remote_addr.wrapping_add(off),
+                            rkey: w.rkey,
+                            len: w.len.saturating_sub(off) as u32,
+                        };
+                        self.send_pkt(
+                            &path,
+                            bth,
+                            reth,
+                            Aeth::default(),
+                            Deth::default(),
+                            [0; 4],
+                            &[],
+                        );
+                    }
                     if let Some(w) = e.inflight.get_mut(i) {
                         w.sent = w.npkts;
                     }

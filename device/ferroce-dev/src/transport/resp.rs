@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
-//! The RC responder (rxe `rxe_resp.c`): incoming SEND/WRITE/READ requests,
-//! receive WQEs, READ responder resources, ACKs and NAKs.
+//! The RC responder (rxe `rxe_resp.c`): incoming SEND/WRITE/READ/atomic
+//! requests, receive WQEs, READ and atomic responder resources (the atomic
+//! replay cache), ACKs and NAKs.
 
 use super::codes::{NakCode, Syndrome, WcStatus};
 use crate::device::State;
@@ -8,8 +9,8 @@ use crate::hw::*;
 use crate::wire::{self, op, psn_add, psn_diff, Aeth, Bth, Packet};
 
 use super::{
-    pkts_for, wqe_struct, Engine, QpCtx, ReadRes, RecvCtx, RecvWqe, Segments, WriteCtx, MAX_MSG,
-    MAX_MSG_PKTS,
+    pkts_for, wqe_struct, AtomicRes, Engine, QpCtx, ReadRes, RecvCtx, RecvWqe, Segments, WriteCtx,
+    ATOMIC_LEN, MAX_MSG, MAX_MSG_PKTS,
 };
 
 /// How a packet is being answered by the responder.
@@ -170,8 +171,11 @@ impl State {
         }
         if d < 0 {
             self.data.dup_requests += 1;
-            if p.bth.opcode == op::RC_READ_REQUEST {
-                self.read_duplicate(c, e, psn);
+            if matches!(
+                p.bth.opcode,
+                op::RC_READ_REQUEST | op::RC_CMP_SWAP | op::RC_FETCH_ADD
+            ) {
+                self.read_duplicate(c, e, psn, p.bth.opcode);
             } else {
                 self.want_ack(c.qpn, e);
             }
@@ -198,13 +202,13 @@ impl State {
             | op::RC_WRITE_LAST_IMM
             | op::RC_WRITE_ONLY
             | op::RC_WRITE_ONLY_IMM => self.rc_write(c, e, p),
-            op::RC_READ_REQUEST => {
-                if e.recv.is_some() || e.write.is_some() {
-                    Err(RespErr::Fatal(NakCode::InvalidRequest, None))
-                } else {
-                    self.read_accept(c, e, p)
-                }
+            op::RC_READ_REQUEST | op::RC_CMP_SWAP | op::RC_FETCH_ADD
+                if e.recv.is_some() || e.write.is_some() =>
+            {
+                Err(RespErr::Fatal(NakCode::InvalidRequest, None))
             }
+            op::RC_READ_REQUEST => self.read_accept(c, e, p),
+            op::RC_CMP_SWAP | op::RC_FETCH_ADD => self.atomic_accept(c, e, p),
             _ => Err(RespErr::Fatal(NakCode::InvalidRequest, None)),
         };
         match r {
@@ -473,10 +477,6 @@ impl State {
         e: &mut Engine,
         p: &Packet<'_>,
     ) -> Result<(), RespErr> {
-        // Resources for max_dest_rd_atomic READs, rounded up to a power of
-        // two as rxe does for both of its limits: an rxe requester set to 3
-        // may have 4 outstanding. More resources than asked for are allowed.
-        let limit = usize::from(c.attr.max_dest_rd_atomic).next_power_of_two();
         if c.attr.qp_access_flags & ACCESS_REMOTE_READ == 0 || c.attr.max_dest_rd_atomic == 0 {
             return Err(RespErr::Fatal(NakCode::InvalidRequest, None));
         }
@@ -490,20 +490,12 @@ impl State {
         {
             return Err(RespErr::Fatal(NakCode::RemoteAccessErr, None));
         }
-        // Reuse the oldest resources answered once; never answered ones
-        // stay.
-        while e.reads.len() >= limit && e.reads.front().is_some_and(|r| r.answered) {
-            e.reads.pop_front();
-        }
-        if e.reads.len() >= limit {
-            // More READs outstanding than max_dest_rd_atomic.
-            return Err(RespErr::Fatal(NakCode::InvalidRequest, None));
-        }
         let mtu = self.mtu_of(&c.attr);
         let n = pkts_for(len, mtu);
         if n > MAX_MSG_PKTS {
             return Err(RespErr::Fatal(NakCode::InvalidRequest, None));
         }
+        Self::take_resource(c, e)?;
         e.epsn = psn_add(p.bth.psn, n);
         e.msn = (e.msn + 1) & 0xff_ffff;
         e.reads.push_back(ReadRes {
@@ -517,6 +509,88 @@ impl State {
             from: 0,
             next: 0,
             answered: false,
+            atomic: None,
+        });
+        self.schedule_response(c.qpn, e);
+        Ok(())
+    }
+
+    /// Makes room for a new READ or atomic among the QP's responder
+    /// resources: max_dest_rd_atomic of them, rounded up to a power of two
+    /// as rxe does for both of its limits (an rxe requester set to 3 may
+    /// have 4 outstanding; more resources than asked for are allowed). The
+    /// oldest resources answered once are reused; never answered ones stay.
+    fn take_resource(c: &QpCtx, e: &mut Engine) -> Result<(), RespErr> {
+        let limit = usize::from(c.attr.max_dest_rd_atomic).next_power_of_two();
+        while e.reads.len() >= limit && e.reads.front().is_some_and(|r| r.answered) {
+            e.reads.pop_front();
+        }
+        if e.reads.len() >= limit {
+            // More READs and atomics outstanding than max_dest_rd_atomic.
+            return Err(RespErr::Fatal(NakCode::InvalidRequest, None));
+        }
+        Ok(())
+    }
+
+    /// A new atomic request: checked, executed at once and kept in a
+    /// responder resource (the replay cache) whose ATOMIC_ACKNOWLEDGE goes
+    /// out with the batch's READ responses. The whole engine runs under the
+    /// device lock, so no other QP's atomic can come between the read and
+    /// the write of the word (`IB_ATOMIC_HCA`).
+    fn atomic_accept(&mut self, c: &QpCtx, e: &mut Engine, p: &Packet<'_>) -> Result<(), RespErr> {
+        let a = p.atomic;
+        if c.attr.qp_access_flags & ACCESS_REMOTE_ATOMIC == 0 || c.attr.max_dest_rd_atomic == 0 {
+            return Err(RespErr::Fatal(NakCode::InvalidRequest, None));
+        }
+        // A misaligned atomic is an invalid request (rxe
+        // RESPST_ERR_MISALIGNED_ATOMIC).
+        if a.va % ATOMIC_LEN != 0 {
+            return Err(RespErr::Fatal(NakCode::InvalidRequest, None));
+        }
+        let Some(segs) = self.translate(a.rkey, c.pdn, a.va, ATOMIC_LEN, ACCESS_REMOTE_ATOMIC)
+        else {
+            return Err(RespErr::Fatal(NakCode::RemoteAccessErr, None));
+        };
+        Self::take_resource(c, e)?;
+        let mut segs = Segments::new(segs);
+        let mut word = Vec::with_capacity(ATOMIC_LEN as usize);
+        if !self.gather(&mut segs, 0, ATOMIC_LEN as usize, &mut word) {
+            return Err(RespErr::Fatal(NakCode::RemoteOpErr, None));
+        }
+        let orig = word
+            .as_slice()
+            .try_into()
+            .map(u64::from_le_bytes)
+            .map_err(|_| RespErr::Fatal(NakCode::RemoteOpErr, None))?;
+        let new = if p.bth.opcode == op::RC_CMP_SWAP {
+            if orig == a.compare {
+                a.swap_add
+            } else {
+                orig
+            }
+        } else {
+            orig.wrapping_add(a.swap_add)
+        };
+        if new != orig && !self.scatter(&mut segs, 0, &new.to_le_bytes()) {
+            return Err(RespErr::Fatal(NakCode::RemoteOpErr, None));
+        }
+        e.epsn = psn_add(p.bth.psn, 1);
+        e.msn = (e.msn + 1) & 0xff_ffff;
+        e.reads.push_back(ReadRes {
+            psn: p.bth.psn,
+            npkts: 1,
+            va: a.va,
+            rkey: a.rkey,
+            len: ATOMIC_LEN as u32,
+            mtu: self.mtu_of(&c.attr),
+            msn: e.msn,
+            from: 0,
+            next: 0,
+            answered: false,
+            atomic: Some(AtomicRes {
+                opcode: p.bth.opcode,
+                orig,
+            }),
         });
         self.schedule_response(c.qpn, e);
         Ok(())
@@ -527,10 +601,21 @@ impl State {
     /// responses are still going out restarts from that PSN if it is
     /// behind them. Without a resource it is dropped. The responses go out
     /// at the end of the batch, as the TX queue has room.
-    pub(super) fn read_duplicate(&mut self, c: &QpCtx, e: &mut Engine, psn: u32) {
+    ///
+    /// A duplicate atomic is answered from its resource with the original
+    /// value it kept, never executed again (IBTA 9.7.5.1.5); one that
+    /// names a READ's PSN, or a READ an atomic's, is dropped.
+    pub(super) fn read_duplicate(&mut self, c: &QpCtx, e: &mut Engine, psn: u32, opcode: u8) {
         let Some(r) = e.reads.iter_mut().find(|r| r.index_of(psn).is_some()) else {
             return;
         };
+        let same_kind = match r.atomic {
+            Some(a) => a.opcode == opcode,
+            None => opcode == op::RC_READ_REQUEST,
+        };
+        if !same_kind {
+            return;
+        }
         let Some(k) = r.index_of(psn) else {
             return;
         };
@@ -571,6 +656,10 @@ impl State {
     /// about to be sent is translated, as much as the queue has room for,
     /// so a long READ answered over many calls walks its pages once.
     pub(super) fn read_responses(&mut self, c: &QpCtx, r: &mut ReadRes) -> bool {
+        if let Some(atomic) = r.atomic {
+            self.atomic_response(c, r, atomic);
+            return true;
+        }
         let len = u64::from(r.len);
         let mtu = r.mtu;
         let n = r.npkts;
@@ -624,6 +713,30 @@ impl State {
         }
         r.answered |= r.next >= n;
         true
+    }
+
+    /// Sends the ATOMIC_ACKNOWLEDGE of atomic resource `r` if the TX queue
+    /// has room, from the cached original value.
+    fn atomic_response(&mut self, c: &QpCtx, r: &mut ReadRes, atomic: AtomicRes) {
+        if self.tx_room() == 0 {
+            return;
+        }
+        if let Some(path) = self.path_of(&c.attr.av, c.qpn, c.attr.dest_qp_num) {
+            let bth = Bth {
+                opcode: op::RC_ATOMIC_ACK,
+                pkey: wire::DEFAULT_PKEY,
+                dest_qp: c.attr.dest_qp_num,
+                psn: r.psn,
+                ..Bth::default()
+            };
+            let aeth = Aeth {
+                syndrome: Syndrome::Ack.to_wire(),
+                msn: r.msn,
+            };
+            self.send_atomic_ack(&path, bth, aeth, atomic.orig);
+        }
+        r.next = r.npkts;
+        r.answered = true;
     }
 
     /// Translates the part of READ `r` from message offset `off` that the

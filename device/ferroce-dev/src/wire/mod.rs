@@ -43,6 +43,10 @@ pub const BTH_LEN: usize = 12;
 pub const RETH_LEN: usize = 16;
 /// AETH bytes.
 pub const AETH_LEN: usize = 4;
+/// AtomicETH bytes (VA, R_Key, swap/add data, compare data).
+pub const ATOMIC_ETH_LEN: usize = 28;
+/// AtomicAckETH bytes (the original remote value).
+pub const ATOMIC_ACK_ETH_LEN: usize = 8;
 /// DETH bytes.
 pub const DETH_LEN: usize = 8;
 /// ImmDt bytes.
@@ -79,6 +83,9 @@ pub mod op {
     pub const RC_READ_RESPONSE_LAST: u8 = 0x0f;
     pub const RC_READ_RESPONSE_ONLY: u8 = 0x10;
     pub const RC_ACK: u8 = 0x11;
+    pub const RC_ATOMIC_ACK: u8 = 0x12;
+    pub const RC_CMP_SWAP: u8 = 0x13;
+    pub const RC_FETCH_ADD: u8 = 0x14;
     pub const RC_SEND_LAST_INV: u8 = 0x16;
     pub const RC_SEND_ONLY_INV: u8 = 0x17;
     pub const UD_SEND_ONLY: u8 = 0x64;
@@ -95,6 +102,10 @@ pub mod ext {
     /// Carries payload.
     pub const PAYLOAD: u8 = 16;
     pub const IETH: u8 = 32;
+    /// AtomicETH (atomic requests).
+    pub const ATOMIC: u8 = 64;
+    /// AtomicAckETH (ATOMIC_ACKNOWLEDGE).
+    pub const ATOMIC_ACK: u8 = 128;
 }
 
 /// The extended headers of `opcode` (`ext::*` bits), `None` if ferroce does
@@ -114,6 +125,8 @@ pub fn opcode_ext(opcode: u8) -> Option<u8> {
         }
         op::RC_READ_RESPONSE_MIDDLE => PAYLOAD,
         op::RC_ACK => AETH,
+        op::RC_ATOMIC_ACK => AETH | ATOMIC_ACK,
+        op::RC_CMP_SWAP | op::RC_FETCH_ADD => ATOMIC,
         op::RC_SEND_LAST_INV | op::RC_SEND_ONLY_INV => PAYLOAD | IETH,
         op::UD_SEND_ONLY => PAYLOAD | DETH,
         op::UD_SEND_ONLY_IMM => PAYLOAD | DETH | IMM,
@@ -139,6 +152,12 @@ pub fn transport_hdr_len(opcode: u8) -> Option<usize> {
     }
     if e & ext::IETH != 0 {
         n += IETH_LEN;
+    }
+    if e & ext::ATOMIC != 0 {
+        n += ATOMIC_ETH_LEN;
+    }
+    if e & ext::ATOMIC_ACK != 0 {
+        n += ATOMIC_ACK_ETH_LEN;
     }
     Some(n)
 }
@@ -234,6 +253,19 @@ pub struct Aeth {
     pub msn: u32,
 }
 
+/// Atomic extended transport header (IBTA 9.3.5).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct AtomicEth {
+    /// Virtual address of the remote 64-bit word.
+    pub va: u64,
+    /// R_Key.
+    pub rkey: u32,
+    /// Swap data (CMP_SWAP) or add data (FETCH_ADD).
+    pub swap_add: u64,
+    /// Compare data (CMP_SWAP).
+    pub compare: u64,
+}
+
 /// Datagram extended transport header.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Deth {
@@ -286,6 +318,10 @@ pub struct Packet<'a> {
     pub imm: [u8; 4],
     /// IETH: the key to invalidate (SEND with invalidate opcodes).
     pub ieth: u32,
+    /// AtomicETH (atomic requests).
+    pub atomic: AtomicEth,
+    /// AtomicAckETH: the original remote value (ATOMIC_ACKNOWLEDGE).
+    pub atomic_ack: u64,
     /// Payload (without pad and ICRC).
     pub payload: &'a [u8],
 }
@@ -560,6 +596,15 @@ pub fn encode(p: &Packet<'_>, out: &mut Vec<u8>) -> bool {
     if e & ext::IETH != 0 {
         out.extend_from_slice(&p.ieth.to_be_bytes());
     }
+    if e & ext::ATOMIC != 0 {
+        out.extend_from_slice(&p.atomic.va.to_be_bytes());
+        out.extend_from_slice(&p.atomic.rkey.to_be_bytes());
+        out.extend_from_slice(&p.atomic.swap_add.to_be_bytes());
+        out.extend_from_slice(&p.atomic.compare.to_be_bytes());
+    }
+    if e & ext::ATOMIC_ACK != 0 {
+        out.extend_from_slice(&p.atomic_ack.to_be_bytes());
+    }
     out.extend_from_slice(payload);
     out.extend_from_slice(&[0u8; 3][..pad]);
     let end = out.len();
@@ -736,6 +781,19 @@ pub fn decode(frame: &[u8]) -> Result<Packet<'_>, ParseError> {
         ieth = be32(ib, at).ok_or(Truncated)?;
         at += IETH_LEN;
     }
+    let mut atomic = AtomicEth::default();
+    if e & ext::ATOMIC != 0 {
+        atomic.va = be64(ib, at).ok_or(Truncated)?;
+        atomic.rkey = be32(ib, at + 8).ok_or(Truncated)?;
+        atomic.swap_add = be64(ib, at + 12).ok_or(Truncated)?;
+        atomic.compare = be64(ib, at + 20).ok_or(Truncated)?;
+        at += ATOMIC_ETH_LEN;
+    }
+    let mut atomic_ack = 0u64;
+    if e & ext::ATOMIC_ACK != 0 {
+        atomic_ack = be64(ib, at).ok_or(Truncated)?;
+        at += ATOMIC_ACK_ETH_LEN;
+    }
     let payload = ib.get(at..icrc_at - pad).ok_or(Truncated)?;
     Ok(Packet {
         dmac,
@@ -757,6 +815,8 @@ pub fn decode(frame: &[u8]) -> Result<Packet<'_>, ParseError> {
         deth,
         imm,
         ieth,
+        atomic,
+        atomic_ack,
         payload,
     })
 }

@@ -72,6 +72,9 @@ pub struct SendWr {
     pub inline: Option<Vec<u8>>,
     /// UD: (ahn, remote qpn, qkey)
     pub ud: Option<(u32, u32, u32)>,
+    /// Atomics: compare (CMP_SWP) or addend (FETCH_ADD), and swap.
+    pub compare_add: u64,
+    pub swap: u64,
 }
 
 pub struct Node {
@@ -278,6 +281,8 @@ impl Node {
         } else {
             raw[32..40].copy_from_slice(&wr.remote_addr.to_le_bytes());
             raw[40..44].copy_from_slice(&wr.rkey.to_le_bytes());
+            raw[48..56].copy_from_slice(&wr.compare_add.to_le_bytes());
+            raw[56..64].copy_from_slice(&wr.swap.to_le_bytes());
         }
         if let Some(data) = &wr.inline {
             raw[9] |= WQE_INLINE;

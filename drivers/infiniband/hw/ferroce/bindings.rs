@@ -143,6 +143,7 @@ wqe_parts!(
     ferroce_sq_wqe_hdr,
     ferroce_sq_wqe_rdma,
     ferroce_sq_wqe_ud,
+    ferroce_sq_wqe_atomic,
     ferroce_sq_wqe_reg_mr,
     ferroce_av,
     ferroce_pbl,

@@ -127,7 +127,13 @@ impl rdma::Driver for IbDev {
         attr.max_res_rd_atom = c.max_qp_rd_atom.saturating_mul(c.max_qp);
         attr.max_pkeys = u16::try_from(c.pkey_table_len).unwrap_or(1);
         attr.local_ca_ack_delay = u8::try_from(c.local_ca_ack_delay).unwrap_or(u8::MAX);
-        attr.atomic_cap = hw::ib_atomic_cap_IB_ATOMIC_NONE;
+        // 1.4: atomic against each other across all QPs of the device, not
+        // against the CPUs (device.rst, Atomics); no masked atomics.
+        attr.atomic_cap = if c.device_caps & hw::FERROCE_CAP_ATOMIC != 0 {
+            hw::ib_atomic_cap_IB_ATOMIC_HCA
+        } else {
+            hw::ib_atomic_cap_IB_ATOMIC_NONE
+        };
         attr.masked_atomic_cap = hw::ib_atomic_cap_IB_ATOMIC_NONE;
         let mut flags = hw::ib_device_cap_flags_IB_DEVICE_CURR_QP_STATE_MOD
             | hw::ib_device_cap_flags_IB_DEVICE_PORT_ACTIVE_EVENT;

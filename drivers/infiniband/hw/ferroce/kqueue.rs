@@ -220,6 +220,8 @@ fn wc_of(cqe: &hw::ferroce_cqe, vlan_of: impl Fn(u8) -> Option<u16>) -> Wc {
         hw::FERROCE_WC_SEND => WcOp::Send,
         hw::FERROCE_WC_RDMA_WRITE => WcOp::RdmaWrite,
         hw::FERROCE_WC_RDMA_READ => WcOp::RdmaRead,
+        hw::FERROCE_WC_COMP_SWAP => WcOp::CompSwap,
+        hw::FERROCE_WC_FETCH_ADD => WcOp::FetchAdd,
         hw::FERROCE_WC_LOCAL_INV => WcOp::LocalInv,
         hw::FERROCE_WC_REG_MR => WcOp::RegMr,
         hw::FERROCE_WC_RECV_RDMA_WITH_IMM => WcOp::RecvRdmaWithImm,
@@ -266,6 +268,8 @@ pub(crate) struct QpGeometry {
     pub(crate) sq_data_offset: u32,
     /// Sends carry an inline address vector (UD, GSI).
     pub(crate) datagram: bool,
+    /// The device executes atomics (`CAP_ATOMIC`, RC QPs).
+    pub(crate) atomics: bool,
 }
 
 /// A kernel QP's rings.
@@ -394,7 +398,11 @@ impl KernelQp {
             SendOp::SendInv(_) => hw::FERROCE_WR_SEND_INV,
             SendOp::LocalInv(_) => hw::FERROCE_WR_LOCAL_INV,
             SendOp::RegMr => hw::FERROCE_WR_REG_MR,
-            SendOp::Unsupported(_) => return Err(EINVAL),
+            SendOp::AtomicCmpSwap if geo.atomics => hw::FERROCE_WR_ATOMIC_CMP_SWP,
+            SendOp::AtomicFetchAdd if geo.atomics => hw::FERROCE_WR_ATOMIC_FETCH_ADD,
+            SendOp::AtomicCmpSwap | SendOp::AtomicFetchAdd | SendOp::Unsupported(_) => {
+                return Err(EINVAL)
+            }
         };
         let datagram_ok = matches!(op, SendOp::Send | SendOp::SendImm);
         if geo.datagram && !datagram_ok {
@@ -417,6 +425,18 @@ impl KernelQp {
                 &hw::ferroce_sq_wqe_rdma {
                     remote_addr: rdma.remote_addr,
                     rkey: rdma.rkey,
+                    ..Default::default()
+                },
+            )?;
+        } else if let Some(atomic) = wr.atomic() {
+            put(
+                &self.sq,
+                base + seg,
+                &hw::ferroce_sq_wqe_atomic {
+                    remote_addr: atomic.remote_addr,
+                    rkey: atomic.rkey,
+                    compare_add: atomic.compare_add,
+                    swap: atomic.swap,
                     ..Default::default()
                 },
             )?;
@@ -456,7 +476,10 @@ impl KernelQp {
         if matches!(op, SendOp::LocalInv(_) | SendOp::RegMr) {
             hdr.num_sge = 0;
         } else if flags.inline {
-            if matches!(op, SendOp::RdmaRead) {
+            if matches!(
+                op,
+                SendOp::RdmaRead | SendOp::AtomicCmpSwap | SendOp::AtomicFetchAdd
+            ) {
                 return Err(EINVAL);
             }
             wqe_flags |= hw::FERROCE_WQE_INLINE;

@@ -986,6 +986,7 @@ fn kernel_qp_geometry(
         max_inline: sq_room.min(c.max_inline),
         sq_data_offset: data,
         datagram,
+        atomics: !datagram && c.device_caps & hw::FERROCE_CAP_ATOMIC != 0,
     })
 }
 

@@ -32,7 +32,11 @@ pub(crate) enum SendOp {
     LocalInv(u32),
     /// Fast registration of an MR ([`SendWr::reg`]).
     RegMr,
-    /// Anything else (atomics, masked atomics, LSO, ...): not supported.
+    /// Atomic compare and swap ([`SendWr::atomic`]).
+    AtomicCmpSwap,
+    /// Atomic fetch and add ([`SendWr::atomic`]).
+    AtomicFetchAdd,
+    /// Anything else (masked atomics, LSO, ...): not supported.
     Unsupported(u32),
 }
 
@@ -50,6 +54,17 @@ pub(crate) struct SendFlags {
 pub(crate) struct RdmaSeg {
     pub(crate) remote_addr: u64,
     pub(crate) rkey: u32,
+}
+
+/// The atomic part of an atomic request (`struct ib_atomic_wr`).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct AtomicSeg {
+    pub(crate) remote_addr: u64,
+    pub(crate) rkey: u32,
+    /// Compare data (compare and swap) or the addend (fetch and add).
+    pub(crate) compare_add: u64,
+    /// Swap data (compare and swap).
+    pub(crate) swap: u64,
 }
 
 /// The datagram part of a UD/GSI send (`struct ib_ud_wr`).
@@ -82,8 +97,8 @@ pub(crate) struct RegSeg<'a, M> {
 /// `raw` is a send WR of a chain ib_core's `post_send` was called with, on
 /// a QP of type `qp_type` of a device of driver `T`: valid for `'a`, its
 /// `sg_list` holds `num_sge` entries, and it is embedded in the container
-/// its opcode and the QP type imply (`ib_rdma_wr`, `ib_ud_wr`,
-/// `ib_reg_wr`), whose AH or MR are live objects of this device.
+/// its opcode and the QP type imply (`ib_rdma_wr`, `ib_atomic_wr`,
+/// `ib_ud_wr`, `ib_reg_wr`), whose AH or MR are live objects of this device.
 pub(crate) struct SendWr<'a, T: Driver> {
     raw: &'a b::ib_send_wr,
     qp_type: u32,
@@ -111,6 +126,8 @@ impl<'a, T: Driver> SendWr<'a, T> {
             b::ib_wr_opcode_IB_WR_SEND_WITH_INV => SendOp::SendInv(inv),
             b::ib_wr_opcode_IB_WR_LOCAL_INV => SendOp::LocalInv(inv),
             b::ib_wr_opcode_IB_WR_REG_MR => SendOp::RegMr,
+            b::ib_wr_opcode_IB_WR_ATOMIC_CMP_AND_SWP => SendOp::AtomicCmpSwap,
+            b::ib_wr_opcode_IB_WR_ATOMIC_FETCH_AND_ADD => SendOp::AtomicFetchAdd,
             other => SendOp::Unsupported(other),
         }
     }
@@ -178,6 +195,21 @@ impl<'a, T: Driver> SendWr<'a, T> {
             RdmaSeg {
                 remote_addr: r.remote_addr,
                 rkey: r.rkey,
+            }
+        })
+    }
+
+    /// The atomic segment of an atomic request.
+    pub(crate) fn atomic(&self) -> Option<AtomicSeg> {
+        matches!(self.op(), SendOp::AtomicCmpSwap | SendOp::AtomicFetchAdd).then(|| {
+            // SAFETY: atomic opcodes are posted in an `ib_atomic_wr` (type
+            // invariant), whose first member is the send WR.
+            let a = unsafe { &*core::ptr::from_ref(self.raw).cast::<b::ib_atomic_wr>() };
+            AtomicSeg {
+                remote_addr: a.remote_addr,
+                rkey: a.rkey,
+                compare_add: a.compare_add,
+                swap: a.swap,
             }
         })
     }
@@ -369,6 +401,8 @@ pub(crate) enum WcOp {
     Send,
     RdmaWrite,
     RdmaRead,
+    CompSwap,
+    FetchAdd,
     LocalInv,
     RegMr,
     Recv,
@@ -469,6 +503,8 @@ impl<'a, T: Driver> WcOut<'a, T> {
             WcOp::Send => b::ib_wc_opcode_IB_WC_SEND,
             WcOp::RdmaWrite => b::ib_wc_opcode_IB_WC_RDMA_WRITE,
             WcOp::RdmaRead => b::ib_wc_opcode_IB_WC_RDMA_READ,
+            WcOp::CompSwap => b::ib_wc_opcode_IB_WC_COMP_SWAP,
+            WcOp::FetchAdd => b::ib_wc_opcode_IB_WC_FETCH_ADD,
             WcOp::LocalInv => b::ib_wc_opcode_IB_WC_LOCAL_INV,
             WcOp::RegMr => b::ib_wc_opcode_IB_WC_REG_MR,
             WcOp::Recv => b::ib_wc_opcode_IB_WC_RECV,
