@@ -385,7 +385,7 @@ static int ferroce_build_send_wqe(struct ferroce_qp *qp, void *wqe,
 	struct ferroce_sq_wqe_hdr *hdr = wqe;
 	uint8_t *seg = (uint8_t *)wqe + FERROCE_SQ_WQE_SEG_OFFSET;
 	uint8_t *data = (uint8_t *)wqe + FERROCE_SQ_WQE_DATA_OFFSET;
-	struct ferroce_context *ctx = to_fctx(qp->ibv_qp.context);
+	struct ferroce_context *ctx = to_fctx(qp->vqp.qp.context);
 	struct ferroce_sq_wqe_atomic *atomic;
 	struct ferroce_sq_wqe_rdma *rdma;
 	struct ferroce_sq_wqe_ud *ud;
@@ -744,7 +744,17 @@ static bool ferroce_wr_is_atomic(uint8_t op)
 	       op == FERROCE_WR_ATOMIC_FETCH_ADD;
 }
 
-/* Gather list of the current WQE; atomics take exactly one 8-byte SGE. */
+static uint64_t ferroce_sge_bytes(const struct ibv_sge *sg_list, size_t num_sge)
+{
+	uint64_t bytes = 0;
+	size_t i;
+
+	for (i = 0; i < num_sge; i++)
+		bytes += sg_list[i].length;
+	return bytes;
+}
+
+/* Gather list of the current WQE; atomics take exactly 8 bytes. */
 static void ferroce_wr_set_sge_list(struct ibv_qp_ex *ibqp, size_t num_sge,
 				    const struct ibv_sge *sg_list)
 {
@@ -757,7 +767,7 @@ static void ferroce_wr_set_sge_list(struct ibv_qp_ex *ibqp, size_t num_sge,
 	}
 	if (num_sge > qp->sq.max_sge ||
 	    (ferroce_wr_is_atomic(qp->wr_opcode) &&
-	     (num_sge != 1 || sg_list[0].length != 8))) {
+	     ferroce_sge_bytes(sg_list, num_sge) != 8)) {
 		ferroce_wr_fail(qp, EINVAL);
 		return;
 	}
