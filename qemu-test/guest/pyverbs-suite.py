@@ -37,7 +37,7 @@ SKIP_CLASSES = [
     ("vendor", r"mlx5|MLX5|efa|EFA|irdma|DEVX|DevX"),
     ("platform", r"CUDA|cuda|GPU|/dev/dri|[Hh]uge pages|PCI device must be passed"),
     ("not-asked", r"XRC|ODP|[Dd]evice memory|[Ff]low|Raw Packet|QP type 8|"
-                  r"Tag Matching|tag matching|RSS|Parent Domain|[Dd]ma-?[Bb]uf|"
+                  r"Tag Matching|tag_matching|RSS|Parent Domain|[Dd]ma-?[Bb]uf|"
                   r"real time|timestamp"),
 ]
 
