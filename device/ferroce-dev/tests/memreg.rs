@@ -217,7 +217,7 @@ fn fast_register_on(b: &mut Node, access: u32, variant: u8) -> (u32, Vec<u64>) {
 #[test]
 fn version_1_3_advertises_the_new_capabilities() {
     let h = Harness::new();
-    assert_eq!(h.reg_r(REG_VERSION), 1 << VERSION_MAJOR_SHIFT | 3);
+    assert_eq!(h.reg_r(REG_VERSION), 1 << VERSION_MAJOR_SHIFT | 4);
     let caps = h.reg_r(REG_DEV_CAPS);
     assert_eq!(caps & CAP_PHYS_MR, CAP_PHYS_MR);
     assert_eq!(caps & CAP_MEM_MGT_EXT, CAP_MEM_MGT_EXT);
