@@ -356,9 +356,15 @@ struct ferroce_cmd_set_port_mac {
 struct ferroce_cmd_query_counters {
 	struct ferroce_cmd_hdr hdr;
 	__le64 resp_addr;
-	__le32 resp_len;	/* >= sizeof(struct ferroce_counters) */
+	__le32 resp_len;	/* >= FERROCE_COUNTERS_SIZE_1_0 */
 	__le32 reserved;
 };
+
+/*
+ * The size of struct ferroce_counters in devices 1.0..1.3. QUERY_COUNTERS
+ * writes min(resp_len, sizeof(struct ferroce_counters)) bytes (1.4).
+ */
+#define FERROCE_COUNTERS_SIZE_1_0		240
 
 struct ferroce_counters {
 	__le64 cmds_ok;
@@ -376,6 +382,40 @@ struct ferroce_counters {
 	__le64 interrupts;
 	__le64 async_events;
 	__le64 resets;
+	/* New in 1.4: the data path */
+	__le64 tx_pkts;
+	__le64 rx_pkts;
+	__le64 tx_bytes;
+	__le64 rx_bytes;
+	__le64 loopback_pkts;
+	__le64 tx_dropped;
+	__le64 rx_stalled;
+	__le64 rx_truncated;
+	__le64 rx_not_roce;
+	__le64 rx_bad_header;
+	__le64 rx_bad_bth;
+	__le64 rx_bad_icrc;
+	__le64 rx_no_qp;
+	__le64 rx_bad_key;
+	__le64 rx_bad_addr;
+	__le64 rx_ud_no_wqe;
+	__le64 dup_requests;
+	__le64 seq_naks_sent;
+	__le64 rnr_naks_sent;
+	__le64 err_naks_sent;
+	__le64 acks_sent;
+	__le64 responses_rcvd;
+	__le64 rnr_naks_rcvd;
+	__le64 seq_naks_rcvd;
+	__le64 stale_responses;
+	__le64 timeouts;
+	__le64 ack_retries;
+	__le64 retransmits;
+	__le64 retry_exceeded;
+	__le64 rnr_retry_exceeded;
+	__le64 cqes;
+	__le64 cqe_errors;
+	__le64 cqe_flushed;
 };
 
 /* CREATE_EQ: out[0] = eqn (== vector) */
@@ -864,7 +904,7 @@ _Static_assert(sizeof(struct ferroce_cmd_query_port) == 16, "query_port");
 _Static_assert(sizeof(struct ferroce_cmd_set_port_mtu) == 16, "set_port_mtu");
 _Static_assert(sizeof(struct ferroce_cmd_set_port_mac) == 24, "set_port_mac");
 _Static_assert(sizeof(struct ferroce_cmd_query_counters) == 24, "query_counters");
-_Static_assert(sizeof(struct ferroce_counters) == 240, "counters");
+_Static_assert(sizeof(struct ferroce_counters) == 504, "counters");
 _Static_assert(sizeof(struct ferroce_cmd_create_eq) == 24, "create_eq");
 _Static_assert(sizeof(struct ferroce_cmd_destroy_eq) == 16, "destroy_eq");
 _Static_assert(sizeof(struct ferroce_cmd_create_cq) == 48, "create_cq");

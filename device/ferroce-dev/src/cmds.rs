@@ -14,6 +14,7 @@ use crate::gid::{expected_network_type, GidEntry};
 use crate::hw::*;
 use crate::objects::{Ah, Arm, Cq, Eq, Mr, MrKind, Pd, Qp};
 use crate::qp_state::{check_modify, ModifyError};
+use zerocopy::IntoBytes;
 
 type CmdResult = Result<[u32; 5], u8>;
 
@@ -243,10 +244,16 @@ impl State {
         OK
     }
 
+    /// Growable (1.4): any `resp_len` of at least the 1.0 size gets a
+    /// prefix of `struct ferroce_counters`, as long as both sides know.
     fn cmd_query_counters(&mut self, c: CmdQueryCounters) -> CmdResult {
         rsvd(c.reserved)?;
-        let hc = self.counters.hw;
-        self.write_resp(c.resp_addr, c.resp_len, &hc)?;
+        param(c.resp_len as usize >= COUNTERS_SIZE_1_0)?;
+        let counters = self.guest_counters();
+        let bytes = counters.as_bytes();
+        let len = bytes.len().min(c.resp_len as usize);
+        let prefix = bytes.get(..len).ok_or(STATUS_BAD_PARAM)?;
+        self.write_resp_bytes(c.resp_addr, prefix)?;
         OK
     }
 

@@ -113,7 +113,7 @@ pub struct Counters {
     pub hw: hw::Counters,
     /// The last few refusals, newest last (diagnostics only).
     pub recent_errors: VecDeque<String>,
-    /// Data path counters (not part of QUERY_COUNTERS).
+    /// Data path counters (most also in QUERY_COUNTERS since 1.4).
     pub data: DataCounters,
     /// PCI Bus Master Enable and what was held or refused while it was clear.
     pub bus_master: BusMasterCounters,
@@ -536,6 +536,7 @@ impl Device {
         let (mut counters, port_stats) = {
             let st = self.lock();
             let mut counters = st.counters.clone();
+            counters.hw = st.guest_counters();
             counters.data = st.data.clone();
             counters.bus_master = st.bus_master_counters;
             counters.bus_master.dma_refused = st.gate.refused();
@@ -737,6 +738,48 @@ impl Device {
 pub const PUMP_BUDGET: usize = 256;
 
 impl State {
+    /// `struct ferroce_counters` as QUERY_COUNTERS returns it: the device
+    /// counters and, since 1.4, the data path's.
+    pub(crate) fn guest_counters(&self) -> hw::Counters {
+        let d = &self.data;
+        hw::Counters {
+            tx_pkts: d.tx_frames,
+            rx_pkts: d.rx_pkts,
+            tx_bytes: d.tx_bytes,
+            rx_bytes: d.rx_bytes,
+            loopback_pkts: d.loopback_frames,
+            tx_dropped: d.tx_overflow,
+            rx_stalled: d.rx_stalled,
+            rx_truncated: d.rx_truncated,
+            rx_not_roce: d.rx_not_roce,
+            rx_bad_header: d.rx_bad_header,
+            rx_bad_bth: d.rx_bad_bth,
+            rx_bad_icrc: d.rx_bad_icrc,
+            rx_no_qp: d.rx_no_qp,
+            rx_bad_key: d.rx_bad_key,
+            rx_bad_addr: d.rx_bad_addr,
+            rx_ud_no_wqe: d.rx_ud_no_wqe,
+            dup_requests: d.dup_requests,
+            seq_naks_sent: d.seq_naks_sent,
+            rnr_naks_sent: d.rnr_naks_sent,
+            err_naks_sent: d.err_naks_sent,
+            acks_sent: d.acks_sent,
+            responses_rcvd: d.responses_rcvd,
+            rnr_naks_rcvd: d.rnr_naks_rcvd,
+            seq_naks_rcvd: d.seq_naks_rcvd,
+            stale_responses: d.stale_responses,
+            timeouts: d.timeouts,
+            ack_retries: d.ack_retries,
+            retransmits: d.retransmits,
+            retry_exceeded: d.retry_exceeded,
+            rnr_retry_exceeded: d.rnr_retry_exceeded,
+            cqes: d.cqes,
+            cqe_errors: d.cqe_errors,
+            cqe_flushed: d.cqe_flushed,
+            ..self.counters.hw
+        }
+    }
+
     /// Sends pending ACKs and processes up to [`PUMP_BUDGET`] looped-back
     /// frames; what is left stays in `loopback` for the engine thread.
     pub(crate) fn pump(&mut self) {

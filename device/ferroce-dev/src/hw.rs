@@ -308,6 +308,9 @@ hw_consts! {
     CMD_SIZE: usize = 128;
     /// `FERROCE_CMD_COMP_SIZE`.
     CMD_COMP_SIZE: usize = 32;
+    /// `FERROCE_COUNTERS_SIZE_1_0`: `struct ferroce_counters` before 1.4,
+    /// the least `resp_len` QUERY_COUNTERS accepts.
+    COUNTERS_SIZE_1_0: usize = 240;
     /// `FERROCE_CMD_QUERY_CAPS`.
     CMD_QUERY_CAPS: u8 = 0x01;
     /// `FERROCE_CMD_QUERY_PORT`.
@@ -864,7 +867,7 @@ hw_structs! {
         pub hdr: CmdHdr,
         /// resp addr
         pub resp_addr: u64,
-        /// >= sizeof(struct ferroce_counters)
+        /// >= FERROCE_COUNTERS_SIZE_1_0
         pub resp_len: u32,
         /// reserved
         pub reserved: u32,
@@ -903,6 +906,73 @@ hw_structs! {
         pub async_events: u64,
         /// Device resets.
         pub resets: u64,
+        // New in 1.4: the data path.
+        /// RoCE frames sent, on the wire or looped back (rxe `sent_pkts`).
+        pub tx_pkts: u64,
+        /// Frames that passed the header and ICRC checks (rxe `rcvd_pkts`).
+        pub rx_pkts: u64,
+        /// Bytes of the frames of `tx_pkts`.
+        pub tx_bytes: u64,
+        /// Bytes of the frames of `rx_pkts`.
+        pub rx_bytes: u64,
+        /// Of `tx_pkts`, frames looped back to this device.
+        pub loopback_pkts: u64,
+        /// Frames for the wire dropped because nobody took them (rxe `send_err`).
+        pub tx_dropped: u64,
+        /// Frames dropped because the device was stalled.
+        pub rx_stalled: u64,
+        /// Dropped: truncated.
+        pub rx_truncated: u64,
+        /// Dropped: not RoCE.
+        pub rx_not_roce: u64,
+        /// Dropped: bad IP/GRH/UDP header or IPv4 checksum.
+        pub rx_bad_header: u64,
+        /// Dropped: bad BTH or unknown opcode.
+        pub rx_bad_bth: u64,
+        /// Dropped: ICRC mismatch.
+        pub rx_bad_icrc: u64,
+        /// Dropped: destination MAC, QP, QP type or QP state does not match.
+        pub rx_no_qp: u64,
+        /// Dropped: P_Key or Q_Key mismatch.
+        pub rx_bad_key: u64,
+        /// RC packets dropped: not from the QP's peer to its address.
+        pub rx_bad_addr: u64,
+        /// UD datagrams dropped for want of a receive WQE.
+        pub rx_ud_no_wqe: u64,
+        /// Duplicate requests seen by the responder (rxe `duplicate_request`).
+        pub dup_requests: u64,
+        /// PSN sequence error NAKs sent (rxe `out_of_seq_request`).
+        pub seq_naks_sent: u64,
+        /// RNR NAKs sent (rxe `send_rnr_err`).
+        pub rnr_naks_sent: u64,
+        /// Other NAKs sent.
+        pub err_naks_sent: u64,
+        /// ACKs sent.
+        pub acks_sent: u64,
+        /// ACKs, NAKs and READ responses taken by the completer (rxe `ack_deferred`).
+        pub responses_rcvd: u64,
+        /// RNR NAKs received (rxe `rcvd_rnr_err`).
+        pub rnr_naks_rcvd: u64,
+        /// PSN sequence error NAKs received (rxe `rcvd_seq_err`).
+        pub seq_naks_rcvd: u64,
+        /// Stale or unexpected responses ignored.
+        pub stale_responses: u64,
+        /// Retransmission timer expiries.
+        pub timeouts: u64,
+        /// Retries that consumed one of `retry_cnt` (rxe `completer_retry_err`).
+        pub ack_retries: u64,
+        /// Go-back-N rewinds (timeouts, NAKs, implied NAKs, RNR waits).
+        pub retransmits: u64,
+        /// WQEs failed with RETRY_EXC_ERR (rxe `retry_exceeded_err`).
+        pub retry_exceeded: u64,
+        /// WQEs failed with RNR_RETRY_EXC_ERR (rxe `retry_rnr_exceeded_err`).
+        pub rnr_retry_exceeded: u64,
+        /// CQEs written by the data path.
+        pub cqes: u64,
+        /// Of those, with an error status (flushes included).
+        pub cqe_errors: u64,
+        /// Of those, flushes (`WR_FLUSH_ERR`).
+        pub cqe_flushed: u64,
     }
     /// `struct ferroce_cmd_create_eq`.
     pub struct CmdCreateEq = "ferroce_cmd_create_eq" {

@@ -264,6 +264,23 @@ fn query_counters() {
     assert_eq!(k.cmd_status[usize::from(STATUS_BAD_RESERVED)], 1);
     c.resp_len = 100;
     h.expect(&c, STATUS_BAD_PARAM);
+    c.resp_len = COUNTERS_SIZE_1_0 as u32 - 1;
+    h.expect(&c, STATUS_BAD_PARAM);
+    // Growable (1.4): a 1.0 driver's buffer gets the 1.0 prefix, a larger
+    // one the whole structure; nothing is written past either.
+    let size = std::mem::size_of::<Counters>();
+    for len in [COUNTERS_SIZE_1_0, size - 8, size, size + 64] {
+        let buf = h.alloc(1024, 8);
+        h.mem.write(buf, &[0xa5; 1024]).unwrap();
+        c.resp_addr = buf;
+        c.resp_len = len as u32;
+        h.ok(&c);
+        let mut got = vec![0u8; 1024];
+        h.mem.read(buf, &mut got).unwrap();
+        let written = len.min(size);
+        assert!(got[written..].iter().all(|&b| b == 0xa5), "len {len}");
+        assert_ne!(got[..8], [0xa5; 8], "len {len}");
+    }
     c.resp_len = 512;
     c.resp_addr = UNMAPPED;
     h.expect(&c, STATUS_DMA_ERROR);

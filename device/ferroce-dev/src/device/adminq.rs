@@ -118,6 +118,11 @@ impl State {
         if (len as usize) < bytes.len() {
             return Err(STATUS_BAD_PARAM);
         }
+        self.write_resp_bytes(addr, bytes)
+    }
+
+    /// Writes `bytes` of a response to guest memory at `addr`.
+    pub(crate) fn write_resp_bytes(&mut self, addr: u64, bytes: &[u8]) -> Result<(), u8> {
         if self.mem.write(addr, bytes).is_err() {
             self.counters.hw.bad_dma += 1;
             return Err(STATUS_DMA_ERROR);

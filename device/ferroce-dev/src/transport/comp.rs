@@ -66,6 +66,10 @@ impl State {
         let failing = self.qps.get(c.qpn).is_some_and(|q| q.state != QPS_ERR);
         if failing && !e.inflight.is_empty() {
             self.post_async(EQE_QP_RETRY_EXCEEDED, c.qpn, why.event_data(), 0);
+            match why {
+                Exhausted::AckRetries => self.data.retry_exceeded += 1,
+                Exhausted::RnrRetries => self.data.rnr_retry_exceeded += 1,
+            }
         }
         self.qp_fail(c, e, Some(why.status()));
     }
@@ -257,6 +261,7 @@ impl State {
                                 return;
                             }
                             e.retry_left -= 1;
+                            self.data.ack_retries += 1;
                             self.rewind(e, psn);
                         }
                     }
@@ -408,6 +413,7 @@ impl State {
                 self.retries_exceeded(c, e, Exhausted::AckRetries);
             } else {
                 e.retry_left -= 1;
+                self.data.ack_retries += 1;
                 let una = e.una;
                 self.rewind(e, una);
                 self.fetch_and_send(c, e);

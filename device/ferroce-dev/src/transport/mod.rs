@@ -159,8 +159,10 @@ pub fn ack_timeout_ns(timeout: u8) -> Option<u64> {
 pub struct DataCounters {
     /// Frames handed to the engine.
     pub rx_frames: u64,
-    /// Frames sent (wire and loopback).
+    /// Frames sent (wire and loopback), not those dropped in `tx_overflow`.
     pub tx_frames: u64,
+    /// Bytes of the frames of `tx_frames`.
+    pub tx_bytes: u64,
     /// Frames looped back to this device.
     pub loopback_frames: u64,
     /// Frames dropped because the device was stalled.
@@ -169,6 +171,10 @@ pub struct DataCounters {
     pub tx_overflow: u64,
     /// Most frames queued at once, wire and loopback together.
     pub tx_queue_peak: u64,
+    /// Frames that passed the header and ICRC checks.
+    pub rx_pkts: u64,
+    /// Bytes of the frames of `rx_pkts`.
+    pub rx_bytes: u64,
     /// Dropped: truncated.
     pub rx_truncated: u64,
     /// Dropped: not RoCE.
@@ -198,14 +204,23 @@ pub struct DataCounters {
     pub rnr_naks_sent: u64,
     /// Other NAKs sent (invalid request, remote access, remote operation).
     pub err_naks_sent: u64,
+    /// ACKs, NAKs and READ responses handed to an RC completer.
+    pub responses_rcvd: u64,
     /// RNR NAKs received.
     pub rnr_naks_rcvd: u64,
     /// PSN sequence error NAKs received.
     pub seq_naks_rcvd: u64,
     /// Retransmission timeouts.
     pub timeouts: u64,
-    /// Go-back-N rewinds (timeouts, NAKs, implied NAKs).
+    /// Retries that consumed one of `retry_cnt` (timeouts, PSN sequence
+    /// error NAKs).
+    pub ack_retries: u64,
+    /// Go-back-N rewinds (timeouts, NAKs, implied NAKs, RNR waits).
     pub retransmits: u64,
+    /// WQEs failed with RETRY_EXC_ERR.
+    pub retry_exceeded: u64,
+    /// WQEs failed with RNR_RETRY_EXC_ERR.
+    pub rnr_retry_exceeded: u64,
     /// Stale or unexpected responses ignored by the completer.
     pub stale_responses: u64,
     /// Segments visited by gather and scatter: the work of walking the
@@ -843,7 +858,7 @@ impl State {
 
     /// Queues a frame after fault injection.
     pub(crate) fn queue_frame(&mut self, frame: Vec<u8>) {
-        self.data.tx_frames += 1;
+        let len = frame.len() as u64;
         let to_self = frame
             .get(0..6)
             .and_then(|m| <&[u8; 6]>::try_from(m).ok())
@@ -851,12 +866,16 @@ impl State {
         if to_self {
             self.data.loopback_frames += 1;
             self.loopback.push_back(frame);
+            self.data.tx_frames += 1;
+            self.data.tx_bytes += len;
         } else {
             if self.tx.len() >= TX_QUEUE_HARD_MAX {
                 self.data.tx_overflow += 1;
                 return;
             }
             self.tx.push_back(frame);
+            self.data.tx_frames += 1;
+            self.data.tx_bytes += len;
         }
         let queued = (self.tx.len() + self.loopback.len()) as u64;
         self.data.tx_queue_peak = self.data.tx_queue_peak.max(queued);
@@ -977,6 +996,8 @@ impl State {
                 return;
             }
         };
+        self.data.rx_pkts += 1;
+        self.data.rx_bytes += frame.len() as u64;
         // Only frames for this port's MACs: no multicast group can be
         // attached, so a multicast or broadcast frame reaches no QP.
         if !self.answers_mac(&p.dmac) {
@@ -1022,6 +1043,7 @@ impl State {
             if !c.rc() {
                 st.ud_receive(c, e, &p, frame);
             } else if response {
+                st.data.responses_rcvd += 1;
                 st.rc_response(c, e, &p);
             } else {
                 st.rc_request(c, e, &p);

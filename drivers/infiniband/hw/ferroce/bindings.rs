@@ -65,6 +65,7 @@ macro_rules! commands {
 commands!(
     ferroce_cmd_query_caps = FERROCE_CMD_QUERY_CAPS,
     ferroce_cmd_query_port = FERROCE_CMD_QUERY_PORT,
+    ferroce_cmd_query_counters = FERROCE_CMD_QUERY_COUNTERS,
     ferroce_cmd_set_port_mtu = FERROCE_CMD_SET_PORT_MTU,
     ferroce_cmd_set_port_mac = FERROCE_CMD_SET_PORT_MAC,
     ferroce_cmd_create_eq = FERROCE_CMD_CREATE_EQ,
@@ -128,6 +129,8 @@ const _: () = assert!(
 unsafe impl kernel::transmute::FromBytes for ferroce_qp_attr {}
 // SAFETY: as above.
 unsafe impl kernel::transmute::FromBytes for ferroce_caps {}
+// SAFETY: as above.
+unsafe impl kernel::transmute::FromBytes for ferroce_counters {}
 // SAFETY: as above (CQEs of kernel CQs).
 unsafe impl kernel::transmute::FromBytes for ferroce_cqe {}
 

@@ -75,10 +75,11 @@ pub(crate) struct PortInfo {
 }
 
 /// Room for the largest response [`Shared::exec_resp`] reads.
-const RESP_MAX: usize = 256;
+const RESP_MAX: usize = 512;
 const _: () = assert!(
     core::mem::size_of::<hw::ferroce_caps>() <= RESP_MAX
         && core::mem::size_of::<hw::ferroce_qp_attr>() <= RESP_MAX
+        && core::mem::size_of::<hw::ferroce_counters>() <= RESP_MAX
 );
 
 /// Driver counters.
@@ -365,11 +366,25 @@ impl Shared {
     ) -> Result<R> {
         let mut buf = [0u8; RESP_MAX];
         let out = buf.get_mut(..core::mem::size_of::<R>()).ok_or(EINVAL)?;
-        let scratch = self.pbl.lock();
+        let mut scratch = self.pbl.lock();
+        // A growable response (QUERY_COUNTERS) from an older device is
+        // shorter than `R`: its new fields read 0.
+        scratch.clear_resp(out.len())?;
         self.exec(&cmd(scratch.resp_addr(), out.len() as u32))?;
         kext::dma_rmb();
         scratch.read_resp(out)?;
         R::from_bytes_copy(out).ok_or(EIO)
+    }
+
+    /// QUERY_COUNTERS. The counters new in 1.4 read 0 on older devices
+    /// (which write only the first 240 bytes). `EIO` at once on a dead
+    /// device, without a message.
+    pub(crate) fn query_counters(&self) -> Result<hw::ferroce_counters> {
+        self.exec_resp(|resp_addr, resp_len| hw::ferroce_cmd_query_counters {
+            resp_addr,
+            resp_len,
+            ..Default::default()
+        })
     }
 
     /// QUERY_QP: the device's view of QP `qpn`.

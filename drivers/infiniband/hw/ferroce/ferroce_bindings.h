@@ -64,6 +64,11 @@ void ferroce_cq_comp(struct ib_cq *cq);
 void ferroce_qp_event(struct ib_qp *qp, enum ib_event_type type);
 void ferroce_cq_event(struct ib_cq *cq, enum ib_event_type type);
 
+/* restrack: the RDMA_NLDEV_ATTR_DRIVER nest of a fill_res_*_entry call */
+void *ferroce_nl_driver_nest_start(struct sk_buff *msg);
+void ferroce_nl_nest_end(struct sk_buff *msg, void *nest);
+void ferroce_nl_nest_cancel(struct sk_buff *msg, void *nest);
+
 int ferroce_irq_set_spread_hint(unsigned int irq, unsigned int index);
 void ferroce_irq_clear_hint(unsigned int irq);
 

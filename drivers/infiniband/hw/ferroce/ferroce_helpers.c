@@ -8,6 +8,8 @@
 #include <linux/cpumask.h>
 #include <linux/mm.h>
 #include <rdma/iter.h>
+#include <rdma/rdma_netlink.h>
+#include <net/netlink.h>
 #include "ferroce_bindings.h"
 
 unsigned int ferroce_num_online_cpus(void)
@@ -251,4 +253,19 @@ void ferroce_cq_event(struct ib_cq *cq, enum ib_event_type type)
 
 	if (cq->event_handler)
 		cq->event_handler(&ev, cq->cq_context);
+}
+
+void *ferroce_nl_driver_nest_start(struct sk_buff *msg)
+{
+	return nla_nest_start(msg, RDMA_NLDEV_ATTR_DRIVER);
+}
+
+void ferroce_nl_nest_end(struct sk_buff *msg, void *nest)
+{
+	nla_nest_end(msg, nest);
+}
+
+void ferroce_nl_nest_cancel(struct sk_buff *msg, void *nest)
+{
+	nla_nest_cancel(msg, nest);
 }

@@ -25,6 +25,7 @@ mod dev;
 mod diag;
 mod eq;
 mod gid;
+mod hw_stats;
 mod ib;
 mod kqueue;
 mod pbl;

@@ -10,11 +10,14 @@ use crate::{
     bindings as hw,
     dev::{Caps, PortInfo, Shared},
     gid::{self, Gid, GidKind},
-    port,
+    hw_stats, port,
     rdma::{self, AhAttr, GidAttr, GidType, LinkLayer, QpAttr, QpInit, UData},
     verbs::{self, Ah, Cq, DbPages, Mr, Qp, UContext},
 };
-use core::sync::atomic::{AtomicU16, AtomicU32, Ordering};
+use core::{
+    fmt::Write,
+    sync::atomic::{AtomicU16, AtomicU32, Ordering},
+};
 use kernel::{prelude::*, sync::Arc};
 
 /// Driver state of the ferroce `ib_device`.
@@ -181,8 +184,14 @@ impl rdma::Driver for IbDev {
         attr.port_cap_flags = hw::ib_uverbs_query_port_cap_flags_IB_UVERBS_PCF_CM_SUP
             | hw::ib_uverbs_query_port_cap_flags_IB_UVERBS_PCF_IP_BASED_GIDS;
         attr.max_vl_num = 1;
-        attr.active_width = hw::ib_port_width_IB_WIDTH_1X as u8;
-        attr.active_speed = hw::ib_port_speed_IB_SPEED_SDR as u16;
+        // The paired netdev's link speed (1 Gb/s if it reports none);
+        // without a netdev, the slowest there is.
+        let (speed, width) = dev.eth_speed(port).unwrap_or((
+            hw::ib_port_speed_IB_SPEED_SDR as u16,
+            hw::ib_port_width_IB_WIDTH_1X as u8,
+        ));
+        attr.active_speed = speed;
+        attr.active_width = width;
         Ok(())
     }
 
@@ -424,6 +433,43 @@ impl rdma::Driver for IbDev {
     /// device's PORT_ACTIVE/PORT_DOWN combined), not ib_core's netdev-only
     /// ones.
     fn report_port_event(_dev: &rdma::Device<Self>, _netdev: rdma::NetDev<'_>) {}
+
+    const PORT_STATS: &'static [rdma::StatDesc] = &hw_stats::PORT_STATS;
+
+    fn get_port_stats(dev: &rdma::Device<Self>, port: u32, values: &mut [u64]) -> Result {
+        if port != 1 {
+            return Err(EINVAL);
+        }
+        // A dead device answers EIO at once, without a message.
+        let counters = dev.shared.query_counters()?;
+        hw_stats::values(&counters, values);
+        Ok(())
+    }
+
+    fn dev_fw_str(dev: &rdma::Device<Self>, out: &mut rdma::FwStr<'_>) {
+        // QUERY_CAPS `fw_version` is VERSION (major << 32 | minor << 16),
+        // shown as libibverbs shows `fw_ver` ("%d.%d.%d").
+        let v = dev.caps.fw_version;
+        let _ = write!(
+            out,
+            "{}.{}.{}",
+            (v >> 32) & 0xffff,
+            (v >> 16) & 0xffff,
+            v & 0xffff
+        );
+    }
+
+    fn fill_res_qp(_dev: &rdma::Device<Self>, qp: &Qp, msg: &mut rdma::ResMsg<'_>) -> Result {
+        qp.fill_res(msg)
+    }
+
+    fn fill_res_cq(_dev: &rdma::Device<Self>, cq: &Cq, msg: &mut rdma::ResMsg<'_>) -> Result {
+        cq.fill_res(msg)
+    }
+
+    fn fill_res_mr(_dev: &rdma::Device<Self>, mr: &Mr, msg: &mut rdma::ResMsg<'_>) -> Result {
+        mr.fill_res(msg)
+    }
 
     fn del_gid(dev: &rdma::Device<Self>, attr: &GidAttr<'_>) -> Result {
         if let Some(slot) = dev.gid_vlans.get(usize::from(attr.index())) {

@@ -84,6 +84,7 @@ fn ring_doorbell(dev: &rdma::Device<IbDev>, offset: u32, value: u64) -> Result {
 }
 
 /// Producer and consumer index of a ring (16-bit, free-running).
+#[derive(Clone, Copy)]
 struct Indices {
     pi: u16,
     ci: u16,
@@ -101,6 +102,11 @@ pub(crate) struct KernelCq {
 }
 
 impl KernelCq {
+    /// The consumer index.
+    pub(crate) fn ci(&self) -> u16 {
+        *self.ci.lock()
+    }
+
     /// Allocates a CQ of `depth` entries (a power of two); returns it with
     /// the page addresses of its ring and its record's address.
     pub(crate) fn new(
@@ -294,6 +300,14 @@ pub(crate) struct KernelQpMem {
 }
 
 impl KernelQp {
+    /// The producer and consumer indices of the SQ and the RQ:
+    /// `((sq_pi, sq_ci), (rq_pi, rq_ci))`.
+    pub(crate) fn indices(&self) -> ((u16, u16), (u16, u16)) {
+        let sq = *self.sq_idx.lock();
+        let rq = *self.rq_idx.lock();
+        ((sq.pi, sq.ci), (rq.pi, rq.ci))
+    }
+
     /// Allocates the rings of a QP of geometry `geo`.
     pub(crate) fn new(
         dev: &rdma::Device<IbDev>,

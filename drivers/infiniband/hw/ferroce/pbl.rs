@@ -45,6 +45,15 @@ impl PblScratch {
         self.mem.dma_address()
     }
 
+    /// Zeroes the first `len` bytes of the area (rounded up to 8), so the
+    /// part of a response a device does not write reads 0.
+    pub(crate) fn clear_resp(&mut self, len: usize) -> Result {
+        for i in 0..len.div_ceil(8) {
+            io_write!(&self.mem, [try: i], 0u64);
+        }
+        Ok(())
+    }
+
     /// Reads the first `out.len()` bytes of the area (a command's
     /// response).
     pub(crate) fn read_resp(&self, out: &mut [u8]) -> Result {

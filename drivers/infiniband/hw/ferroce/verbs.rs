@@ -201,6 +201,10 @@ enum CqMem {
 /// Driver state of a CQ: its number and its memory.
 pub(crate) struct Cq {
     pub(crate) cqn: u32,
+    /// CQEs the ring holds.
+    depth: u32,
+    /// The completion EQ.
+    eqn: u32,
     mem: CqMem,
 }
 
@@ -266,8 +270,12 @@ pub(crate) struct FastRegPages {
 
 /// What an MR translates.
 enum MrMem {
-    /// Pinned user memory.
-    User { _umem: Umem },
+    /// Pinned user memory, in `pages` pages of `1 << page_shift` bytes.
+    User {
+        _umem: Umem,
+        pages: u32,
+        page_shift: u32,
+    },
     /// Every DMA address (`get_dma_mr`).
     Dma,
     /// Pages a REG_MR work request gives it.
@@ -412,6 +420,8 @@ pub(crate) fn create_cq(
     };
     let cq = Cq {
         cqn: out.out[0],
+        depth,
+        eqn: comp_vector + 1,
         mem: CqMem::User {
             _ring: ring,
             _dbrec: dbrec,
@@ -819,7 +829,11 @@ pub(crate) fn reg_user_mr(
     Ok((
         Mr {
             key,
-            mem: MrMem::User { _umem: umem },
+            mem: MrMem::User {
+                _umem: umem,
+                pages: u32::try_from(pages.len()).unwrap_or(u32::MAX),
+                page_shift: pgsz.trailing_zeros(),
+            },
         },
         key,
     ))
@@ -909,6 +923,8 @@ pub(crate) fn create_kernel_cq(
     };
     let cq = Cq {
         cqn: out.out[0],
+        depth,
+        eqn: comp_vector + 1,
         mem: CqMem::Kernel(ring),
     };
     let cqn = cq.cqn;
@@ -1202,4 +1218,62 @@ pub(crate) fn create_kernel_ah(attr: &AhAttr<'_>) -> Result<Ah> {
         ahn: 0,
         av: av_of(attr)?,
     })
+}
+
+/// Driver attributes of restrack entries (`rdma res show qp|cq|mr -dd`).
+impl Qp {
+    /// The device's QP number, the ring depths and, for a kernel QP, the
+    /// producer and consumer indices (a user QP's live in the process) or,
+    /// for a user QP, its doorbell page.
+    pub(crate) fn fill_res(&self, msg: &mut rdma::ResMsg<'_>) -> Result {
+        msg.put_u32(c"qpn", self.qpn)?;
+        msg.put_u32(c"sq_depth", self.cap.max_send_wr)?;
+        msg.put_u32(c"rq_depth", self.cap.max_recv_wr)?;
+        match &self.mem {
+            QpMem::Kernel(k) => {
+                let ((sq_pi, sq_ci), (rq_pi, rq_ci)) = k.indices();
+                msg.put_u32(c"sq_pi", sq_pi.into())?;
+                msg.put_u32(c"sq_ci", sq_ci.into())?;
+                msg.put_u32(c"rq_pi", rq_pi.into())?;
+                msg.put_u32(c"rq_ci", rq_ci.into())
+            }
+            QpMem::User { db_page, .. } => msg.put_u32(c"db_page", *db_page),
+        }
+    }
+}
+
+impl Cq {
+    /// The device's CQ number, depth and EQ, and the consumer index of a
+    /// kernel CQ (or the doorbell page of a user CQ).
+    pub(crate) fn fill_res(&self, msg: &mut rdma::ResMsg<'_>) -> Result {
+        msg.put_u32(c"cqn", self.cqn)?;
+        msg.put_u32(c"cq_depth", self.depth)?;
+        msg.put_u32(c"eqn", self.eqn)?;
+        match &self.mem {
+            CqMem::Kernel(k) => msg.put_u32(c"ci", k.ci().into()),
+            CqMem::User { db_page, .. } => msg.put_u32(c"db_page", *db_page),
+        }
+    }
+}
+
+impl Mr {
+    /// The key, the kind of MR and its pages.
+    pub(crate) fn fill_res(&self, msg: &mut rdma::ResMsg<'_>) -> Result {
+        msg.put_u32_hex(c"key", self.key)?;
+        match &self.mem {
+            MrMem::User {
+                pages, page_shift, ..
+            } => {
+                msg.put_str(c"mr_type", c"user")?;
+                msg.put_u32(c"pages", *pages)?;
+                msg.put_u32(c"page_size", 1u32.checked_shl(*page_shift).unwrap_or(0))
+            }
+            MrMem::Dma => msg.put_str(c"mr_type", c"phys"),
+            MrMem::FastReg(f) => {
+                msg.put_str(c"mr_type", c"fast_reg")?;
+                msg.put_u32(c"pages", f.count.load(Ordering::Relaxed))?;
+                msg.put_u32(c"max_pages", f.max)
+            }
+        }
+    }
 }

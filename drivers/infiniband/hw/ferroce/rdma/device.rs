@@ -6,6 +6,7 @@ use super::{
     attr::{DeviceAttr, GidAttr, LinkLayer, NetDev, NetDevRef, PortAttr, PortImmutable},
     mmap::{self, MmapIo, MmioRegion},
     objects::{AhAttr, CqTable, QpAttr, QpInit, QpTable, QpType},
+    stats::{FwStr, ResMsg, StatDesc},
     udata::UData,
     wr::{RecvWrs, SendWrs, WcOut},
 };
@@ -284,6 +285,37 @@ pub(crate) trait Driver: Send + Sync + Sized + 'static {
     fn report_port_event(_dev: &Device<Self>, _netdev: NetDev<'_>) {
         build_error!(VTABLE_DEFAULT_ERROR)
     }
+
+    /// The names of the port counters (sysfs `ports/<n>/hw_counters`,
+    /// `rdma statistic`), whose values [`Driver::get_port_stats`] reads.
+    const PORT_STATS: &'static [StatDesc] = &[];
+
+    /// Reads the counters of `port` into `values`, in the order of
+    /// [`Driver::PORT_STATS`]. Process context.
+    fn get_port_stats(_dev: &Device<Self>, _port: u32, _values: &mut [u64]) -> Result {
+        build_error!(VTABLE_DEFAULT_ERROR)
+    }
+
+    /// Writes the firmware version (sysfs `fw_ver`, `ibv_devinfo`).
+    fn dev_fw_str(_dev: &Device<Self>, _out: &mut FwStr<'_>) {
+        build_error!(VTABLE_DEFAULT_ERROR)
+    }
+
+    /// Adds driver attributes of a QP to its restrack entry (`rdma res
+    /// show qp -dd`). Never runs concurrently with the QP's destruction.
+    fn fill_res_qp(_dev: &Device<Self>, _qp: &Self::Qp, _msg: &mut ResMsg<'_>) -> Result {
+        build_error!(VTABLE_DEFAULT_ERROR)
+    }
+
+    /// As [`Driver::fill_res_qp`] for a CQ.
+    fn fill_res_cq(_dev: &Device<Self>, _cq: &Self::Cq, _msg: &mut ResMsg<'_>) -> Result {
+        build_error!(VTABLE_DEFAULT_ERROR)
+    }
+
+    /// As [`Driver::fill_res_qp`] for an MR.
+    fn fill_res_mr(_dev: &Device<Self>, _mr: &Self::Mr, _msg: &mut ResMsg<'_>) -> Result {
+        build_error!(VTABLE_DEFAULT_ERROR)
+    }
 }
 
 /// An `ib_device` followed by the driver state `T`.
@@ -334,6 +366,17 @@ impl<T: Driver> Device<T> {
     /// The netdev associated with `port`, held.
     pub(crate) fn netdev(&self, port: u32) -> Option<NetDevRef> {
         netdev_of(self.as_raw(), port)
+    }
+
+    /// The `(IB_SPEED_*, IB_WIDTH_*)` of `port` that its netdev's link
+    /// speed maps to (`ib_get_eth_speed`; 1 Gb/s when the netdev reports
+    /// none). `ENODEV` without a netdev. It takes RTNL: never call it under
+    /// RTNL (from a netdev notifier).
+    pub(crate) fn eth_speed(&self, port: u32) -> Result<(u16, u8)> {
+        let (mut speed, mut width) = (0u16, 0u8);
+        // SAFETY: the device is alive; the outputs are valid for writes.
+        to_result(unsafe { b::ib_get_eth_speed(self.as_raw(), port, &mut speed, &mut width) })?;
+        Ok((speed, width))
     }
 
     /// A copy of the name ib_core gave the device (e.g. `ferroce0`). ib_core
@@ -641,8 +684,121 @@ impl<T: Driver> Adapter<T> {
         if T::HAS_REPORT_PORT_EVENT {
             ops.report_port_event = Some(Self::report_port_event);
         }
+        if T::HAS_GET_PORT_STATS {
+            ops.alloc_hw_port_stats = Some(Self::alloc_hw_port_stats);
+            ops.get_hw_stats = Some(Self::get_hw_stats);
+        }
+        if T::HAS_DEV_FW_STR {
+            ops.get_dev_fw_str = Some(Self::get_dev_fw_str);
+        }
+        if T::HAS_FILL_RES_QP {
+            ops.fill_res_qp_entry = Some(Self::fill_res_qp_entry);
+        }
+        if T::HAS_FILL_RES_CQ {
+            ops.fill_res_cq_entry = Some(Self::fill_res_cq_entry);
+        }
+        if T::HAS_FILL_RES_MR {
+            ops.fill_res_mr_entry = Some(Self::fill_res_mr_entry);
+        }
         ops
     };
+
+    extern "C" fn alloc_hw_port_stats(
+        _ibdev: *mut b::ib_device,
+        _port: u32,
+    ) -> *mut b::rdma_hw_stats {
+        let descs = T::PORT_STATS;
+        let Ok(n) = c_int::try_from(descs.len()) else {
+            return core::ptr::null_mut();
+        };
+        // SAFETY: `descs` are valid descriptors (`StatDesc` invariant) that
+        // live for ever, so as long as ib_core keeps the pointer.
+        unsafe {
+            b::rdma_alloc_hw_stats_struct(
+                StatDesc::as_raw(descs),
+                n,
+                b::RDMA_HW_STATS_DEFAULT_LIFESPAN as kernel::ffi::c_ulong,
+            )
+        }
+    }
+
+    extern "C" fn get_hw_stats(
+        ibdev: *mut b::ib_device,
+        stats: *mut b::rdma_hw_stats,
+        port: u32,
+        _index: c_int,
+    ) -> c_int {
+        // SAFETY: ib_core passes our live device and a stats structure
+        // `alloc_hw_port_stats` made (`num_counters` values allocated after
+        // it), locked by ib_core for the call.
+        let (dev, values) = unsafe {
+            let n = usize::try_from((*stats).num_counters).unwrap_or(0);
+            (
+                Device::<T>::from_raw(ibdev),
+                core::slice::from_raw_parts_mut((*stats).value.as_mut_ptr(), n),
+            )
+        };
+        // All counters are read at once, whichever `_index` asked for.
+        from_result(|| {
+            T::get_port_stats(dev, port, values)?;
+            Ok(c_int::try_from(values.len())?)
+        })
+    }
+
+    extern "C" fn get_dev_fw_str(ibdev: *mut b::ib_device, out: *mut kernel::ffi::c_char) {
+        // SAFETY: ib_core passes our live device and a buffer of
+        // `IB_FW_VERSION_NAME_MAX` bytes, ours for the call.
+        let (dev, buf) = unsafe {
+            (
+                Device::<T>::from_raw(ibdev),
+                core::slice::from_raw_parts_mut(
+                    out.cast::<u8>(),
+                    b::IB_FW_VERSION_NAME_MAX as usize,
+                ),
+            )
+        };
+        T::dev_fw_str(dev, &mut FwStr::new(buf));
+    }
+
+    extern "C" fn fill_res_qp_entry(
+        msg: *mut kernel::bindings::sk_buff,
+        ibqp: *mut b::ib_qp,
+    ) -> c_int {
+        // SAFETY: restrack tracks a QP only once our `create_qp` succeeded
+        // (`data` initialised) and drains its readers before `destroy_qp`;
+        // `msg` is the message being built, ours for the call.
+        unsafe {
+            let dev = Device::<T>::from_raw((*ibqp).device);
+            let data = (*ibqp.cast::<QpObj<T>>()).data.assume_init_ref();
+            from_result(|| ResMsg::with_nest(msg, |m| T::fill_res_qp(dev, data, m)).map(|()| 0))
+        }
+    }
+
+    extern "C" fn fill_res_cq_entry(
+        msg: *mut kernel::bindings::sk_buff,
+        ibcq: *mut b::ib_cq,
+    ) -> c_int {
+        // SAFETY: as in `fill_res_qp_entry`, for a CQ of ours.
+        unsafe {
+            let dev = Device::<T>::from_raw((*ibcq).device);
+            let data = &(*ibcq.cast::<CqObj<T>>()).data.assume_init_ref().1;
+            from_result(|| ResMsg::with_nest(msg, |m| T::fill_res_cq(dev, data, m)).map(|()| 0))
+        }
+    }
+
+    extern "C" fn fill_res_mr_entry(
+        msg: *mut kernel::bindings::sk_buff,
+        ibmr: *mut b::ib_mr,
+    ) -> c_int {
+        // SAFETY: every MR of our device is an `MrObj<T>` our ops made;
+        // restrack tracks it once made and deletes it (waiting for its
+        // readers) before `dereg_mr`; `msg` is ours for the call.
+        unsafe {
+            let dev = Device::<T>::from_raw((*ibmr).device);
+            let data = &(*ibmr.cast::<MrObj<T>>()).data;
+            from_result(|| ResMsg::with_nest(msg, |m| T::fill_res_mr(dev, data, m)).map(|()| 0))
+        }
+    }
 
     extern "C" fn dealloc_driver(ibdev: *mut b::ib_device) {
         let dev = ibdev.cast::<Device<T>>();

@@ -14,6 +14,8 @@
 //!   netdevs) and the attribute structures it fills in.
 //! * [`gids`]: ib_core's GID table (`rdma_query_gid_table`, reached through
 //!   a held source GID entry) and `ibdev_warn`.
+//! * [`stats`]: hardware counters, the firmware version string and the
+//!   driver attributes of restrack entries.
 //! * [`notifier`]: a netdevice notifier calling a Rust handler.
 //! * [`kext`]: small wrappers for kernel APIs the 7.3 `kernel` crate lacks
 //!   or only offers as `unsafe` (MSI-X vectors with their handlers, a PCI
@@ -32,6 +34,7 @@ pub(crate) mod kverbs;
 pub(crate) mod mmap;
 pub(crate) mod notifier;
 pub(crate) mod objects;
+pub(crate) mod stats;
 pub(crate) mod udata;
 pub(crate) mod umem;
 pub(crate) mod wr;
@@ -45,6 +48,7 @@ pub(crate) use gids::GidEntry;
 pub(crate) use mmap::MmioRegion;
 pub(crate) use notifier::{NetdevEvent, NetdevHandler, NetdevNotifier};
 pub(crate) use objects::{AhAttr, CqEvent, CqTable, QpAttr, QpEvent, QpInit, QpTable, QpType};
+pub(crate) use stats::{FwStr, ResMsg, StatDesc};
 pub(crate) use udata::{UData, UserRequest};
 pub(crate) use umem::Umem;
 pub(crate) use wr::{NetType, RecvWrs, RegSeg, SendOp, SendWr, SendWrs, Sge, Wc, WcOp, WcOut};

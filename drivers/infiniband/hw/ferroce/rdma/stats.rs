@@ -1,0 +1,138 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Introspection: hardware counters (`rdma_hw_stats`), the firmware version
+//! string and the driver attributes of restrack entries (`rdma res show
+//! ... -dd`).
+
+use crate::bindings as b;
+use core::{ffi::c_void, marker::PhantomData};
+use kernel::{
+    error::to_result,
+    prelude::*,
+    str::{as_char_ptr_in_const_context, CStr, CStrExt},
+};
+
+/// The name of one hardware counter (`struct rdma_stat_desc`), as a
+/// driver lists them in a `static`.
+///
+/// # Invariants
+///
+/// `name` points to a NUL-terminated `'static` string; `priv` is NULL.
+#[repr(transparent)]
+pub(crate) struct StatDesc(b::rdma_stat_desc);
+
+// SAFETY: a `StatDesc` only holds a pointer to an immutable `'static` string
+// (type invariant), which any thread may read.
+unsafe impl Sync for StatDesc {}
+
+impl StatDesc {
+    /// The counter called `name` (sysfs `hw_counters/<name>`, `rdma
+    /// statistic`).
+    pub(crate) const fn new(name: &'static CStr) -> Self {
+        Self(b::rdma_stat_desc {
+            name: as_char_ptr_in_const_context(name),
+            flags: 0,
+            priv_: core::ptr::null(),
+        })
+    }
+
+    /// The descriptors as ib_core takes them.
+    pub(super) fn as_raw(descs: &'static [Self]) -> *const b::rdma_stat_desc {
+        // `repr(transparent)`: a `StatDesc` is an `rdma_stat_desc`.
+        descs.as_ptr().cast()
+    }
+}
+
+/// Where `get_dev_fw_str` writes the firmware version: a buffer of
+/// `IB_FW_VERSION_NAME_MAX` bytes. Writes past its end are cut off; the
+/// string is always NUL-terminated.
+pub(crate) struct FwStr<'a> {
+    buf: &'a mut [u8],
+    len: usize,
+}
+
+impl<'a> FwStr<'a> {
+    pub(super) fn new(buf: &'a mut [u8]) -> Self {
+        if let Some(first) = buf.first_mut() {
+            *first = 0;
+        }
+        Self { buf, len: 0 }
+    }
+}
+
+impl core::fmt::Write for FwStr<'_> {
+    fn write_str(&mut self, s: &str) -> core::fmt::Result {
+        // Room for the NUL stays.
+        let room = self.buf.len().saturating_sub(self.len + 1);
+        let n = s.len().min(room);
+        if let Some(dst) = self.buf.get_mut(self.len..self.len + n) {
+            dst.copy_from_slice(&s.as_bytes()[..n]);
+            self.len += n;
+        }
+        if let Some(nul) = self.buf.get_mut(self.len) {
+            *nul = 0;
+        }
+        Ok(())
+    }
+}
+
+/// The driver attributes of one restrack entry: a netlink message with the
+/// `RDMA_NLDEV_ATTR_DRIVER` nest open, for the `fill_res_*_entry` methods.
+pub(crate) struct ResMsg<'a> {
+    msg: *mut kernel::bindings::sk_buff,
+    _msg: PhantomData<&'a mut kernel::bindings::sk_buff>,
+}
+
+impl ResMsg<'_> {
+    /// Adds `name = value` (decimal). `EMSGSIZE` when the message is full.
+    pub(crate) fn put_u32(&mut self, name: &CStr, value: u32) -> Result {
+        // SAFETY: `msg` is the message of the fill call (see `with_nest`);
+        // `name` is NUL-terminated and copied into the message.
+        to_result(unsafe { b::rdma_nl_put_driver_u32(self.msg, name.as_char_ptr(), value) })
+    }
+
+    /// Adds `name = value` (hexadecimal).
+    pub(crate) fn put_u32_hex(&mut self, name: &CStr, value: u32) -> Result {
+        // SAFETY: as in `put_u32`.
+        to_result(unsafe { b::rdma_nl_put_driver_u32_hex(self.msg, name.as_char_ptr(), value) })
+    }
+
+    /// Adds `name = value` (a string).
+    pub(crate) fn put_str(&mut self, name: &CStr, value: &CStr) -> Result {
+        // SAFETY: as in `put_u32`; `value` is NUL-terminated and copied.
+        to_result(unsafe {
+            b::rdma_nl_put_driver_string(self.msg, name.as_char_ptr(), value.as_char_ptr())
+        })
+    }
+
+    /// Opens the driver nest of `msg`, runs `fill` and closes the nest, or
+    /// cancels it (dropping what `fill` added) if `fill` failed.
+    ///
+    /// # Safety
+    ///
+    /// `msg` must be the netlink message of a `fill_res_*_entry` call,
+    /// valid and exclusively ours for the call.
+    pub(super) unsafe fn with_nest(
+        msg: *mut kernel::bindings::sk_buff,
+        fill: impl FnOnce(&mut ResMsg<'_>) -> Result,
+    ) -> Result {
+        // SAFETY: `msg` is valid (safety requirements).
+        let nest: *mut c_void = unsafe { b::ferroce_nl_driver_nest_start(msg) };
+        if nest.is_null() {
+            return Err(EMSGSIZE);
+        }
+        let mut m = ResMsg {
+            msg,
+            _msg: PhantomData,
+        };
+        let r = fill(&mut m);
+        // SAFETY: `nest` was opened on `msg` just above and nothing closed it.
+        unsafe {
+            match r {
+                Ok(()) => b::ferroce_nl_nest_end(msg, nest),
+                Err(_) => b::ferroce_nl_nest_cancel(msg, nest),
+            }
+        }
+        r
+    }
+}
