@@ -632,7 +632,7 @@ pub(crate) fn modify_qp(
         rq_psn: a.rq_psn,
         sq_psn: a.sq_psn,
         qkey: a.qkey,
-        qp_access_flags: a.qp_access_flags as u32,
+        qp_access_flags: qp_access(a.qp_access_flags as u32),
         pkey_index: a.pkey_index,
         timeout: a.timeout,
         retry_cnt: a.retry_cnt,
@@ -1081,6 +1081,19 @@ pub(crate) fn post_send(
 /// `post_recv` on a kernel QP.
 pub(crate) fn post_recv(dev: &rdma::Device<IbDev>, qp: &Qp, wrs: &mut rdma::RecvWrs<'_>) -> Result {
     qp.kernel().ok_or(EINVAL)?.post_recv(dev, qp.qpn, wrs)
+}
+
+/// The QP access flags for the device. Optional flags, and permissions for
+/// remote operations the device never executes (FLUSH, which ib_core
+/// grants with `IB_ACCESS_FLUSH_*`, and memory-window binds), allow nothing
+/// on this device and are dropped, as mlx5 does; the device refuses any
+/// other bit it does not know.
+fn qp_access(access: u32) -> u32 {
+    access
+        & !(hw::ib_access_flags_IB_ACCESS_OPTIONAL
+            | hw::ib_access_flags_IB_ACCESS_FLUSH_GLOBAL
+            | hw::ib_access_flags_IB_ACCESS_FLUSH_PERSISTENT
+            | hw::ib_access_flags_IB_ACCESS_MW_BIND)
 }
 
 /// The access flags the device takes (optional flags may be ignored by
