@@ -571,7 +571,8 @@ static int ferroce_qp_geometry(struct ferroce_context *ctx,
 
 /*
  * Supported: a PD (required) and the ibv_wr_* send operations of the QP's
- * type (ferroce_qp_send_ops). Not: XRC, SRQs, RSS, TSO, creation flags.
+ * type (ferroce_qp_send_ops). Not: XRC, SRQs, RSS, TSO, creation flags
+ * (IBV_QP_INIT_ATTR_CREATE_FLAGS only with none set).
  */
 struct ibv_qp *ferroce_create_qp_ex(struct ibv_context *ibctx,
 				    struct ibv_qp_init_attr_ex *attr)
@@ -586,7 +587,10 @@ struct ibv_qp *ferroce_create_qp_ex(struct ibv_context *ibctx,
 	int ret;
 
 	if (attr->comp_mask & ~(IBV_QP_INIT_ATTR_PD |
-				IBV_QP_INIT_ATTR_SEND_OPS_FLAGS)) {
+				IBV_QP_INIT_ATTR_CREATE_FLAGS |
+				IBV_QP_INIT_ATTR_SEND_OPS_FLAGS) ||
+	    (attr->comp_mask & IBV_QP_INIT_ATTR_CREATE_FLAGS &&
+	     attr->create_flags)) {
 		errno = EOPNOTSUPP;
 		return NULL;
 	}

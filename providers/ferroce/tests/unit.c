@@ -891,14 +891,21 @@ static void test_old_driver(void)
 		      errno == EOPNOTSUPP);
 		xattr.send_ops_flags = 0;
 		xattr.comp_mask |= IBV_QP_INIT_ATTR_CREATE_FLAGS;
+		xattr.create_flags = IBV_QP_CREATE_BLOCK_SELF_MCAST_LB;
 		errno = 0;
 		CHECK(!ferroce_create_qp_ex(&vctx->context, &xattr) &&
 		      errno == EOPNOTSUPP);
+		/* The mask with no flag set is no request */
+		xattr.create_flags = 0;
+		qp = ferroce_create_qp_ex(&vctx->context, &xattr);
+		CHECK(qp);
+		if (qp)
+			CHECK(ferroce_destroy_qp(qp) == 0);
 	}
 
 	ah = ferroce_create_ah(&pd, &aattr);
 	CHECK(ah);
-	CHECK(old_driver_calls == 6);
+	CHECK(old_driver_calls == 7);
 	if (ah) {
 		CHECK(to_fah(ah)->ahn == v1_ah.ahn);
 		CHECK(ferroce_destroy_ah(ah) == 0);
