@@ -48,7 +48,9 @@ SHELL_SCRIPTS := $(wildcard scripts/*.sh) scripts/in-root qemu-test/run qemu-tes
 	$(filter-out %.py %.c %/__pycache__,$(wildcard qemu-test/guest/*)) $(wildcard qemu-test/scenarios/*) .ci/run \
 	$(wildcard providers/*/tests/*.sh)
 RUST_SOURCES = $(shell find drivers -name '*.rs')
-C_SOURCES = $(shell find include drivers providers -name '*.[ch]' 2>/dev/null)
+C_SOURCES = $(shell find include drivers -name '*.[ch]' 2>/dev/null)
+# libibverbs' provider interface returns positive errno values.
+PROVIDER_C_SOURCES = $(shell find providers -name '*.[ch]' 2>/dev/null)
 
 PROVIDER_OUT := $(TOP)/.build/provider
 
@@ -98,6 +100,10 @@ lint: modules
 	@if [ -n "$(C_SOURCES)" ]; then ksrc=$$($(KSRC_CMD)) && \
 		$$ksrc/scripts/checkpatch.pl --no-tree --quiet --terse --show-types \
 		--ignore SPDX_LICENSE_TAG,FILE_PATH_CHANGES -f $(C_SOURCES); fi
+	@if [ -n "$(PROVIDER_C_SOURCES)" ]; then ksrc=$$($(KSRC_CMD)) && \
+		$$ksrc/scripts/checkpatch.pl --no-tree --quiet --terse --show-types \
+		--ignore SPDX_LICENSE_TAG,FILE_PATH_CHANGES,USE_NEGATIVE_ERRNO \
+		-f $(PROVIDER_C_SOURCES); fi
 	@if [ -f $(DEVICE_DIR)/Cargo.toml ]; then \
 		echo "== cargo fmt / clippy (device; the root's 1.85: its precedence lint \
 			flags a << b | c, allowed since 1.86, and its needless_lifetimes \
