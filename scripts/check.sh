@@ -17,6 +17,10 @@ declare -a failures=()
 pass() { passed=$((passed + $1)); }
 fail() { failed=$((failed + 1)); failures+=("$1"); }
 
+# The device's cargo runs in the trixie root: build it first on a cold
+# cache (later steps would, but the cargo tests come before them).
+"$FERROCE_TOP/scripts/make-root.sh" >/dev/null || die "cannot build the trixie root"
+
 # 1. Host-side Rust: the emulated device and its protocol library.
 if [ -f "$FERROCE_TOP/device/Cargo.toml" ]; then
 	log "check: cargo test (device/)"

@@ -25,6 +25,10 @@ scenarios=${FERROCE_SCENARIOS:-$(grep -l '\bSOAK\b' "$FERROCE_TOP"/qemu-test/sce
 [ -n "$scenarios" ] || die "no scenario has a SOAK knob"
 passed=0 failed=0
 declare -a failures=()
+# The device's cargo runs in the trixie root: build it first on a cold
+# cache (later steps would, but the cargo tests come before them).
+"$FERROCE_TOP/scripts/make-root.sh" >/dev/null || die "cannot build the trixie root"
+
 log "soak: device model and WQE fuzz (PROPTEST_CASES=${PROPTEST_CASES:=5000})"
 # (in-root clears the environment: the knobs go through env.)
 if (cd "$FERROCE_TOP/device" && "$FERROCE_TOP/scripts/in-root" -- env \
