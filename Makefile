@@ -45,7 +45,7 @@ KSRC_CMD = readlink -f $(KDIR)/source 2>/dev/null || echo $(KDIR)
 endif
 
 SHELL_SCRIPTS := $(wildcard scripts/*.sh) scripts/in-root qemu-test/run qemu-test/wire.sh \
-	$(filter-out %.py %.c %/__pycache__,$(wildcard qemu-test/guest/*)) $(wildcard qemu-test/scenarios/*) .ci/run \
+	$(filter-out %.py %.c %.h %/__pycache__,$(wildcard qemu-test/guest/*)) $(wildcard qemu-test/scenarios/*) .ci/run \
 	$(wildcard providers/*/tests/*.sh)
 RUST_SOURCES = $(shell find drivers -name '*.rs')
 C_SOURCES = $(shell find include drivers -name '*.[ch]' 2>/dev/null)

@@ -53,6 +53,8 @@ static int sock = -1, nqps = 4, per_qp = 200;
 
 #define die(...) do { fprintf(stderr, "atomic-count: " __VA_ARGS__); exit(2); } while (0)
 
+#include "oob-tcp.h"
+
 static void xfer(void *p, size_t n, int out)
 {
 	uint8_t *b = p;
@@ -86,36 +88,6 @@ static uint64_t total(void)
 	return s;
 }
 
-static void tcp_connect(const char *server, int port)
-{
-	struct addrinfo hints = { .ai_family = AF_INET, .ai_socktype = SOCK_STREAM }, *res;
-	char service[16];
-	int one = 1;
-
-	snprintf(service, sizeof(service), "%d", port);
-	if (server) {
-		if (getaddrinfo(server, service, &hints, &res))
-			die("cannot resolve %s\n", server);
-		sock = socket(res->ai_family, res->ai_socktype, 0);
-		if (sock < 0 || connect(sock, res->ai_addr, res->ai_addrlen))
-			die("cannot connect to %s:%d\n", server, port);
-	} else {
-		int l;
-
-		hints.ai_flags = AI_PASSIVE;
-		if (getaddrinfo(NULL, service, &hints, &res))
-			die("getaddrinfo failed\n");
-		l = socket(res->ai_family, res->ai_socktype, 0);
-		setsockopt(l, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-		if (l < 0 || bind(l, res->ai_addr, res->ai_addrlen) || listen(l, 1))
-			die("cannot listen on port %d\n", port);
-		sock = accept(l, NULL, NULL);
-		close(l);
-		if (sock < 0)
-			die("accept failed\n");
-	}
-	freeaddrinfo(res);
-}
 
 static void connect_qp(struct ibv_qp *qp, int gidx, const uint8_t *dgid, uint32_t dqpn,
 		       uint32_t rpsn, uint32_t spsn, enum ibv_mtu mtu)
@@ -382,7 +354,7 @@ int main(int argc, char **argv)
 	me.addr = (uintptr_t)buf;
 	memcpy(me.gid, gid.raw, 16);
 
-	tcp_connect(server_name, port);
+	sock = oob_connect(server_name, port);
 	xfer(&me, sizeof(me), 1);
 	xfer(&rem, sizeof(rem), 0);
 	for (int q = 0; q < nqps; q++)

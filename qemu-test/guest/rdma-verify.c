@@ -62,6 +62,8 @@ static int sock = -1;
 
 #define die(...) do { fprintf(stderr, "rdma-verify: " __VA_ARGS__); exit(2); } while (0)
 
+#include "oob-tcp.h"
+
 static int rounds_done;
 
 /*
@@ -281,36 +283,6 @@ static void post_recv(size_t off, size_t len)
 		die("ibv_post_recv failed\n");
 }
 
-static void tcp_connect(const char *server, int port)
-{
-	struct addrinfo hints = { .ai_family = AF_INET, .ai_socktype = SOCK_STREAM }, *res;
-	char service[16];
-	int one = 1;
-
-	snprintf(service, sizeof(service), "%d", port);
-	if (server) {
-		if (getaddrinfo(server, service, &hints, &res))
-			die("cannot resolve %s\n", server);
-		sock = socket(res->ai_family, res->ai_socktype, 0);
-		if (sock < 0 || connect(sock, res->ai_addr, res->ai_addrlen))
-			die("cannot connect to %s:%d\n", server, port);
-	} else {
-		int l;
-
-		hints.ai_flags = AI_PASSIVE;
-		if (getaddrinfo(NULL, service, &hints, &res))
-			die("getaddrinfo failed\n");
-		l = socket(res->ai_family, res->ai_socktype, 0);
-		setsockopt(l, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-		if (l < 0 || bind(l, res->ai_addr, res->ai_addrlen) || listen(l, 1))
-			die("cannot listen on port %d\n", port);
-		sock = accept(l, NULL, NULL);
-		close(l);
-		if (sock < 0)
-			die("accept failed\n");
-	}
-	freeaddrinfo(res);
-}
 
 /* ibv_query_qp reports back what the QP was given on the way to RTS. */
 static void check_query(int gidx, const struct dest *rem, enum ibv_mtu mtu, uint32_t psn)
@@ -445,7 +417,7 @@ int main(int argc, char **argv)
 	me.addr = (uintptr_t)src;
 	memcpy(me.gid, gid.raw, 16);
 
-	tcp_connect(server, port);
+	sock = oob_connect(server, port);
 	xfer(&me, sizeof(me), 1);
 	xfer(&rem, sizeof(rem), 0);
 	connect_qp(gidx, &rem, pa.active_mtu, me.psn);
