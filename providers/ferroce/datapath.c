@@ -379,6 +379,21 @@ static int ferroce_set_inline(struct ferroce_qp *qp, uint8_t *data,
 	return 0;
 }
 
+/* The WQE flags that IBV_SEND_* flags (of ibv_post_send or ibv_wr_*) ask for. */
+static uint8_t ferroce_wqe_flags(const struct ferroce_qp *qp,
+				 unsigned int send_flags)
+{
+	uint8_t flags = 0;
+
+	if ((send_flags & IBV_SEND_SIGNALED) || qp->sq_sig_all)
+		flags |= FERROCE_WQE_SIGNALED;
+	if (send_flags & IBV_SEND_SOLICITED)
+		flags |= FERROCE_WQE_SOLICITED;
+	if (send_flags & IBV_SEND_FENCE)
+		flags |= FERROCE_WQE_FENCE;
+	return flags;
+}
+
 static int ferroce_build_send_wqe(struct ferroce_qp *qp, void *wqe,
 				  const struct ibv_send_wr *wr)
 {
@@ -441,12 +456,7 @@ static int ferroce_build_send_wqe(struct ferroce_qp *qp, void *wqe,
 		hdr->num_sge = wr->num_sge;
 	}
 
-	if ((wr->send_flags & IBV_SEND_SIGNALED) || qp->sq_sig_all)
-		flags |= FERROCE_WQE_SIGNALED;
-	if (wr->send_flags & IBV_SEND_SOLICITED)
-		flags |= FERROCE_WQE_SOLICITED;
-	if (wr->send_flags & IBV_SEND_FENCE)
-		flags |= FERROCE_WQE_FENCE;
+	flags |= ferroce_wqe_flags(qp, wr->send_flags);
 
 	hdr->wr_id = htole64(wr->wr_id);
 	hdr->opcode = wr->opcode;	/* FERROCE_WR_* == IBV_WR_* */
@@ -607,7 +617,6 @@ static void *ferroce_wr_begin(struct ibv_qp_ex *ibqp, uint8_t op)
 {
 	struct ferroce_qp *qp = to_fqp_ex(ibqp);
 	struct ferroce_sq_wqe_hdr *hdr;
-	uint8_t flags = 0;
 
 	if (qp->wr_err)
 		return NULL;
@@ -622,15 +631,9 @@ static void *ferroce_wr_begin(struct ibv_qp_ex *ibqp, uint8_t op)
 	}
 	hdr = ferroce_wqe(&qp->sq, qp->wr_pi++);
 	memset(hdr, 0, FERROCE_SQ_WQE_DATA_OFFSET);
-	if ((ibqp->wr_flags & IBV_SEND_SIGNALED) || qp->sq_sig_all)
-		flags |= FERROCE_WQE_SIGNALED;
-	if (ibqp->wr_flags & IBV_SEND_SOLICITED)
-		flags |= FERROCE_WQE_SOLICITED;
-	if (ibqp->wr_flags & IBV_SEND_FENCE)
-		flags |= FERROCE_WQE_FENCE;
 	hdr->wr_id = htole64(ibqp->wr_id);
 	hdr->opcode = op;
-	hdr->flags = flags;
+	hdr->flags = ferroce_wqe_flags(qp, ibqp->wr_flags);
 	qp->wr_wqe = hdr;
 	qp->wr_opcode = op;
 	return hdr;
