@@ -580,6 +580,7 @@ struct ibv_qp *ferroce_create_qp_ex(struct ibv_context *ibctx,
 	struct ferroce_context *ctx = to_fctx(ibctx);
 	struct ferroce_create_qp_resp resp = {};
 	struct ferroce_create_qp cmd = {};
+	struct ibv_qp_init_attr_ex kattr;
 	struct ibv_qp_init_attr legacy;
 	uint64_t send_ops = 0;
 	struct ibv_qp_cap cap;
@@ -641,7 +642,13 @@ struct ibv_qp *ferroce_create_qp_ex(struct ibv_context *ibctx,
 	cmd.rq_buf_va = (uintptr_t)qp->rq.buf;
 	cmd.rq_dbrec_va = (uintptr_t)qp->rq.dbrec;
 
-	ret = ibv_cmd_create_qp_ex(ibctx, &qp->vqp, attr, &cmd.ibv_cmd,
+	/*
+	 * IBV_QP_INIT_ATTR_CREATE_FLAGS can only be here with no flag set:
+	 * no request, and libibverbs' legacy command would refuse its bit.
+	 */
+	kattr = *attr;
+	kattr.comp_mask &= ~IBV_QP_INIT_ATTR_CREATE_FLAGS;
+	ret = ibv_cmd_create_qp_ex(ibctx, &qp->vqp, &kattr, &cmd.ibv_cmd,
 				   sizeof(cmd), &resp.ibv_resp, sizeof(resp));
 	if (ret)
 		goto err_rq;

@@ -753,6 +753,12 @@ int ibv_cmd_create_qp_ex(struct ibv_context *context, struct verbs_qp *vqp,
 {
 	struct ibv_qp *qp = &vqp->qp;
 
+	/* As libibverbs' own: the legacy command takes no other request. */
+	if (attr->comp_mask & ~(IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_XRCD |
+				IBV_QP_INIT_ATTR_SEND_OPS_FLAGS)) {
+		errno = EINVAL;
+		return errno;
+	}
 	qp->context = context;
 	qp->pd = attr->pd;
 	qp->send_cq = attr->send_cq;
