@@ -12,7 +12,7 @@ CTL_SERVER=1
 setup() {
 	segment lan
 	vm vm1 single lan - ferroce smp=2
-	echo "CYCLES=$CYCLES" >"$RUN_DIR/shared/params"
+	printf 'CYCLES=%s\nTOOLS=%s\n' "$CYCLES" "${GID_TOOLS:-1}" >"$RUN_DIR/shared/params"
 }
 
 report() {
