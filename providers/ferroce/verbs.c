@@ -512,20 +512,21 @@ static int ferroce_alloc_wq(struct ferroce_context *ctx, struct ferroce_wq *wq,
 }
 
 /*
- * Check the requested capabilities and work out the queue geometry;
- * attr->cap is updated to what the QP really provides.
+ * Check the requested capabilities of a QP of type qp_type (on an SRQ if
+ * srq is set) and work out the queue geometry; cap is updated to what the
+ * QP really provides.
  */
 static int ferroce_qp_geometry(struct ferroce_context *ctx,
-			       struct ibv_qp_init_attr *attr,
+			       enum ibv_qp_type qp_type, struct ibv_srq *srq,
+			       struct ibv_qp_cap *cap,
 			       struct ferroce_ureq_create_qp *req)
 {
-	struct ibv_qp_cap *cap = &attr->cap;
 	int sq_shift, rq_shift = 0;
 	uint32_t stride_sge;
 
-	if (attr->srq)
+	if (srq)
 		return -EOPNOTSUPP;
-	if (attr->qp_type != IBV_QPT_RC && attr->qp_type != IBV_QPT_UD)
+	if (qp_type != IBV_QPT_RC && qp_type != IBV_QPT_UD)
 		return -EOPNOTSUPP;
 	if (cap->max_send_wr > ctx->max_qp_wr ||
 	    cap->max_recv_wr > ctx->max_qp_wr ||
@@ -581,7 +582,6 @@ struct ibv_qp *ferroce_create_qp_ex(struct ibv_context *ibctx,
 	struct ferroce_create_qp_resp resp = {};
 	struct ferroce_create_qp cmd = {};
 	struct ibv_qp_init_attr_ex kattr;
-	struct ibv_qp_init_attr legacy;
 	uint64_t send_ops = 0;
 	struct ibv_qp_cap cap;
 	struct ferroce_qp *qp;
@@ -607,21 +607,13 @@ struct ibv_qp *ferroce_create_qp_ex(struct ibv_context *ibctx,
 		}
 	}
 
-	legacy = (struct ibv_qp_init_attr){
-		.qp_context = attr->qp_context,
-		.send_cq = attr->send_cq,
-		.recv_cq = attr->recv_cq,
-		.srq = attr->srq,
-		.cap = attr->cap,
-		.qp_type = attr->qp_type,
-		.sq_sig_all = attr->sq_sig_all,
-	};
-	ret = ferroce_qp_geometry(ctx, &legacy, &cmd.drv_payload);
+	cap = attr->cap;
+	ret = ferroce_qp_geometry(ctx, attr->qp_type, attr->srq, &cap,
+				  &cmd.drv_payload);
 	if (ret) {
 		errno = -ret;
 		return NULL;
 	}
-	cap = legacy.cap;
 
 	qp = calloc(1, sizeof(*qp));
 	if (!qp)
