@@ -93,7 +93,7 @@
 #define FERROCE_VERSION_MAJOR_MASK		0xffff0000
 #define FERROCE_VERSION_MINOR_MASK		0x0000ffff
 #define FERROCE_VERSION_MAJOR			1
-#define FERROCE_VERSION_MINOR			4
+#define FERROCE_VERSION_MINOR			5
 
 /* MAGIC: "FRCE" read as a little-endian u32 */
 #define FERROCE_MAGIC_VALUE			0x45435246
@@ -115,6 +115,7 @@
 #define FERROCE_CAP_MEM_MGT_EXT			0x00002000	/* 1.1: fast-reg, LOCAL_INV, SEND_INV, inline AVs */
 #define FERROCE_CAP_PORT_MAC			0x00004000	/* 1.2: SET_PORT_MAC */
 #define FERROCE_CAP_VLAN			0x00008000	/* 1.3: 802.1Q-tagged GID entries */
+#define FERROCE_CAP_UC				0x00010000	/* 1.5: UC QPs (SEND, RDMA WRITE, with immediate) */
 
 /* DEV_CTRL */
 #define FERROCE_CTRL_RESET			0x00000001	/* self-clearing */
@@ -365,6 +366,8 @@ struct ferroce_cmd_query_counters {
  * writes min(resp_len, sizeof(struct ferroce_counters)) bytes (1.4).
  */
 #define FERROCE_COUNTERS_SIZE_1_0		240
+/* The size of struct ferroce_counters in 1.4 (1.5 adds the UC drops). */
+#define FERROCE_COUNTERS_SIZE_1_4		504
 
 struct ferroce_counters {
 	__le64 cmds_ok;
@@ -416,6 +419,11 @@ struct ferroce_counters {
 	__le64 cqes;
 	__le64 cqe_errors;
 	__le64 cqe_flushed;
+	/* New in 1.5: UC responder drops */
+	__le64 rx_uc_dropped;
+	__le64 rx_uc_seq_err;
+	__le64 rx_uc_no_wqe;
+	__le64 rx_uc_bad_req;
 };
 
 /* CREATE_EQ: out[0] = eqn (== vector) */
@@ -507,6 +515,7 @@ struct ferroce_cmd_dereg_mr {
 #define FERROCE_QPT_RC				0
 #define FERROCE_QPT_UD				1
 #define FERROCE_QPT_GSI				2	/* UD semantics, qpn 1 */
+#define FERROCE_QPT_UC				3	/* 1.5, CAP_UC */
 #define FERROCE_GSI_QPN				1
 #define FERROCE_FIRST_QPN			2
 
@@ -747,7 +756,7 @@ struct ferroce_sge {
 #define FERROCE_WR_RDMA_WRITE_IMM		1
 #define FERROCE_WR_SEND				2
 #define FERROCE_WR_SEND_IMM			3
-#define FERROCE_WR_RDMA_READ			4
+#define FERROCE_WR_RDMA_READ			4	/* RC */
 #define FERROCE_WR_ATOMIC_CMP_SWP		5	/* CAP_ATOMIC, RC */
 #define FERROCE_WR_ATOMIC_FETCH_ADD		6	/* CAP_ATOMIC, RC */
 #define FERROCE_WR_LOCAL_INV			7	/* CAP_MEM_MGT_EXT, RC */
@@ -778,7 +787,7 @@ struct ferroce_sq_wqe_hdr {
 	__le64 reserved2;
 };
 
-/* segment at SEG_OFFSET: one of the following, zero for plain RC SEND */
+/* segment at SEG_OFFSET: one of the following, zero for plain RC/UC SEND */
 struct ferroce_sq_wqe_rdma {
 	__le64 remote_addr;
 	__le32 rkey;
@@ -904,7 +913,7 @@ _Static_assert(sizeof(struct ferroce_cmd_query_port) == 16, "query_port");
 _Static_assert(sizeof(struct ferroce_cmd_set_port_mtu) == 16, "set_port_mtu");
 _Static_assert(sizeof(struct ferroce_cmd_set_port_mac) == 24, "set_port_mac");
 _Static_assert(sizeof(struct ferroce_cmd_query_counters) == 24, "query_counters");
-_Static_assert(sizeof(struct ferroce_counters) == 504, "counters");
+_Static_assert(sizeof(struct ferroce_counters) == 536, "counters");
 _Static_assert(sizeof(struct ferroce_cmd_create_eq) == 24, "create_eq");
 _Static_assert(sizeof(struct ferroce_cmd_destroy_eq) == 16, "destroy_eq");
 _Static_assert(sizeof(struct ferroce_cmd_create_cq) == 48, "create_cq");

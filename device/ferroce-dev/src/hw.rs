@@ -175,7 +175,7 @@ hw_consts! {
     /// `FERROCE_VERSION_MAJOR`.
     VERSION_MAJOR: u32 = 1;
     /// `FERROCE_VERSION_MINOR`.
-    VERSION_MINOR: u32 = 4;
+    VERSION_MINOR: u32 = 5;
     /// `FERROCE_MAGIC_VALUE`.
     MAGIC_VALUE: u32 = 0x45435246;
     /// `FERROCE_CAP_RC`.
@@ -210,6 +210,8 @@ hw_consts! {
     CAP_PORT_MAC: u32 = 0x00004000;
     /// 1.3: 802.1Q-tagged GID entries
     CAP_VLAN: u32 = 0x00008000;
+    /// 1.5: UC QPs (SEND, RDMA WRITE, with immediate)
+    CAP_UC: u32 = 0x00010000;
     /// Self-clearing
     CTRL_RESET: u32 = 0x00000001;
     /// `FERROCE_CTRL_ENABLE`.
@@ -311,6 +313,9 @@ hw_consts! {
     /// `FERROCE_COUNTERS_SIZE_1_0`: `struct ferroce_counters` before 1.4,
     /// the least `resp_len` QUERY_COUNTERS accepts.
     COUNTERS_SIZE_1_0: usize = 240;
+    /// `FERROCE_COUNTERS_SIZE_1_4`: `struct ferroce_counters` in 1.4,
+    /// before the UC drops of 1.5.
+    COUNTERS_SIZE_1_4: usize = 504;
     /// `FERROCE_CMD_QUERY_CAPS`.
     CMD_QUERY_CAPS: u8 = 0x01;
     /// `FERROCE_CMD_QUERY_PORT`.
@@ -441,6 +446,8 @@ hw_consts! {
     QPT_UD: u8 = 1;
     /// UD semantics, qpn 1
     QPT_GSI: u8 = 2;
+    /// 1.5, CAP_UC
+    QPT_UC: u8 = 3;
     /// `FERROCE_GSI_QPN`.
     GSI_QPN: u32 = 1;
     /// `FERROCE_FIRST_QPN`.
@@ -603,7 +610,7 @@ hw_consts! {
     WR_SEND: u8 = 2;
     /// `FERROCE_WR_SEND_IMM`.
     WR_SEND_IMM: u8 = 3;
-    /// `FERROCE_WR_RDMA_READ`.
+    /// RC
     WR_RDMA_READ: u8 = 4;
     /// CAP_ATOMIC, RC
     WR_ATOMIC_CMP_SWP: u8 = 5;
@@ -973,6 +980,15 @@ hw_structs! {
         pub cqe_errors: u64,
         /// Of those, flushes (`WR_FLUSH_ERR`).
         pub cqe_flushed: u64,
+        // New in 1.5: UC responder drops.
+        /// UC request packets the responder discarded, for any reason.
+        pub rx_uc_dropped: u64,
+        /// UC partial messages discarded for a PSN gap or a missing first packet.
+        pub rx_uc_seq_err: u64,
+        /// UC messages discarded for want of a receive WQE.
+        pub rx_uc_no_wqe: u64,
+        /// UC messages discarded for a bad R_Key, range, access or length.
+        pub rx_uc_bad_req: u64,
     }
     /// `struct ferroce_cmd_create_eq`.
     pub struct CmdCreateEq = "ferroce_cmd_create_eq" {

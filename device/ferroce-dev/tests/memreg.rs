@@ -215,9 +215,9 @@ fn fast_register_on(b: &mut Node, access: u32, variant: u8) -> (u32, Vec<u64>) {
 }
 
 #[test]
-fn version_1_4_advertises_the_new_capabilities() {
+fn version_1_5_advertises_the_new_capabilities() {
     let h = Harness::new();
-    assert_eq!(h.reg_r(REG_VERSION), 1 << VERSION_MAJOR_SHIFT | 4);
+    assert_eq!(h.reg_r(REG_VERSION), 1 << VERSION_MAJOR_SHIFT | 5);
     let caps = h.reg_r(REG_DEV_CAPS);
     assert_eq!(caps & CAP_PHYS_MR, CAP_PHYS_MR);
     assert_eq!(caps & CAP_MEM_MGT_EXT, CAP_MEM_MGT_EXT);
