@@ -488,7 +488,7 @@ impl State {
         rsvd(c.sq_buf.reserved)?;
         rsvd(c.rq_buf.reserved)?;
         let l = self.cfg.limits.clone();
-        param(c.qp_type <= QPT_GSI)?;
+        param(c.qp_type <= QPT_UC)?;
         param(is_pow2_in(c.sq_depth, 1, l.max_qp_wr))?;
         param(c.rq_depth == 0 || is_pow2_in(c.rq_depth, 1, l.max_qp_wr))?;
         param((SQ_WQE_SHIFT_MIN..=SQ_WQE_SHIFT_MAX).contains(&c.sq_wqe_shift))?;
@@ -639,6 +639,7 @@ impl State {
                 }
             })?;
         let cur = qp.state;
+        let qp_type = qp.qp_type;
         // Values of the attributes present.
         if has(QP_ATTR_PATH_MTU) {
             param((MTU_256..=MTU_4096).contains(&a.path_mtu))?;
@@ -651,6 +652,9 @@ impl State {
         }
         if has(QP_ATTR_ACCESS_FLAGS) {
             param(a.qp_access_flags & !ACCESS_QP_MASK == 0)?;
+            // A UC QP serves no READ and no atomic.
+            let rc_only = ACCESS_REMOTE_READ | ACCESS_REMOTE_ATOMIC;
+            param(qp_type != QPT_UC || a.qp_access_flags & rc_only == 0)?;
         }
         if has(QP_ATTR_DEST_QPN) {
             param(a.dest_qp_num & !QPN_MASK == 0)?;

@@ -259,6 +259,8 @@ pub(crate) struct State {
     pub loopback: VecDeque<Vec<u8>>,
     /// QPs with a coalesced ACK pending.
     pub ack_list: Vec<u32>,
+    /// UC QPs waiting for room in the TX queue (they have no window).
+    pub tx_waiters: Vec<u32>,
     /// Bumped whenever an MR stops translating as before (DEREG_MR,
     /// LOCAL_INV, remote invalidation): translations the engine cached
     /// under an older value are redone before use.
@@ -369,6 +371,7 @@ impl Device {
             tx: VecDeque::new(),
             loopback: VecDeque::new(),
             ack_list: Vec::new(),
+            tx_waiters: Vec::new(),
             mr_epoch: 0,
             now_ns: 0,
             ip_id: 0,
@@ -776,6 +779,10 @@ impl State {
             cqes: d.cqes,
             cqe_errors: d.cqe_errors,
             cqe_flushed: d.cqe_flushed,
+            rx_uc_dropped: d.rx_uc_dropped,
+            rx_uc_seq_err: d.rx_uc_seq_err,
+            rx_uc_no_wqe: d.rx_uc_no_wqe,
+            rx_uc_bad_req: d.rx_uc_bad_req,
             ..self.counters.hw
         }
     }
@@ -788,12 +795,14 @@ impl State {
         }
         for _ in 0..PUMP_BUDGET {
             self.flush_acks();
+            self.resume_tx_waiters();
             let Some(frame) = self.loopback.pop_front() else {
                 return;
             };
             self.rx_frame(&frame);
         }
         self.flush_acks();
+        self.resume_tx_waiters();
     }
 
     /// Whether looped-back frames wait for the engine thread (and it may

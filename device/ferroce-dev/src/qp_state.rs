@@ -44,6 +44,16 @@ const RC_RTS_OPT: u32 = QP_ATTR_CUR_STATE
     | QP_ATTR_MIN_RNR_TIMER
     | QP_ATTR_PATH_MIG_STATE;
 const UD_RTS_OPT: u32 = QP_ATTR_CUR_STATE | QP_ATTR_QKEY;
+// UC (ib_core's `qp_state_table`): RC's attributes without the ones of
+// acknowledgements, retries and READ/atomic resources.
+const UC_RTR_REQ: u32 = QP_ATTR_AV | QP_ATTR_PATH_MTU | QP_ATTR_DEST_QPN | QP_ATTR_RQ_PSN;
+const UC_RTS_OPT: u32 =
+    QP_ATTR_CUR_STATE | QP_ATTR_ALT_PATH | QP_ATTR_ACCESS_FLAGS | QP_ATTR_PATH_MIG_STATE;
+const UC_SQD_SQD_OPT: u32 = QP_ATTR_AV
+    | QP_ATTR_ALT_PATH
+    | QP_ATTR_ACCESS_FLAGS
+    | QP_ATTR_PKEY_INDEX
+    | QP_ATTR_PATH_MIG_STATE;
 const RC_SQD_SQD_OPT: u32 = QP_ATTR_AV
     | QP_ATTR_TIMEOUT
     | QP_ATTR_RETRY_CNT
@@ -68,6 +78,7 @@ pub const ALL_STATES: [u8; 7] = [
 pub fn transition(qp_type: u8, cur: u8, next: u8) -> Option<Transition> {
     let ud = qp_type == QPT_UD || qp_type == QPT_GSI;
     let gsi = qp_type == QPT_GSI;
+    let uc = qp_type == QPT_UC;
     let t = |required, optional| Some(Transition { required, optional });
     if cur > QPS_ERR || next > QPS_ERR {
         return None;
@@ -98,6 +109,8 @@ pub fn transition(qp_type: u8, cur: u8, next: u8) -> Option<Transition> {
         (QPS_INIT, QPS_RTR) => {
             if ud {
                 t(0, QP_ATTR_PKEY_INDEX | QP_ATTR_QKEY)
+            } else if uc {
+                t(UC_RTR_REQ, RC_RTR_OPT)
             } else {
                 t(RC_RTR_REQ, RC_RTR_OPT)
             }
@@ -105,6 +118,8 @@ pub fn transition(qp_type: u8, cur: u8, next: u8) -> Option<Transition> {
         (QPS_RTR, QPS_RTS) => {
             if ud {
                 t(QP_ATTR_SQ_PSN, UD_RTS_OPT)
+            } else if uc {
+                t(QP_ATTR_SQ_PSN, UC_RTS_OPT)
             } else {
                 t(RC_RTS_REQ, RC_RTS_OPT)
             }
@@ -112,6 +127,8 @@ pub fn transition(qp_type: u8, cur: u8, next: u8) -> Option<Transition> {
         (QPS_RTS, QPS_RTS) => {
             if ud {
                 t(0, UD_RTS_OPT)
+            } else if uc {
+                t(0, UC_RTS_OPT)
             } else {
                 t(
                     0,
@@ -127,6 +144,8 @@ pub fn transition(qp_type: u8, cur: u8, next: u8) -> Option<Transition> {
         (QPS_SQD, QPS_RTS) => {
             if ud {
                 t(0, UD_RTS_OPT)
+            } else if uc {
+                t(0, UC_RTS_OPT)
             } else {
                 t(0, RC_RTS_OPT)
             }
@@ -134,11 +153,14 @@ pub fn transition(qp_type: u8, cur: u8, next: u8) -> Option<Transition> {
         (QPS_SQD, QPS_SQD) => {
             if ud {
                 t(0, QP_ATTR_PKEY_INDEX | QP_ATTR_QKEY)
+            } else if uc {
+                t(0, UC_SQD_SQD_OPT)
             } else {
                 t(0, RC_SQD_SQD_OPT)
             }
         }
         (QPS_SQE, QPS_RTS) if ud => t(0, UD_RTS_OPT),
+        (QPS_SQE, QPS_RTS) if uc => t(0, QP_ATTR_CUR_STATE | QP_ATTR_ACCESS_FLAGS),
         _ => None,
     }
 }

@@ -567,7 +567,7 @@ fn create_qp_good_and_bad() {
     h.expect(&g, STATUS_BUSY);
 
     let cases: Vec<Case<CmdCreateQp>> = vec![
-        (Box::new(|c| c.qp_type = 3), STATUS_BAD_PARAM),
+        (Box::new(|c| c.qp_type = QPT_UC + 1), STATUS_BAD_PARAM),
         (Box::new(|c| c.sq_depth = 0), STATUS_BAD_PARAM),
         (Box::new(|c| c.sq_depth = 100), STATUS_BAD_PARAM),
         (Box::new(|c| c.sq_depth = 32768), STATUS_BAD_PARAM), // > max_qp_wr

@@ -224,7 +224,8 @@ fn version_1_5_advertises_the_new_capabilities() {
     assert_eq!(caps & CAP_PORT_MAC, CAP_PORT_MAC);
     assert_eq!(caps & CAP_VLAN, CAP_VLAN);
     assert_eq!(caps & CAP_ATOMIC, CAP_ATOMIC);
-    assert_eq!(caps, 0xffff, "device.rst: DEV_CAPS in 1.4");
+    assert_eq!(caps & CAP_UC, CAP_UC);
+    assert_eq!(caps, 0x1ffff, "device.rst: DEV_CAPS in 1.5");
 }
 
 #[test]

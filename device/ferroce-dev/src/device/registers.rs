@@ -25,6 +25,7 @@ impl State {
             | CAP_MEM_MGT_EXT
             | CAP_PORT_MAC
             | CAP_VLAN
+            | CAP_UC
     }
 
     pub(crate) fn caps(&self) -> hw::Caps {

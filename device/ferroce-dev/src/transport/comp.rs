@@ -100,7 +100,7 @@ impl State {
         let mut executed = false;
         while let Some(w) = e.inflight.front() {
             if let Some(st) = w.error {
-                self.qp_fail(c, e, Some(st));
+                self.requester_failed(c, e, st);
                 return executed;
             }
             if let Some(local) = w.local {
@@ -115,7 +115,10 @@ impl State {
                 }
                 continue;
             }
-            let done = if w.awaits_response() {
+            let done = if c.uc() {
+                // UC: complete once its last packet went out.
+                w.sent >= w.npkts
+            } else if w.awaits_response() {
                 w.read_rcvd >= w.npkts
             } else {
                 w.sent >= w.npkts && psn_diff(e.una, psn_add(w.first_psn, w.npkts)) >= 0

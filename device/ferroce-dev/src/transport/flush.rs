@@ -8,7 +8,7 @@ use crate::device::State;
 use crate::hw::*;
 use zerocopy::FromZeros;
 
-use super::{wc_opcode, Engine, QpCtx};
+use super::{wc_opcode, Engine, QpCtx, SendWqe};
 
 impl State {
     /// Moves the QP to ERR (posting QP_FATAL), completes the head send WQE
@@ -24,6 +24,41 @@ impl State {
         }
         self.post_async(EQE_QP_FATAL, c.qpn, 0, 0);
         self.flush_all(c, e, head_status);
+    }
+
+    /// The head send WQE failed locally with `status`: an RC QP enters
+    /// ERR (flushing both queues), a UC QP enters SQE as a UD QP does.
+    pub(super) fn requester_failed(&mut self, c: &QpCtx, e: &mut Engine, status: WcStatus) {
+        if !c.uc() {
+            self.qp_fail(c, e, Some(status));
+        } else if let Some(w) = e.inflight.pop_front() {
+            e.sq_ci = w.idx.wrapping_add(1);
+            self.send_queue_error(c, e, &w, status);
+        }
+    }
+
+    /// Send WQE `w` (taken off the SQ) of a UD, GSI or UC QP failed
+    /// locally: it completes with `status`, the QP goes to SQE and the WQEs
+    /// after it are flushed (IBTA 10.3.1 and 10.8.3.3; rxe moves the QP out
+    /// of RTS on a requester error too). The receive queue goes on.
+    pub(super) fn send_queue_error(
+        &mut self,
+        c: &QpCtx,
+        e: &mut Engine,
+        w: &SendWqe,
+        status: WcStatus,
+    ) {
+        self.complete_send(c, w, status);
+        if let Some(q) = self.qps.get_mut(c.qpn) {
+            q.state = QPS_SQE;
+            q.attr.qp_state = QPS_SQE;
+            q.attr.cur_qp_state = QPS_SQE;
+        }
+        while let Some(later) = e.inflight.pop_front() {
+            e.sq_ci = later.idx.wrapping_add(1);
+            self.complete_send(c, &later, WcStatus::WrFlushErr);
+        }
+        self.flush_sq_posted(c, e);
     }
 
     pub(super) fn flush_all(&mut self, c: &QpCtx, e: &mut Engine, head_status: Option<WcStatus>) {

@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0
-//! The data path: RC requester, responder and completer, and UD, as IBTA
-//! vol. 1 chapter 9 specifies them (the reference peer is Linux rxe).
+//! The data path: RC requester, responder and completer, UC (the RC
+//! requester's segmentation without acknowledgements, and a silent
+//! responder: `uc.rs`) and UD, as IBTA vol. 1 chapter 9 specifies them (the
+//! reference peer is Linux rxe).
 //!
 //! Everything runs under the device lock, driven by three inputs:
 //!
@@ -63,6 +65,7 @@ mod flush;
 mod memreg;
 mod req;
 mod resp;
+mod uc;
 mod ud;
 
 use std::collections::VecDeque;
@@ -194,6 +197,17 @@ pub struct DataCounters {
     pub rx_bad_addr: u64,
     /// UD datagrams dropped for want of a receive WQE.
     pub rx_ud_no_wqe: u64,
+    /// UC request packets the responder discarded, for any reason.
+    pub rx_uc_dropped: u64,
+    /// PSN gaps and opcode sequence errors the UC responder met (each
+    /// discards the partial message under way, if any).
+    pub rx_uc_seq_err: u64,
+    /// UC messages (SEND, WRITE with immediate) discarded for want of a
+    /// receive WQE.
+    pub rx_uc_no_wqe: u64,
+    /// UC messages discarded for what an RC responder NAKs: a bad R_Key,
+    /// range, access right or length.
+    pub rx_uc_bad_req: u64,
     /// Duplicate requests seen by the responder.
     pub dup_requests: u64,
     /// ACKs sent.
@@ -464,6 +478,9 @@ pub(crate) struct Engine {
     recv: Option<RecvCtx>,
     write: Option<WriteCtx>,
     nak_sent: bool,
+    /// UC: the rest of the current message is discarded (its first
+    /// packet was lost or refused) until the next FIRST or ONLY packet.
+    uc_drop: bool,
     ack_pending: bool,
     /// On `State::ack_list`: responder output due at the end of the batch.
     listed: bool,
@@ -536,6 +553,13 @@ impl QpCtx {
     }
     fn rc(&self) -> bool {
         self.qp_type == QPT_RC
+    }
+    fn uc(&self) -> bool {
+        self.qp_type == QPT_UC
+    }
+    /// RC or UC: a connected QP with PSN-sequenced messages of any length.
+    fn connected(&self) -> bool {
+        self.rc() || self.uc()
     }
 }
 
@@ -1013,9 +1037,13 @@ impl State {
             self.data.rx_no_qp += 1;
             return;
         };
-        let ud_op = p.bth.opcode >> 5 == 3;
+        // The transport of the opcode (bits 7:5: 0 RC, 1 UC, 3 UD) must be
+        // the QP's.
+        let transport = p.bth.opcode >> 5;
+        let own_transport = (c.rc() && transport == 0) || (c.uc() && transport == 1);
         let connected = matches!(c.state, QPS_RTR | QPS_RTS | QPS_SQD);
-        if c.rc() && !ud_op && connected && !self.is_from_peer(&c, &p) {
+        let uc_sqe = c.uc() && c.state == QPS_SQE;
+        if own_transport && (connected || uc_sqe) && !self.is_from_peer(&c, &p) {
             self.data.rx_bad_addr += 1;
             return;
         }
@@ -1028,11 +1056,13 @@ impl State {
                 | op::RC_READ_RESPONSE_ONLY
                 | op::RC_ATOMIC_ACK
         );
-        // Which part of the engine takes the packet, in which QP states.
-        let accepted = match (c.rc(), ud_op) {
-            (true, false) if response => matches!(c.state, QPS_RTS | QPS_SQD),
-            (true, false) => matches!(c.state, QPS_RTR | QPS_RTS | QPS_SQD),
-            (false, true) => matches!(c.state, QPS_RTR | QPS_RTS | QPS_SQD | QPS_SQE),
+        // Which part of the engine takes the packet, in which QP states. A
+        // UC QP in SQE still receives (only its send queue stopped).
+        let accepted = match (c.qp_type, transport) {
+            (QPT_RC, 0) if response => matches!(c.state, QPS_RTS | QPS_SQD),
+            (QPT_RC, 0) => connected,
+            (QPT_UC, 1) => connected || uc_sqe,
+            (QPT_UD | QPT_GSI, 3) => matches!(c.state, QPS_RTR | QPS_RTS | QPS_SQD | QPS_SQE),
             _ => false,
         };
         if !accepted {
@@ -1040,7 +1070,9 @@ impl State {
             return;
         }
         self.lend_engine(&c, |st, c, e| {
-            if !c.rc() {
+            if c.uc() {
+                st.uc_request(c, e, &p);
+            } else if !c.rc() {
                 st.ud_receive(c, e, &p, frame);
             } else if response {
                 st.data.responses_rcvd += 1;
@@ -1051,7 +1083,7 @@ impl State {
         });
     }
 
-    /// An RC packet comes from the QP's peer to the QP's own address: its
+    /// An RC or UC packet comes from the QP's peer to the QP's own address: its
     /// encapsulation, source and destination GID/IP are those of the QP's
     /// address vector (rxe `check_addr`).
     fn is_from_peer(&self, c: &QpCtx, p: &Packet<'_>) -> bool {

@@ -74,13 +74,21 @@ impl State {
         w.flags = hdr.flags;
         w.signaled = hdr.flags & WQE_SIGNALED != 0;
         w.imm = hdr.imm_data.to_le_bytes();
-        let ud = !c.rc();
+        let ud = !c.connected();
         let common_flags = WQE_SIGNALED | WQE_SOLICITED | WQE_INLINE | WQE_FENCE;
         let (op_ok, known_flags) = if ud {
             (
                 matches!(hdr.opcode, WR_SEND | WR_SEND_IMM),
                 common_flags | WQE_AV,
             )
+        } else if c.uc() {
+            // UC has no READ, atomic or local operation (IBTA 9.8): a
+            // local QP operation error, as for any opcode the QP lacks.
+            let op_ok = matches!(
+                hdr.opcode,
+                WR_SEND | WR_SEND_IMM | WR_RDMA_WRITE | WR_RDMA_WRITE_IMM
+            );
+            (op_ok, common_flags)
         } else {
             let op_ok = matches!(
                 hdr.opcode,
@@ -200,10 +208,14 @@ impl State {
 
     pub(super) fn fetch_and_send(&mut self, c: &QpCtx, e: &mut Engine) {
         let mtu = self.mtu_of(&c.attr);
-        let rc = c.rc();
         loop {
             self.fetch_new_wqes(c, e, mtu);
-            if !rc {
+            if c.uc() {
+                // Completed as sent: nothing waits for an ACK or a timer.
+                self.uc_transmit(c, e);
+                return;
+            }
+            if !c.rc() {
                 self.ud_transmit(c, e);
                 return;
             }
@@ -237,7 +249,7 @@ impl State {
             }
             let mut w = self.fetch_wqe(c, e.sq_next, mtu);
             e.sq_next = e.sq_next.wrapping_add(1);
-            if rc && w.error.is_none() {
+            if c.connected() && w.error.is_none() {
                 w.first_psn = e.next_psn;
                 e.next_psn = psn_add(e.next_psn, w.npkts);
             }
@@ -246,7 +258,12 @@ impl State {
     }
 
     /// Sends every packet that the window, the read limit and fences allow.
+    ///
+    /// UC QPs send through here too, with UC opcodes and no AckReq: their
+    /// bound is not the window (nothing is acknowledged) but the room in
+    /// the TX queue; a UC QP that finds none waits on `State::tx_waiters`.
     pub(super) fn rc_transmit(&mut self, c: &QpCtx, e: &mut Engine) {
+        let uc = c.uc();
         // After an RNR NAK nothing goes out until the RNR timer fires, new
         // doorbells included (IBTA 9.7.5.2.8; rxe `wait_for_rnr_timer`).
         if e.rnr_wait.is_some() {
@@ -254,7 +271,7 @@ impl State {
         }
         let Some(path) = self.path_of(&c.attr.av, c.qpn, c.attr.dest_qp_num) else {
             if e.inflight.iter().any(|w| w.error.is_none()) {
-                self.qp_fail(c, e, Some(WcStatus::LocQpOpErr));
+                self.requester_failed(c, e, WcStatus::LocQpOpErr);
             }
             return;
         };
@@ -342,7 +359,12 @@ impl State {
             let mut blocked = false;
             while k < npkts {
                 let psn = psn_add(first_psn, k);
-                if psn_diff(psn, e.una) >= WINDOW {
+                if !uc && psn_diff(psn, e.una) >= WINDOW {
+                    blocked = true;
+                    break;
+                }
+                if uc && self.tx_room() == 0 {
+                    self.wait_for_tx_room(c.qpn);
                     blocked = true;
                     break;
                 }
@@ -373,7 +395,7 @@ impl State {
                     // The local pages vanished under the WQE.
                     let head = i == 0;
                     if head {
-                        self.qp_fail(c, e, Some(WcStatus::LocProtErr));
+                        self.requester_failed(c, e, WcStatus::LocProtErr);
                         return;
                     }
                     blocked = true;
@@ -397,6 +419,7 @@ impl State {
                     (false, false, true) if with_inv => op::RC_SEND_LAST_INV,
                     (false, false, true) => op::RC_SEND_LAST,
                 };
+                let opcode = if uc { op::uc_of(opcode) } else { opcode };
                 let reth = if write && first {
                     Reth {
                         va: w.remote_addr,
@@ -411,7 +434,8 @@ impl State {
                     se: last && w.flags & WQE_SOLICITED != 0 && (!write || with_imm),
                     pkey: wire::DEFAULT_PKEY,
                     dest_qp: c.attr.dest_qp_num,
-                    ack_req: last || (k + 1) % ACK_REQ_EVERY == 0,
+                    // UC is never acknowledged: no AckReq.
+                    ack_req: !uc && (last || (k + 1) % ACK_REQ_EVERY == 0),
                     psn,
                     ..Bth::default()
                 };
@@ -435,7 +459,7 @@ impl State {
                 break;
             }
         }
-        if sent_any && e.timer.is_none() && e.rnr_wait.is_none() {
+        if !uc && sent_any && e.timer.is_none() && e.rnr_wait.is_none() {
             e.timer = ack_timeout_ns(c.attr.timeout).map(|t| self.now_ns.saturating_add(t));
         }
     }

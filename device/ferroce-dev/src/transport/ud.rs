@@ -63,12 +63,12 @@ impl State {
         while let Some(mut w) = e.inflight.pop_front() {
             e.sq_ci = w.idx.wrapping_add(1);
             if let Some(status) = w.error {
-                self.ud_send_failed(c, e, &w, status);
+                self.send_queue_error(c, e, &w, status);
                 return;
             }
             let Some(d) = w.ud else {
                 // Not reached: a UD WQE without a destination fails to decode.
-                self.ud_send_failed(c, e, &w, WcStatus::LocQpOpErr);
+                self.send_queue_error(c, e, &w, WcStatus::LocQpOpErr);
                 return;
             };
             let mut payload = Vec::new();
@@ -82,7 +82,7 @@ impl State {
             if !ok {
                 // The local memory cannot be read (any more): the same
                 // local error as a refused SGE, nothing is sent.
-                self.ud_send_failed(c, e, &w, WcStatus::LocProtErr);
+                self.send_queue_error(c, e, &w, WcStatus::LocProtErr);
                 return;
             }
             let opcode = if w.opcode == WR_SEND_IMM {
@@ -208,22 +208,5 @@ impl State {
             }
         }
         self.post_data_cqe(c.recv_cqn, cqe);
-    }
-
-    /// A UD send WQE failed locally: it completes with `status`, the QP
-    /// goes to SQE and the WQEs after it are flushed (IBTA 10.3.1 and
-    /// 10.8.3.3; rxe moves the QP out of RTS on a requester error too).
-    fn ud_send_failed(&mut self, c: &QpCtx, e: &mut Engine, w: &SendWqe, status: WcStatus) {
-        self.complete_send(c, w, status);
-        if let Some(q) = self.qps.get_mut(c.qpn) {
-            q.state = QPS_SQE;
-            q.attr.qp_state = QPS_SQE;
-            q.attr.cur_qp_state = QPS_SQE;
-        }
-        while let Some(later) = e.inflight.pop_front() {
-            e.sq_ci = later.idx.wrapping_add(1);
-            self.complete_send(c, &later, WcStatus::WrFlushErr);
-        }
-        self.flush_sq_posted(c, e);
     }
 }

@@ -90,6 +90,36 @@ pub mod op {
     pub const RC_SEND_ONLY_INV: u8 = 0x17;
     pub const UD_SEND_ONLY: u8 = 0x64;
     pub const UD_SEND_ONLY_IMM: u8 = 0x65;
+    /// Transport bits (7:5) of the UC opcodes, which are the RC SEND and
+    /// RDMA WRITE opcodes 0x00..0x0b with these bits set (IBTA table 38).
+    pub const UC: u8 = 0x20;
+    pub const UC_SEND_FIRST: u8 = 0x20;
+    pub const UC_SEND_MIDDLE: u8 = 0x21;
+    pub const UC_SEND_LAST: u8 = 0x22;
+    pub const UC_SEND_LAST_IMM: u8 = 0x23;
+    pub const UC_SEND_ONLY: u8 = 0x24;
+    pub const UC_SEND_ONLY_IMM: u8 = 0x25;
+    pub const UC_WRITE_FIRST: u8 = 0x26;
+    pub const UC_WRITE_MIDDLE: u8 = 0x27;
+    pub const UC_WRITE_LAST: u8 = 0x28;
+    pub const UC_WRITE_LAST_IMM: u8 = 0x29;
+    pub const UC_WRITE_ONLY: u8 = 0x2a;
+    pub const UC_WRITE_ONLY_IMM: u8 = 0x2b;
+
+    /// The UC opcode of an RC SEND or RDMA WRITE opcode.
+    pub const fn uc_of(rc: u8) -> u8 {
+        rc | UC
+    }
+
+    /// The RC opcode with the same headers and meaning as UC opcode `uc`
+    /// (None if `uc` is no UC opcode).
+    pub const fn rc_of_uc(uc: u8) -> Option<u8> {
+        if uc >= UC_SEND_FIRST && uc <= UC_WRITE_ONLY_IMM {
+            Some(uc & !UC)
+        } else {
+            None
+        }
+    }
 }
 
 /// Extended headers an opcode carries (bit set).
@@ -130,6 +160,8 @@ pub fn opcode_ext(opcode: u8) -> Option<u8> {
         op::RC_SEND_LAST_INV | op::RC_SEND_ONLY_INV => PAYLOAD | IETH,
         op::UD_SEND_ONLY => PAYLOAD | DETH,
         op::UD_SEND_ONLY_IMM => PAYLOAD | DETH | IMM,
+        // UC SEND and RDMA WRITE: the headers of their RC twins.
+        op::UC_SEND_FIRST..=op::UC_WRITE_ONLY_IMM => return opcode_ext(opcode & !op::UC),
         _ => return None,
     })
 }

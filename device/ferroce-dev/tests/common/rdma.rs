@@ -233,6 +233,33 @@ impl Node {
         assert_eq!(self.h.modify(m), STATUS_SUCCESS);
     }
 
+    /// Walks a UC QP to RTS towards `peer` over RoCE v2 IPv4 (sgid index
+    /// 3), with the attributes ib_core's table has for UC: no timeout,
+    /// retries, RNR timer or READ/atomic resources.
+    pub fn connect_uc(&mut self, qi: usize, peer_qpn: u32, peer_mac: [u8; 6], dgid: [u8; 16]) {
+        let qpn = self.qps[qi].qpn;
+        let mut m = full_attr(qpn);
+        m.av.dgid = dgid;
+        m.av.dmac = peer_mac;
+        m.av.sgid_index = 3;
+        m.av.network_type = NET_IPV4;
+        m.dest_qp_num = peer_qpn;
+        m.rq_psn = 0xff_fffd; // wraps early
+        m.sq_psn = 0xff_fffd;
+        m.path_mtu = MTU_1024;
+        m.qp_access_flags = ACCESS_LOCAL_WRITE | ACCESS_REMOTE_WRITE;
+        m.qp_state = QPS_INIT;
+        m.attr_mask = QP_ATTR_STATE | QP_ATTR_PKEY_INDEX | QP_ATTR_PORT | QP_ATTR_ACCESS_FLAGS;
+        assert_eq!(self.h.modify(m), STATUS_SUCCESS);
+        m.qp_state = QPS_RTR;
+        m.attr_mask =
+            QP_ATTR_STATE | QP_ATTR_AV | QP_ATTR_PATH_MTU | QP_ATTR_DEST_QPN | QP_ATTR_RQ_PSN;
+        assert_eq!(self.h.modify(m), STATUS_SUCCESS);
+        m.qp_state = QPS_RTS;
+        m.attr_mask = QP_ATTR_STATE | QP_ATTR_SQ_PSN;
+        assert_eq!(self.h.modify(m), STATUS_SUCCESS);
+    }
+
     /// Walks a UD/GSI QP to RTS.
     pub fn activate_ud(&mut self, qi: usize, qkey: u32) {
         let qpn = self.qps[qi].qpn;
@@ -386,6 +413,20 @@ pub fn rc_pair(tweak: impl Fn(&mut QpAttr) + Copy) -> (Node, Node) {
     a.create_qp(QPT_RC);
     b.create_qp(QPT_RC);
     connect_pair(&mut a, 0, &mut b, 0, tweak);
+    (a, b)
+}
+
+/// Two nodes (36 requester side, 37) with one UC QP each, connected over
+/// RoCE v2 IPv4.
+pub fn uc_pair() -> (Node, Node) {
+    let mut a = Node::new(36);
+    let mut b = Node::new(37);
+    a.create_qp(QPT_UC);
+    b.create_qp(QPT_UC);
+    let (aq, bq) = (a.qps[0].qpn, b.qps[0].qpn);
+    let (am, bm) = (a.mac, b.mac);
+    a.connect_uc(0, bq, bm, ipv4_gid(b.ip));
+    b.connect_uc(0, aq, am, ipv4_gid(a.ip));
     (a, b)
 }
 
