@@ -74,8 +74,9 @@ pub(crate) struct PortInfo {
     pub(crate) mac: [u8; 6],
 }
 
-/// Room for the largest response [`Shared::exec_resp`] reads.
-const RESP_MAX: usize = 512;
+/// Room for the largest response [`Shared::exec_resp`] reads (the 1.5
+/// counters have 536 bytes).
+const RESP_MAX: usize = 1024;
 const _: () = assert!(
     core::mem::size_of::<hw::ferroce_caps>() <= RESP_MAX
         && core::mem::size_of::<hw::ferroce_qp_attr>() <= RESP_MAX

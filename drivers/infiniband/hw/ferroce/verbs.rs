@@ -244,6 +244,8 @@ enum QpMem {
 /// Driver state of a QP.
 pub(crate) struct Qp {
     pub(crate) qpn: u32,
+    /// The transport, for the access flags it takes.
+    qp_type: QpType,
     cap: QpCaps,
     mem: QpMem,
     /// Whether the path crosses routers, for the retry warning.
@@ -453,19 +455,23 @@ pub(crate) fn destroy_cq(dev: &rdma::Device<IbDev>, cq: &Cq) -> Result {
     Ok(())
 }
 
-/// `create_qp` of a user RC or UD QP.
+/// `create_qp` of a user RC, UC or UD QP. UC only on a device that
+/// reports `CAP_UC` (1.5).
 pub(crate) fn create_qp(
     dev: &rdma::Device<IbDev>,
     ctx: &UContext,
     init: &mut QpInit<'_, Cq, crate::ib::Pd>,
     udata: &mut UData<'_>,
 ) -> Result<(Qp, u32)> {
+    let c = &dev.caps;
+    if init.qp_type == QpType::Uc && c.device_caps & hw::FERROCE_CAP_UC == 0 {
+        return Err(EOPNOTSUPP);
+    }
     let req: hw::ferroce_ureq_create_qp = udata.read()?;
     let path = PathDiag::new()?;
     if req.reserved.iter().any(|&b| b != 0) || req.comp_mask != 0 || req.reserved2 != 0 {
         return Err(EINVAL);
     }
-    let c = &dev.caps;
     let cap = &mut *init.cap;
     // SQ: depth, stride, SGEs and inline data as device.rst "SQ WQE" says.
     let sq_shift = u32::from(req.sq_wqe_shift);
@@ -557,6 +563,7 @@ pub(crate) fn create_qp(
     };
     let qp = Qp {
         qpn: out.out[0],
+        qp_type: init.qp_type,
         cap: granted,
         mem: QpMem::User {
             _sq: sq,
@@ -632,7 +639,7 @@ pub(crate) fn modify_qp(
         rq_psn: a.rq_psn,
         sq_psn: a.sq_psn,
         qkey: a.qkey,
-        qp_access_flags: qp_access(a.qp_access_flags as u32),
+        qp_access_flags: qp_access(a.qp_access_flags as u32, qp.qp_type),
         pkey_index: a.pkey_index,
         timeout: a.timeout,
         retry_cnt: a.retry_cnt,
@@ -721,6 +728,7 @@ fn set_cap(cap: &mut hw::ib_qp_cap, v: &QpCaps) {
 fn hw_qp_type(t: QpType) -> u8 {
     (match t {
         QpType::Rc => hw::FERROCE_QPT_RC,
+        QpType::Uc => hw::FERROCE_QPT_UC,
         QpType::Ud => hw::FERROCE_QPT_UD,
         QpType::Gsi => hw::FERROCE_QPT_GSI,
     }) as u8
@@ -951,7 +959,7 @@ fn kernel_qp_geometry(
 ) -> Result<QpGeometry> {
     let c = &dev.caps;
     let cap = &*init.cap;
-    let datagram = init.qp_type != QpType::Rc;
+    let datagram = matches!(init.qp_type, QpType::Ud | QpType::Gsi);
     let data = if datagram {
         hw::FERROCE_SQ_WQE_AV_DATA_OFFSET
     } else {
@@ -1002,15 +1010,22 @@ fn kernel_qp_geometry(
         max_inline: sq_room.min(c.max_inline),
         sq_data_offset: data,
         datagram,
-        atomics: !datagram && c.device_caps & hw::FERROCE_CAP_ATOMIC != 0,
+        atomics: init.qp_type == QpType::Rc && c.device_caps & hw::FERROCE_CAP_ATOMIC != 0,
     })
 }
 
 /// `create_qp` of a kernel RC, UD or GSI QP.
+///
+/// Not UC: no kernel consumer creates UC QPs (rdma_cm has no UC port
+/// space, ULPs use RC, UD and GSI), so the kernel send path has no UC
+/// branch (opcode filter, geometry) that anything could exercise.
 pub(crate) fn create_kernel_qp(
     dev: &rdma::Device<IbDev>,
     init: &mut QpInit<'_, Cq, crate::ib::Pd>,
 ) -> Result<(Qp, u32)> {
+    if init.qp_type == QpType::Uc {
+        return Err(EOPNOTSUPP);
+    }
     if init.send_cq.kernel().is_none() || init.recv_cq.kernel().is_none() {
         return Err(EINVAL);
     }
@@ -1061,6 +1076,7 @@ pub(crate) fn create_kernel_qp(
     set_cap(init.cap, &granted);
     let qp = Qp {
         qpn: out.out[0],
+        qp_type: init.qp_type,
         cap: granted,
         mem: QpMem::Kernel(rings),
         path,
@@ -1087,13 +1103,22 @@ pub(crate) fn post_recv(dev: &rdma::Device<IbDev>, qp: &Qp, wrs: &mut rdma::Recv
 /// remote operations the device never executes (FLUSH, which ib_core
 /// grants with `IB_ACCESS_FLUSH_*`, and memory-window binds), allow nothing
 /// on this device and are dropped, as mlx5 does; the device refuses any
-/// other bit it does not know.
-fn qp_access(access: u32) -> u32 {
+/// other bit it does not know. A UC QP has no READ and no atomic (IBTA
+/// 9.8): ib_core lets applications ask for them anyway (perftest, pyverbs
+/// and rdma-core's examples set them for every connected QP) and they
+/// allow nothing, so they are dropped too (the device refuses them on UC).
+fn qp_access(access: u32, qp_type: QpType) -> u32 {
+    let rc_only = if qp_type == QpType::Uc {
+        hw::ib_access_flags_IB_ACCESS_REMOTE_READ | hw::ib_access_flags_IB_ACCESS_REMOTE_ATOMIC
+    } else {
+        0
+    };
     access
         & !(hw::ib_access_flags_IB_ACCESS_OPTIONAL
             | hw::ib_access_flags_IB_ACCESS_FLUSH_GLOBAL
             | hw::ib_access_flags_IB_ACCESS_FLUSH_PERSISTENT
-            | hw::ib_access_flags_IB_ACCESS_MW_BIND)
+            | hw::ib_access_flags_IB_ACCESS_MW_BIND
+            | rc_only)
 }
 
 /// The access flags the device takes (optional flags may be ignored by

@@ -1401,6 +1401,7 @@ impl<T: Driver> Adapter<T> {
         from_result(|| {
             let qp_type = match init.qp_type {
                 b::ib_qp_type_IB_QPT_RC => QpType::Rc,
+                b::ib_qp_type_IB_QPT_UC => QpType::Uc,
                 b::ib_qp_type_IB_QPT_UD => QpType::Ud,
                 b::ib_qp_type_IB_QPT_GSI if udata.is_none() => QpType::Gsi,
                 _ => return Err(EOPNOTSUPP),

@@ -21,6 +21,8 @@ use kernel::{
 pub(crate) enum QpType {
     /// Reliable connected.
     Rc,
+    /// Unreliable connected.
+    Uc,
     /// Unreliable datagram.
     Ud,
     /// The general services QP (QP1, kernel only).
