@@ -414,6 +414,13 @@ static int ferroce_build_send_wqe(struct ferroce_qp *qp, void *wqe,
 			return -EINVAL;
 		if (!wr->wr.ud.ah)
 			return -EINVAL;
+	} else if (qp->vqp.qp.qp_type == IBV_QPT_UC) {
+		/* UC has no READ, atomics or memory operations (IBTA 9.8) */
+		if (wr->opcode != IBV_WR_SEND &&
+		    wr->opcode != IBV_WR_SEND_WITH_IMM &&
+		    wr->opcode != IBV_WR_RDMA_WRITE &&
+		    wr->opcode != IBV_WR_RDMA_WRITE_WITH_IMM)
+			return -EINVAL;
 	} else {
 		switch (wr->opcode) {
 		case IBV_WR_SEND:
@@ -589,6 +596,9 @@ out:
 	(IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP | IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD)
 #define FERROCE_UD_SEND_OPS						\
 	(IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_SEND_WITH_IMM)
+#define FERROCE_UC_SEND_OPS						\
+	(IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_SEND_WITH_IMM |		\
+	 IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM)
 
 uint64_t ferroce_qp_send_ops(struct ferroce_context *ctx,
 			     enum ibv_qp_type type)
@@ -598,6 +608,8 @@ uint64_t ferroce_qp_send_ops(struct ferroce_context *ctx,
 		return FERROCE_RC_SEND_OPS |
 		       (ctx->device_caps & FERROCE_CAP_ATOMIC ?
 				FERROCE_ATOMIC_SEND_OPS : 0);
+	case IBV_QPT_UC:
+		return ctx->device_caps & FERROCE_CAP_UC ? FERROCE_UC_SEND_OPS : 0;
 	case IBV_QPT_UD:
 		return FERROCE_UD_SEND_OPS;
 	default:

@@ -526,8 +526,18 @@ static int ferroce_qp_geometry(struct ferroce_context *ctx,
 
 	if (srq)
 		return -EOPNOTSUPP;
-	if (qp_type != IBV_QPT_RC && qp_type != IBV_QPT_UD)
+	switch (qp_type) {
+	case IBV_QPT_RC:
+	case IBV_QPT_UD:
+		break;
+	case IBV_QPT_UC:
+		/* device 1.5: CAP_UC */
+		if (!(ctx->device_caps & FERROCE_CAP_UC))
+			return -EOPNOTSUPP;
+		break;
+	default:
 		return -EOPNOTSUPP;
+	}
 	if (cap->max_send_wr > ctx->max_qp_wr ||
 	    cap->max_recv_wr > ctx->max_qp_wr ||
 	    cap->max_send_sge > ctx->max_sge ||

@@ -628,6 +628,107 @@ static void test_threads(void)
 }
 
 /*
+ * UC QPs (device 1.5): post_send and the ibv_wr_* builders take SEND,
+ * SEND_WITH_IMM, RDMA_WRITE and RDMA_WRITE_WITH_IMM only; every other
+ * opcode is refused with EINVAL before it reaches the ring, even on a
+ * device with atomics.
+ */
+static void test_uc_post(void)
+{
+	static const enum ibv_wr_opcode refused[] = {
+		IBV_WR_RDMA_READ, IBV_WR_ATOMIC_CMP_AND_SWP,
+		IBV_WR_ATOMIC_FETCH_AND_ADD, IBV_WR_LOCAL_INV,
+		IBV_WR_BIND_MW, IBV_WR_SEND_WITH_INV, IBV_WR_TSO,
+		IBV_WR_DRIVER1,
+	};
+	static const enum ibv_wr_opcode taken[] = {
+		IBV_WR_SEND, IBV_WR_SEND_WITH_IMM, IBV_WR_RDMA_WRITE,
+		IBV_WR_RDMA_WRITE_WITH_IMM,
+	};
+	struct ibv_sge sg = { .addr = 0x1000, .length = 64, .lkey = 0x100 };
+	struct ibv_send_wr wr = {}, *bad;
+	struct ferroce_sq_wqe_rdma *rdma;
+	struct ferroce_sq_wqe_hdr *hdr;
+	struct ibv_qp_ex *ex;
+	uint64_t ops;
+	struct fake f;
+	size_t i;
+
+	fake_init(&f, 4, 8);
+	f.qp.vqp.qp.qp_type = IBV_QPT_UC;
+	f.ctx->device_caps = FERROCE_CAP_UC | FERROCE_CAP_ATOMIC;
+	wr.sg_list = &sg;
+	wr.num_sge = 1;
+	wr.send_flags = IBV_SEND_SIGNALED;
+	wr.wr.rdma.remote_addr = 0xabc000;
+	wr.wr.rdma.rkey = 0x200;
+	for (i = 0; i < ARRAY_SIZE(refused); i++) {
+		wr.opcode = refused[i];
+		bad = NULL;
+		CHECK(ferroce_post_send(&f.qp.vqp.qp, &wr, &bad) == EINVAL);
+		CHECK(bad == &wr);
+	}
+	CHECK(le32toh(f.sq_dbrec.pi) == 0 && f.db_page[FERROCE_DB_SQ / 8] == 0);
+
+	for (i = 0; i < ARRAY_SIZE(taken); i++) {
+		wr.wr_id = 60 + i;
+		wr.opcode = taken[i];
+		wr.imm_data = htobe32(0x1000 + i);
+		CHECK(ferroce_post_send(&f.qp.vqp.qp, &wr, &bad) == 0);
+		hdr = (void *)((uint8_t *)f.qp.sq.buf + 128 * i);
+		rdma = (void *)((uint8_t *)hdr + FERROCE_SQ_WQE_SEG_OFFSET);
+		CHECK(le64toh(hdr->wr_id) == 60 + i);
+		CHECK(hdr->opcode == (uint8_t)taken[i]);
+		CHECK(hdr->num_sge == 1);
+		if (taken[i] == IBV_WR_RDMA_WRITE ||
+		    taken[i] == IBV_WR_RDMA_WRITE_WITH_IMM) {
+			CHECK(le64toh(rdma->remote_addr) == 0xabc000);
+			CHECK(le32toh(rdma->rkey) == 0x200);
+		} else {
+			/* A SEND's segment is zero, as on RC */
+			CHECK(rdma->remote_addr == 0 && rdma->rkey == 0);
+		}
+		if (taken[i] == IBV_WR_SEND_WITH_IMM ||
+		    taken[i] == IBV_WR_RDMA_WRITE_WITH_IMM)
+			CHECK(hdr->imm_data == htobe32(0x1000 + i));
+		else
+			CHECK(hdr->imm_data == 0);
+	}
+	CHECK(le32toh(f.sq_dbrec.pi) == 4);
+
+	/* The extended QP: the UC operations, and only with CAP_UC */
+	ops = ferroce_qp_send_ops(f.ctx, IBV_QPT_UC);
+	CHECK(ops == (IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_SEND_WITH_IMM |
+		      IBV_QP_EX_WITH_RDMA_WRITE |
+		      IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM));
+	ferroce_qp_set_ex_ops(&f.qp, ops);
+	ex = &f.qp.vqp.qp_ex;
+	CHECK(ex->wr_send && ex->wr_send_imm && ex->wr_rdma_write &&
+	      ex->wr_rdma_write_imm);
+	CHECK(!ex->wr_rdma_read && !ex->wr_atomic_cmp_swp &&
+	      !ex->wr_atomic_fetch_add && !ex->wr_set_ud_addr);
+	ibv_wr_start(ex);
+	ex->wr_id = 70;
+	ex->wr_flags = IBV_SEND_SIGNALED;
+	ibv_wr_rdma_write_imm(ex, 0x300, 0xdef000, htobe32(0xfeed));
+	ibv_wr_set_sge(ex, 0x100, 0x1000, 64);
+	CHECK(ibv_wr_complete(ex) == 0);
+	hdr = (void *)((uint8_t *)f.qp.sq.buf + 128 * 4);
+	rdma = (void *)((uint8_t *)hdr + FERROCE_SQ_WQE_SEG_OFFSET);
+	CHECK(hdr->opcode == FERROCE_WR_RDMA_WRITE_IMM);
+	CHECK(hdr->imm_data == htobe32(0xfeed));
+	CHECK(le64toh(rdma->remote_addr) == 0xdef000 &&
+	      le32toh(rdma->rkey) == 0x300);
+	CHECK(le32toh(f.sq_dbrec.pi) == 5);
+	CHECK(le64toh(f.db_page[FERROCE_DB_SQ / 8]) ==
+	      FERROCE_DB_SQ_VAL(0x123, 5));
+
+	f.ctx->device_caps = FERROCE_CAP_ATOMIC;
+	CHECK(ferroce_qp_send_ops(f.ctx, IBV_QPT_UC) == 0);
+	fake_fini(&f);
+}
+
+/*
  * A driver of the ABI's first release (ferroce-abi.h as first committed):
  * its responses end where that release's structs ended, and it writes
  * min(offered, its size) bytes, nothing beyond. The ibv_cmd_* below
@@ -922,6 +1023,99 @@ out_ctx:
 	CHECK(atomic_load(&vdev.refcount) == 1);
 }
 
+/*
+ * Creating UC QPs: refused (EOPNOTSUPP, no command) on a device without
+ * CAP_UC, as the first release's driver reports it; with CAP_UC created
+ * through ibv_create_qp and ibv_create_qp_ex, whose send_ops_flags take the
+ * four UC operations and nothing else.
+ */
+static void test_uc_create(void)
+{
+	static struct verbs_device vdev = { .ops = &ferroce_dev_ops };
+	struct ibv_qp_init_attr qattr = { .qp_type = IBV_QPT_UC };
+	struct ibv_qp_init_attr_ex xattr = {};
+	struct ferroce_context *ctx;
+	struct verbs_context *vctx;
+	struct ibv_pd pd = {};
+	struct ibv_qp *qp;
+	struct ibv_cq *cq;
+	int calls, fd;
+
+	fd = open("/dev/zero", O_RDWR);
+	CHECK(fd >= 0);
+	atomic_store(&vdev.refcount, 1);
+	vctx = ferroce_dev_ops.alloc_context(&vdev.device, fd, NULL);
+	CHECK(vctx);
+	if (!vctx)
+		return;
+	ctx = to_fctx(&vctx->context);
+	CHECK(!(ctx->device_caps & FERROCE_CAP_UC));
+	cq = ferroce_create_cq(&vctx->context, 16, NULL, 0);
+	CHECK(cq);
+	if (!cq)
+		goto out_ctx;
+	pd.context = &vctx->context;
+	qattr.send_cq = cq;
+	qattr.recv_cq = cq;
+	qattr.cap = (struct ibv_qp_cap){ .max_send_wr = 8, .max_recv_wr = 8,
+					 .max_send_sge = 1, .max_recv_sge = 1 };
+	xattr = (struct ibv_qp_init_attr_ex){
+		.send_cq = cq, .recv_cq = cq, .qp_type = IBV_QPT_UC,
+		.cap = { .max_send_wr = 8, .max_send_sge = 1 },
+		.comp_mask = IBV_QP_INIT_ATTR_PD |
+			     IBV_QP_INIT_ATTR_SEND_OPS_FLAGS,
+		.pd = &pd,
+		.send_ops_flags = IBV_QP_EX_WITH_SEND,
+	};
+
+	/* No CAP_UC: nothing reaches the driver */
+	calls = old_driver_calls;
+	errno = 0;
+	CHECK(!ferroce_create_qp(&pd, &qattr) && errno == EOPNOTSUPP);
+	errno = 0;
+	CHECK(!ferroce_create_qp_ex(&vctx->context, &xattr) &&
+	      errno == EOPNOTSUPP);
+	CHECK(old_driver_calls == calls);
+
+	ctx->device_caps |= FERROCE_CAP_UC | FERROCE_CAP_ATOMIC;
+	qp = ferroce_create_qp(&pd, &qattr);
+	CHECK(qp);
+	CHECK(old_driver_calls == calls + 1);
+	if (qp) {
+		CHECK(qp->qp_type == IBV_QPT_UC);
+		CHECK(ferroce_find_qp(ctx, v1_qp.qpn) == to_fqp(qp));
+		CHECK(ferroce_destroy_qp(qp) == 0);
+	}
+	xattr.send_ops_flags = IBV_QP_EX_WITH_SEND |
+			       IBV_QP_EX_WITH_SEND_WITH_IMM |
+			       IBV_QP_EX_WITH_RDMA_WRITE |
+			       IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM;
+	qp = ferroce_create_qp_ex(&vctx->context, &xattr);
+	CHECK(qp);
+	if (qp) {
+		struct ibv_qp_ex *ex = ibv_qp_to_qp_ex(qp);
+
+		CHECK(ex && ex->wr_rdma_write_imm && ex->wr_send_imm);
+		CHECK(ex && !ex->wr_rdma_read && !ex->wr_atomic_fetch_add);
+		CHECK(ferroce_destroy_qp(qp) == 0);
+	}
+	/* READ and atomics do not exist on UC, whatever the device has */
+	calls = old_driver_calls;
+	xattr.send_ops_flags = IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_RDMA_READ;
+	errno = 0;
+	CHECK(!ferroce_create_qp_ex(&vctx->context, &xattr) &&
+	      errno == EOPNOTSUPP);
+	xattr.send_ops_flags = IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD;
+	errno = 0;
+	CHECK(!ferroce_create_qp_ex(&vctx->context, &xattr) &&
+	      errno == EOPNOTSUPP);
+	CHECK(old_driver_calls == calls);
+	CHECK(ferroce_destroy_cq(cq) == 0);
+out_ctx:
+	ferroce_free_context(&vctx->context);
+	CHECK(atomic_load(&vdev.refcount) == 1);
+}
+
 int main(void)
 {
 	test_sizing();
@@ -932,6 +1126,8 @@ int main(void)
 	test_wr();
 	test_threads();
 	test_old_driver();
+	test_uc_post();
+	test_uc_create();
 	if (failures) {
 		fprintf(stderr, "ferroce-unit: %d check(s) failed\n", failures);
 		return 1;
