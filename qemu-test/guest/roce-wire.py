@@ -24,7 +24,8 @@ bytes with the GSI Q_Key 0x80010000 in its DETH.
 usage: roce-wire.py PCAP [--min N] [--src A.B.C.D]... [--show N]
                     [--cm-min N] [--sidr-min N]
 Prints counts per (source, destination, RoCE version) and per BTH opcode,
-then "roce_frames N", "icrc_bad N", the MAD counts, "cm_handshakes N",
+"uc SRC N" for each source of UC frames (opcodes 0x20-0x2b), then
+"roce_frames N", "icrc_bad N", the MAD counts, "cm_handshakes N",
 "sidr_exchanges N"; exits 0 when there are at least N (default 1) RoCE
 frames, every ICRC is right, every --src address sent at least one RoCE
 frame, every MAD to QP 1 is well formed and there are at least --cm-min
@@ -46,6 +47,10 @@ OPCODES = {
     15: "READ_RESPONSE_LAST", 16: "READ_RESPONSE_ONLY", 17: "ACKNOWLEDGE",
     18: "ATOMIC_ACKNOWLEDGE", 19: "CMP_SWAP", 20: "FETCH_ADD",
     22: "SEND_LAST_INV", 23: "SEND_ONLY_INV",
+    0x20: "UC_SEND_FIRST", 0x21: "UC_SEND_MIDDLE", 0x22: "UC_SEND_LAST",
+    0x23: "UC_SEND_LAST_IMM", 0x24: "UC_SEND_ONLY", 0x25: "UC_SEND_ONLY_IMM",
+    0x26: "UC_WRITE_FIRST", 0x27: "UC_WRITE_MIDDLE", 0x28: "UC_WRITE_LAST",
+    0x29: "UC_WRITE_LAST_IMM", 0x2a: "UC_WRITE_ONLY", 0x2b: "UC_WRITE_ONLY_IMM",
     0x64: "UD_SEND_ONLY", 0x65: "UD_SEND_ONLY_IMM",
 }
 UD_SEND_ONLY = 0x64
@@ -192,6 +197,7 @@ def main():
     mads = Mads()
     flows = collections.Counter()
     ops = collections.Counter()
+    uc_from = collections.Counter()
     tags = collections.Counter()
     total = bad = 0
     for n, fr in enumerate(frames(a.pcap), 1):
@@ -210,6 +216,8 @@ def main():
             tags[(src, tag)] += 1
         flows[(src, dst, ver)] += 1
         ops[OPCODES.get(fr[bth], f"0x{fr[bth]:02x}")] += 1
+        if 0x20 <= fr[bth] <= 0x2b:
+            uc_from[src] += 1
         mads.add(n, fr, bth, src, dst)
         if not icrc_ok(fr, bth, pseudo):
             bad += 1
@@ -218,6 +226,8 @@ def main():
     for (src, dst, ver), k in sorted(flows.items()):
         print(f"roce {ver} {src} -> {dst}: {k}")
     print("opcodes " + " ".join(f"{o}={k}" for o, k in sorted(ops.items())))
+    for src, k in sorted(uc_from.items()):
+        print(f"uc {src}: {k}")
     print(f"roce_frames {total}")
     for (src, (vid, pcp)), k in sorted(tags.items()):
         print(f"vlan {vid} pcp {pcp} from {src}: {k}")

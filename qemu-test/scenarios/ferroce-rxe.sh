@@ -4,7 +4,7 @@
 # rdma_report come from ferroce-pair.sh (everything else is redefined here).
 # shellcheck source=ferroce-pair.sh
 . "$SCEN_DIR/ferroce-pair.sh"
-DESC="ferroce (emulated NIC) and rdma_rxe (plain virtio-net) on one segment: ibv_rc_pingpong, data-checked WRITE/READ/SEND and perftest (ib_atomic_bw FETCH_AND_ADD too) both ways, and over an 802.1Q VLAN; both ends' frames pass an independent ICRC check"
+DESC="ferroce (emulated NIC) and rdma_rxe (plain virtio-net) on one segment: ibv_rc_pingpong, ibv_uc_pingpong, data-checked WRITE/READ/SEND and perftest (ib_atomic_bw FETCH_AND_ADD too) both ways, and over an 802.1Q VLAN; both ends' frames pass an independent ICRC check"
 TIMEOUT=720
 CTL_SERVER=1
 
@@ -18,6 +18,15 @@ setup() {
 check() {
 	local rc=0
 	wire_check "$1" vm1 10.0.1.1 10.0.1.2 || rc=1
+	# ibv_uc_pingpong both ways: UC frames from both ends (their ICRCs
+	# were checked with all the others).
+	local ip
+	for ip in 10.0.1.1 10.0.1.2; do
+		grep -q "^uc $ip: [1-9]" "$1/vm1/wire.txt" || {
+			echo "vm1 wire: no UC frame from $ip"
+			rc=1
+		}
+	done
 	# ferroce tags with the AV's sl (perftest -S 3, rping's 5 from the
 	# egress map, rdma-verify 0); rxe leaves the priority to the VLAN
 	# netdev, whose egress map turns skb priority 0 into 5.
@@ -28,7 +37,7 @@ check() {
 report() {
 	local t
 	echo "ferroce <-> rxe, two TCG VMs on one segment (client side of each test):"
-	for t in rc_pingpong rdma_verify write_bw read_lat send_bw atomic_bw; do
+	for t in rc_pingpong uc_pingpong rdma_verify write_bw read_lat send_bw atomic_bw; do
 		rdma_report "$1" vm2 "$t.ferroce0-server"
 		rdma_report "$1" vm1 "$t.rxe0-server"
 	done
