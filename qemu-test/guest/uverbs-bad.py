@@ -54,6 +54,7 @@ CQE_SIZE = 32
 SQ_SHIFT_MIN, SQ_SHIFT_MAX, RQ_SHIFT_MIN, RQ_SHIFT_MAX = 7, 10, 5, 10
 SQ_DATA_OFFSET, RQ_DATA_OFFSET = 64, 16
 DB_PAGES = 256
+CAP_UC = 0x00010000  # device 1.5: UC QPs
 
 PAGE = 4096
 PROT_NONE = 0  # not in Python's mmap module
@@ -501,7 +502,10 @@ def check_qp(c, pd, cq, b):
     bad("rq_dbrec_va + 2, misaligned", p(rq_dbrec=b.db + 66))
     bad("sq_dbrec_va in unmapped memory", p(sq_dbrec=hole(PAGE)), errno.EFAULT)
     bad("rq_dbrec_va in unmapped memory", p(rq_dbrec=hole(PAGE)), errno.EFAULT)
-    bad("UC QP", p(qp_type=QPT_UC), (errno.EOPNOTSUPP, errno.EINVAL))
+    if c.caps & CAP_UC:
+        good("UC QP (the device has CAP_UC)", p(qp_type=QPT_UC))
+    else:
+        bad("UC QP (the device lacks CAP_UC)", p(qp_type=QPT_UC), errno.EOPNOTSUPP)
     bad("XRC_INI QP", p(qp_type=QPT_XRC_INI), (errno.EOPNOTSUPP, errno.EINVAL))
     bad("XRC_TGT QP (the PD handle is no XRCD)", p(qp_type=QPT_XRC_TGT),
         (errno.EOPNOTSUPP, errno.EINVAL))
