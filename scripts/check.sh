@@ -20,6 +20,8 @@ fail() { failed=$((failed + 1)); failures+=("$1"); }
 # The device's cargo runs in the trixie root: build it first on a cold
 # cache (later steps would, but the cargo tests come before them).
 "$FERROCE_TOP/scripts/make-root.sh" >/dev/null || die "cannot build the trixie root"
+# A fresh checkout compiles only ferroce's own crates (lib.sh).
+cargo_target_seed
 
 # 1. Host-side Rust: the emulated device and its protocol library.
 if [ -f "$FERROCE_TOP/device/Cargo.toml" ]; then
@@ -62,6 +64,9 @@ for s in $scenarios; do
 	log "check: qemu-test/run $s"
 	if "$FERROCE_TOP/qemu-test/run" "$s"; then pass 1; else fail "scenario $s"; fi
 done
+
+# The dependencies every profile built here, for the next fresh checkout.
+(cargo_target_save) || log "check: could not cache device/target's dependencies (not a test failure)"
 
 echo
 for f in "${failures[@]}"; do echo "FAILED: $f"; done

@@ -167,3 +167,56 @@ in_root() {
 root_path() {
 	"$FERROCE_TOP/scripts/make-root.sh" --print-path
 }
+
+# The device's cargo target directory (device/target) is per checkout: a
+# run's device process is the binary built from its own sources.  What
+# every checkout builds the same is the crates.io dependencies, so a fresh
+# checkout starts from the cache's snapshot of them (cargo/target-KEY, keyed
+# by the root, which holds the toolchain, and the workspace manifests) and
+# compiles only ferroce's own crates; cargo's fingerprints still decide what
+# is up to date, so a stale snapshot costs time, never correctness.
+cargo_target_key() {
+	hash_inputs "$(basename "$(root_path)")" "$FERROCE_TOP"/device/Cargo.lock \
+		"$FERROCE_TOP"/device/Cargo.toml "$FERROCE_TOP"/device/*/Cargo.toml
+}
+
+# cargo_target_seed: give a checkout without device/target the snapshot's
+# dependencies, if the cache has one for this key.
+cargo_target_seed() {
+	local top=$FERROCE_TOP/device snap
+	[ -f "$top/Cargo.toml" ] && [ ! -e "$top/target" ] || return 0
+	snap=$FERROCE_CACHE/cargo/target-$(cargo_target_key)
+	[ -e "$snap/.complete" ] || return 0
+	log "device/target: starting from the cached dependencies in $snap"
+	# Held while copying, so that no prune_cache removes it under us; into
+	# a temporary name first, so that an interrupted copy is never taken
+	# for a build.
+	rm -rf "$top/target.seed.$$"
+	if flock -s "$snap.lock" cp -a "$snap/target" "$top/target.seed.$$"; then
+		mv -T "$top/target.seed.$$" "$top/target" 2>/dev/null || rm -rf "$top/target.seed.$$"
+	else
+		rm -rf "$top/target.seed.$$"
+	fi
+	return 0
+}
+
+# snapshot_cargo_target DIR: cache_entry builder: the dependencies' part of
+# device/target (every profile built so far), without ferroce's own crates,
+# their test binaries and incremental state.
+snapshot_cargo_target() {
+	local src=$FERROCE_TOP/device/target
+	mkdir -p "$1/target"
+	(cd "$src" && find . -name incremental -prune -o \
+		\( -path './*/deps/*' ! -name 'lib*' ! -name '*.d' \) -prune -o \
+		\( -name '*ferroce_dev*' -o -name '*ferroce-dev*' -o \
+		-name '*vfio_user*' -o -name '*vfio-user*' \) -prune -o -print0 |
+		cpio -0 -pdm --quiet "$1/target")
+}
+
+# cargo_target_save: after a run that built device/target, publish its
+# dependencies as the snapshot for this key unless the cache has it.
+cargo_target_save() {
+	[ -d "$FERROCE_TOP/device/target" ] || return 0
+	cache_entry "cargo/target-$(cargo_target_key)" snapshot_cargo_target >/dev/null
+	prune_cache 'cargo/target-*' 2
+}

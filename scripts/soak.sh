@@ -28,6 +28,7 @@ declare -a failures=()
 # The device's cargo runs in the trixie root: build it first on a cold
 # cache (later steps would, but the cargo tests come before them).
 "$FERROCE_TOP/scripts/make-root.sh" >/dev/null || die "cannot build the trixie root"
+cargo_target_seed
 
 log "soak: device model and WQE fuzz (PROPTEST_CASES=${PROPTEST_CASES:=5000})"
 # (in-root clears the environment: the knobs go through env.)
