@@ -36,11 +36,17 @@ KERNEL_BUILD = $(KERNEL_DIR)/build
 # (kbuild's MO=), so builds for the default and the debug kernel coexist:
 # .build/default/drivers/infiniband/hw/ferroce/ferroce.ko.
 FLAVOUR := $(or $(FERROCE_KERNEL_FLAVOUR),default)
-KMAKE = k=$(KERNEL_DIR) && flock -s $$k.lock $(TOP)/scripts/in-root -- make -C $$k/build \
-	$$(cat $$k/make-flags 2>/dev/null) M=$(TOP) MO=$(TOP)/.build/$(FLAVOUR)
+KMAKE_ANY = k=$(KERNEL_DIR) && flock -s $$k.lock $(TOP)/scripts/in-root -- make -C $$k/build \
+	$$(cat $$k/make-flags 2>/dev/null) M=$(TOP)
+KMAKE = $(KMAKE_ANY) MO=$(TOP)/.build/$(FLAVOUR)
+# make lint's clippy build has a tree of its own: in the module's tree it
+# would change every object's command line, and the next make modules would
+# build them all again.
+KMAKE_CLIPPY = $(KMAKE_ANY) MO=$(TOP)/.build/clippy-$(FLAVOUR)
 KSRC_CMD = readlink -f $(KERNEL_BUILD)/source
 else
 KMAKE = $(MAKE) -C $(KDIR) M=$(TOP)
+KMAKE_CLIPPY = $(KMAKE)
 KSRC_CMD = readlink -f $(KDIR)/source 2>/dev/null || echo $(KDIR)
 endif
 
@@ -92,7 +98,7 @@ lint: modules
 	ksrc=$$($(KSRC_CMD)) && $(TOP)/scripts/in-root -- rustfmt --check --edition 2021 \
 		--config-path $$ksrc/.rustfmt.toml $(RUST_SOURCES)
 	@echo "== clippy (CLIPPY=1)"
-	$(KMAKE) CLIPPY=1 W=1 modules 2>&1 | tee $(TOP)/.clippy.log; \
+	$(KMAKE_CLIPPY) CLIPPY=1 W=1 modules 2>&1 | tee $(TOP)/.clippy.log; \
 		! grep -E '^(warning|error)' $(TOP)/.clippy.log; rc=$$?; rm -f $(TOP)/.clippy.log; exit $$rc
 	@echo "== shellcheck"
 	shellcheck -x $(SHELL_SCRIPTS)
