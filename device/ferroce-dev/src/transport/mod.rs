@@ -457,6 +457,14 @@ struct WriteCtx {
     total: u64,
 }
 
+impl WriteCtx {
+    /// Whether a packet of `n` payload bytes fits what is left of the
+    /// WRITE, and ends it exactly if it is the last.
+    fn takes(&self, n: u64, last: bool) -> bool {
+        n <= self.left && (!last || n == self.left)
+    }
+}
+
 /// Per-QP transport state.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Engine {

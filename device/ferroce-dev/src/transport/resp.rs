@@ -22,6 +22,57 @@ pub(super) enum RespErr {
 }
 
 impl State {
+    /// The RDMA WRITE a packet continues (`cur`), or the one its RETH
+    /// starts (RC and UC), its whole range checked against the rkey at
+    /// once. `None`: the rkey does not grant remote write over the range.
+    pub(super) fn write_start(
+        &self,
+        cur: Option<WriteCtx>,
+        p: &Packet<'_>,
+        pdn: u32,
+    ) -> Option<WriteCtx> {
+        if let Some(w) = cur {
+            return Some(w);
+        }
+        let total = u64::from(p.reth.len);
+        if total > 0 {
+            self.translate(p.reth.rkey, pdn, p.reth.va, total, ACCESS_REMOTE_WRITE)?;
+        }
+        Some(WriteCtx {
+            rkey: p.reth.rkey,
+            va: p.reth.va,
+            left: total,
+            total,
+        })
+    }
+
+    /// Receive WQE `idx` could not be used (a local error of the WQE
+    /// itself, UD and UC): it is consumed and completes in error; the QP
+    /// goes on.
+    pub(super) fn recv_wqe_failed(
+        &mut self,
+        c: &QpCtx,
+        e: &mut Engine,
+        idx: u16,
+        status: WcStatus,
+        src_qp: u32,
+    ) {
+        e.rq_ci = idx.wrapping_add(1);
+        let wr_id = self.recv_wr_id(c.qpn, idx);
+        self.post_data_cqe(
+            c.recv_cqn,
+            Cqe {
+                wr_id,
+                qpn: c.qpn,
+                src_qp,
+                opcode: WC_RECV,
+                status: status.to_hw(),
+                wqe_idx: idx,
+                ..Cqe::zeroed()
+            },
+        );
+    }
+
     pub(super) fn rq_pi(&mut self, c: &QpCtx) -> u16 {
         let mut b = [0u8; 4];
         if c.rq_depth == 0 {
@@ -409,27 +460,11 @@ impl State {
         }
         let mtu = self.mtu_of(&c.attr);
         Self::check_seg_len(mtu, p.payload.len(), first, last)?;
-        let mut w = match e.write {
-            Some(w) => w,
-            None => {
-                let total = u64::from(p.reth.len);
-                if total > 0
-                    && self
-                        .translate(p.reth.rkey, c.pdn, p.reth.va, total, ACCESS_REMOTE_WRITE)
-                        .is_none()
-                {
-                    return Err(RespErr::Fatal(NakCode::RemoteAccessErr, None));
-                }
-                WriteCtx {
-                    rkey: p.reth.rkey,
-                    va: p.reth.va,
-                    left: total,
-                    total,
-                }
-            }
+        let Some(mut w) = self.write_start(e.write, p, c.pdn) else {
+            return Err(RespErr::Fatal(NakCode::RemoteAccessErr, None));
         };
         let n = p.payload.len() as u64;
-        if n > w.left || (last && n != w.left) {
+        if !w.takes(n, last) {
             return Err(RespErr::Fatal(NakCode::InvalidRequest, None));
         }
         // Immediate data needs a receive WQE before anything is written.

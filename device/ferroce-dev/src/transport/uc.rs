@@ -22,7 +22,7 @@ use crate::device::State;
 use crate::hw::*;
 use crate::wire::{op, psn_add, psn_diff, Packet};
 
-use super::{Engine, QpCtx, RecvCtx, Segments, WriteCtx};
+use super::{Engine, QpCtx, RecvCtx, Segments};
 
 /// Why the UC responder drops a message.
 enum UcDrop {
@@ -166,22 +166,7 @@ impl State {
             UcDrop::NoWqe => self.data.rx_uc_no_wqe += 1,
             UcDrop::BadRequest => self.data.rx_uc_bad_req += 1,
             UcDrop::Local(idx, status) => {
-                // A local error of the receive WQE itself: it completes in
-                // error, as on a UD QP; the QP goes on.
-                e.rq_ci = idx.wrapping_add(1);
-                let wr_id = self.recv_wr_id(c.qpn, idx);
-                self.post_data_cqe(
-                    c.recv_cqn,
-                    Cqe {
-                        wr_id,
-                        qpn: c.qpn,
-                        src_qp: c.attr.dest_qp_num,
-                        opcode: WC_RECV,
-                        status: status.to_hw(),
-                        wqe_idx: idx,
-                        ..Cqe::zeroed()
-                    },
-                );
+                self.recv_wqe_failed(c, e, idx, status, c.attr.dest_qp_num)
             }
         }
     }
@@ -248,27 +233,11 @@ impl State {
         if Self::check_seg_len(mtu, p.payload.len(), pkt.first, pkt.last).is_err() {
             return Err(UcDrop::BadRequest);
         }
-        let mut w = match e.write.take() {
-            Some(w) => w,
-            None => {
-                let total = u64::from(p.reth.len);
-                if total > 0
-                    && self
-                        .translate(p.reth.rkey, c.pdn, p.reth.va, total, ACCESS_REMOTE_WRITE)
-                        .is_none()
-                {
-                    return Err(UcDrop::BadRequest);
-                }
-                WriteCtx {
-                    rkey: p.reth.rkey,
-                    va: p.reth.va,
-                    left: total,
-                    total,
-                }
-            }
+        let Some(mut w) = self.write_start(e.write.take(), p, c.pdn) else {
+            return Err(UcDrop::BadRequest);
         };
         let n = p.payload.len() as u64;
-        if n > w.left || (pkt.last && n != w.left) {
+        if !w.takes(n, pkt.last) {
             return Err(UcDrop::BadRequest);
         }
         // The immediate needs a receive WQE before the last bytes land.

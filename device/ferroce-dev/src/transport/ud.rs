@@ -149,19 +149,7 @@ impl State {
         } = match self.read_recv_wqe(c, idx) {
             Ok(wqe) => wqe,
             Err(st) => {
-                e.rq_ci = idx.wrapping_add(1);
-                let wr_id = self.recv_wr_id(c.qpn, idx);
-                self.post_data_cqe(
-                    c.recv_cqn,
-                    Cqe {
-                        wr_id,
-                        qpn: c.qpn,
-                        opcode: WC_RECV,
-                        status: st.to_hw(),
-                        wqe_idx: idx,
-                        ..Cqe::zeroed()
-                    },
-                );
+                self.recv_wqe_failed(c, e, idx, st, 0);
                 return;
             }
         };
