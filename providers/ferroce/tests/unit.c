@@ -885,6 +885,21 @@ int ibv_cmd_destroy_qp(struct ibv_qp *qp) { return 0; }
 int ibv_cmd_destroy_ah(struct ibv_ah *ah) { return 0; }
 
 /*
+ * A context of a fake ferroce device, created through the fake commands
+ * above. The doorbell page it maps is /dev/zero's shared zeroes; one
+ * device reference is held for the test, so freeing the context never
+ * drops the last.
+ */
+static struct verbs_context *old_driver_context(struct verbs_device *vdev)
+{
+	int fd = open("/dev/zero", O_RDWR);
+
+	CHECK(fd >= 0);
+	atomic_store(&vdev->refcount, 1);
+	return ferroce_dev_ops.alloc_context(&vdev->device, fd, NULL);
+}
+
+/*
  * A new provider on an old driver: context, CQ, QP and AH are created from
  * first-release responses and take their values from them (none from
  * bytes the driver did not write).
@@ -900,15 +915,8 @@ static void test_old_driver(void)
 	struct ibv_cq *cq;
 	struct ibv_qp *qp;
 	struct ibv_ah *ah;
-	int fd;
 
-	/* The doorbell page the context maps: shared zeroes do. */
-	fd = open("/dev/zero", O_RDWR);
-	CHECK(fd >= 0);
-	/* One hold for the test: the context's never drops the last. */
-	atomic_store(&vdev.refcount, 1);
-
-	vctx = ferroce_dev_ops.alloc_context(&vdev.device, fd, NULL);
+	vctx = old_driver_context(&vdev);
 	CHECK(vctx);
 	if (!vctx)
 		return;
@@ -1039,12 +1047,9 @@ static void test_uc_create(void)
 	struct ibv_pd pd = {};
 	struct ibv_qp *qp;
 	struct ibv_cq *cq;
-	int calls, fd;
+	int calls;
 
-	fd = open("/dev/zero", O_RDWR);
-	CHECK(fd >= 0);
-	atomic_store(&vdev.refcount, 1);
-	vctx = ferroce_dev_ops.alloc_context(&vdev.device, fd, NULL);
+	vctx = old_driver_context(&vdev);
 	CHECK(vctx);
 	if (!vctx)
 		return;
