@@ -117,10 +117,13 @@ wait_port_active() {
 # 1024 sysfs entries takes ~50 s under TCG) whose GID starts with PREFIX and
 # whose type is TYPE ("RoCE v2" or "IB/RoCE v1").
 gid_index() {
-	local dev=$1 type=$2 prefix=$3 i gid t
-	for i in $(seq 0 15); do
-		gid=$(cat "/sys/class/infiniband/$dev/ports/1/gids/$i" 2>/dev/null) || continue
-		t=$(cat "/sys/class/infiniband/$dev/ports/1/gid_attrs/types/$i" 2>/dev/null) || continue
+	local dev=$1 type=$2 prefix=$3 i gid t port
+	port=/sys/class/infiniband/$dev/ports/1
+	# Callers poll this (wait_for): read, not $(cat), so that a round
+	# forks no process per entry (slow in a TCG guest, slower under KASAN).
+	for ((i = 0; i < 16; i++)); do
+		read -r gid 2>/dev/null <"$port/gids/$i" || continue
+		read -r t 2>/dev/null <"$port/gid_attrs/types/$i" || continue
 		case $gid in "$prefix"*) [ "$t" = "$type" ] && { echo "$i"; return 0; } ;; esac
 	done
 	return 1
