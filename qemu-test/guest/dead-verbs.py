@@ -11,6 +11,10 @@ import ctypes
 import sys
 import time
 
+START = time.monotonic()
+# A first line at once: when the caller's time limit ends the run, it tells
+# a slow start (the debug kernel under load) from a command that hung.
+print("started", flush=True)
 lib = ctypes.CDLL("libibverbs.so.1", use_errno=True)
 lib.ibv_get_device_list.restype = ctypes.POINTER(ctypes.c_void_p)
 lib.ibv_get_device_list.argtypes = [ctypes.POINTER(ctypes.c_int)]
@@ -27,6 +31,7 @@ lib.ibv_close_device.argtypes = [ctypes.c_void_p]
 def main():
     n = ctypes.c_int()
     devs = lib.ibv_get_device_list(ctypes.byref(n))
+    print(f"listed {n.value} device(s) seconds={time.monotonic() - START:.2f}", flush=True)
     dev = next((devs[i] for i in range(n.value)
                 if lib.ibv_get_device_name(devs[i]).decode() == sys.argv[1]), None)
     if dev is None:
