@@ -150,7 +150,10 @@ impl State {
         // The receive CQE is the one of the RC twin of the opcode.
         let mut twin = p.clone();
         twin.bth.opcode = rc_op;
-        let r = if pkt.send {
+        let mtu = self.mtu_of(&c.attr);
+        let r = if Self::check_seg_len(mtu, p.payload.len(), pkt.first, pkt.last).is_err() {
+            Err(UcDrop::BadRequest)
+        } else if pkt.send {
             self.uc_send(c, e, &twin, pkt)
         } else {
             self.uc_write(c, e, &twin, pkt)
@@ -171,7 +174,8 @@ impl State {
         }
     }
 
-    /// One in-order packet of a UC SEND (`p` carries the RC twin opcode).
+    /// One in-order packet of a UC SEND (`p` carries the RC twin opcode),
+    /// its segment length checked by [`Self::uc_request`].
     fn uc_send(
         &mut self,
         c: &QpCtx,
@@ -179,10 +183,6 @@ impl State {
         p: &Packet<'_>,
         pkt: UcPkt,
     ) -> Result<(), UcDrop> {
-        let mtu = self.mtu_of(&c.attr);
-        if Self::check_seg_len(mtu, p.payload.len(), pkt.first, pkt.last).is_err() {
-            return Err(UcDrop::BadRequest);
-        }
         if pkt.first {
             if c.rq_depth == 0 || !self.rq_available(c, e) {
                 return Err(UcDrop::NoWqe);
@@ -227,10 +227,6 @@ impl State {
         pkt: UcPkt,
     ) -> Result<(), UcDrop> {
         if c.attr.qp_access_flags & ACCESS_REMOTE_WRITE == 0 {
-            return Err(UcDrop::BadRequest);
-        }
-        let mtu = self.mtu_of(&c.attr);
-        if Self::check_seg_len(mtu, p.payload.len(), pkt.first, pkt.last).is_err() {
             return Err(UcDrop::BadRequest);
         }
         let Some(mut w) = self.write_start(e.write.take(), p, c.pdn) else {
