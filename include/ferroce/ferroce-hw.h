@@ -93,7 +93,7 @@
 #define FERROCE_VERSION_MAJOR_MASK		0xffff0000
 #define FERROCE_VERSION_MINOR_MASK		0x0000ffff
 #define FERROCE_VERSION_MAJOR			1
-#define FERROCE_VERSION_MINOR			5
+#define FERROCE_VERSION_MINOR			6
 
 /* MAGIC: "FRCE" read as a little-endian u32 */
 #define FERROCE_MAGIC_VALUE			0x45435246
@@ -116,6 +116,7 @@
 #define FERROCE_CAP_PORT_MAC			0x00004000	/* 1.2: SET_PORT_MAC */
 #define FERROCE_CAP_VLAN			0x00008000	/* 1.3: 802.1Q-tagged GID entries */
 #define FERROCE_CAP_UC				0x00010000	/* 1.5: UC QPs (SEND, RDMA WRITE, with immediate) */
+#define FERROCE_CAP_SRQ				0x00020000	/* 1.6: shared receive queues */
 
 /* DEV_CTRL */
 #define FERROCE_CTRL_RESET			0x00000001	/* self-clearing */
@@ -224,6 +225,10 @@
 #define FERROCE_CMD_DESTROY_QP			0x51
 #define FERROCE_CMD_MODIFY_QP			0x52
 #define FERROCE_CMD_QUERY_QP			0x53
+#define FERROCE_CMD_CREATE_SRQ			0x54	/* 1.6, CAP_SRQ */
+#define FERROCE_CMD_DESTROY_SRQ			0x55	/* 1.6, CAP_SRQ */
+#define FERROCE_CMD_MODIFY_SRQ			0x56	/* 1.6, CAP_SRQ */
+#define FERROCE_CMD_QUERY_SRQ			0x57	/* 1.6, CAP_SRQ */
 #define FERROCE_CMD_CREATE_AH			0x60
 #define FERROCE_CMD_DESTROY_AH			0x61
 #define FERROCE_CMD_SET_GID			0x70
@@ -521,6 +526,7 @@ struct ferroce_cmd_dereg_mr {
 
 /* CREATE_QP flags */
 #define FERROCE_QP_FLAG_SQ_SIG_ALL		0x01
+#define FERROCE_QP_FLAG_SRQ			0x02	/* 1.6, CAP_SRQ: receives from srqn */
 
 /* WQE strides */
 #define FERROCE_SQ_WQE_SHIFT_MIN		7	/* 128 B */
@@ -546,11 +552,58 @@ struct ferroce_cmd_create_qp {
 	__u8 sq_wqe_shift;
 	__u8 rq_wqe_shift;
 	__u8 flags;			/* FERROCE_QP_FLAG_* */
+	/* 1.6 */
+	__le32 srqn;			/* QP_FLAG_SRQ: the SRQ, else 0 */
+	__le32 reserved;
 };
 
 struct ferroce_cmd_destroy_qp {
 	struct ferroce_cmd_hdr hdr;
 	__le32 qpn;
+	__le32 reserved;
+};
+
+/*
+ * Shared receive queues (1.6, CAP_SRQ).  A ring of RQ WQEs (struct
+ * ferroce_rq_wqe_hdr + SGEs) with a doorbell record that software writes
+ * (pi) and the device writes (ci); no doorbell.
+ */
+#define FERROCE_FIRST_SRQN			1
+
+/* CREATE_SRQ: out[0] = srqn */
+struct ferroce_cmd_create_srq {
+	struct ferroce_cmd_hdr hdr;
+	struct ferroce_pbl buf;		/* depth << wqe_shift bytes */
+	__le64 dbrec_addr;		/* struct ferroce_srq_dbrec */
+	__le32 pdn;
+	__le32 depth;			/* power of two, 1..max_qp_wr */
+	__le32 limit;			/* 0 (not armed) or 1..depth */
+	__u8 wqe_shift;			/* FERROCE_RQ_WQE_SHIFT_MIN..MAX */
+	__u8 reserved0[3];
+	__le64 reserved1;
+};
+
+struct ferroce_cmd_destroy_srq {
+	struct ferroce_cmd_hdr hdr;
+	__le32 srqn;
+	__le32 reserved;
+};
+
+/* MODIFY_SRQ: (re)arms the limit event; 0 disarms */
+struct ferroce_cmd_modify_srq {
+	struct ferroce_cmd_hdr hdr;
+	__le32 srqn;
+	__le32 limit;			/* 0..depth */
+};
+
+/* QUERY_SRQ: results in the completion (out[]) */
+#define FERROCE_SRQ_OUT_LIMIT			0	/* armed limit, 0 = not armed */
+#define FERROCE_SRQ_OUT_DEPTH			1
+#define FERROCE_SRQ_OUT_CI			2	/* device's consumer index */
+
+struct ferroce_cmd_query_srq {
+	struct ferroce_cmd_hdr hdr;
+	__le32 srqn;
 	__le32 reserved;
 };
 
@@ -725,6 +778,7 @@ struct ferroce_cmd_clear_gid {
 #define FERROCE_EQE_QP_ACCESS_ERR		0x24	/* obj = qpn */
 #define FERROCE_EQE_QP_RETRY_EXCEEDED		0x25	/* 1.3: obj = qpn, data = 0 ACK timeout / 1 RNR; informational */
 #define FERROCE_EQE_CQ_ERROR			0x30	/* obj = cqn, data = syndrome */
+#define FERROCE_EQE_SRQ_LIMIT_REACHED		0x50	/* 1.6: obj = srqn, data = limit */
 #define FERROCE_EQE_DEVICE_FATAL		0x40	/* data = fatal code */
 
 #define FERROCE_CQ_SYNDROME_OVERFLOW		1
@@ -837,6 +891,12 @@ struct ferroce_cq_dbrec {
 	__le32 reserved;
 };
 
+/* SRQ record: software writes pi, the device DMA-writes ci */
+struct ferroce_srq_dbrec {
+	__le32 pi;		/* producer index, 15:0 used; software */
+	__le32 ci;		/* consumer index, 15:0 used; device */
+};
+
 /* CQE opcodes: same values as enum ibv_wc_opcode */
 #define FERROCE_WC_SEND				0
 #define FERROCE_WC_RDMA_WRITE			1
@@ -922,8 +982,12 @@ _Static_assert(sizeof(struct ferroce_cmd_alloc_pd) == 16, "alloc_pd");
 _Static_assert(sizeof(struct ferroce_cmd_dealloc_pd) == 16, "dealloc_pd");
 _Static_assert(sizeof(struct ferroce_cmd_reg_mr) == 64, "reg_mr");
 _Static_assert(sizeof(struct ferroce_cmd_dereg_mr) == 16, "dereg_mr");
-_Static_assert(sizeof(struct ferroce_cmd_create_qp) == 88, "create_qp");
+_Static_assert(sizeof(struct ferroce_cmd_create_qp) == 96, "create_qp");
 _Static_assert(sizeof(struct ferroce_cmd_destroy_qp) == 16, "destroy_qp");
+_Static_assert(sizeof(struct ferroce_cmd_create_srq) == 56, "create_srq");
+_Static_assert(sizeof(struct ferroce_cmd_destroy_srq) == 16, "destroy_srq");
+_Static_assert(sizeof(struct ferroce_cmd_modify_srq) == 16, "modify_srq");
+_Static_assert(sizeof(struct ferroce_cmd_query_srq) == 16, "query_srq");
 _Static_assert(sizeof(struct ferroce_av) == 40, "av");
 _Static_assert(sizeof(struct ferroce_qp_attr) == 88, "qp_attr");
 _Static_assert(sizeof(struct ferroce_cmd_modify_qp) == 96, "modify_qp");
@@ -942,6 +1006,7 @@ _Static_assert(sizeof(struct ferroce_sq_wqe_reg_mr) == 32, "sq_wqe_reg_mr");
 _Static_assert(sizeof(struct ferroce_rq_wqe_hdr) == FERROCE_RQ_WQE_DATA_OFFSET, "rq_wqe_hdr");
 _Static_assert(sizeof(struct ferroce_qp_dbrec) == 8, "qp_dbrec");
 _Static_assert(sizeof(struct ferroce_cq_dbrec) == 8, "cq_dbrec");
+_Static_assert(sizeof(struct ferroce_srq_dbrec) == 8, "srq_dbrec");
 _Static_assert(sizeof(struct ferroce_cqe) == FERROCE_CQE_SIZE, "cqe");
 
 #endif /* FERROCE_HW_H */

@@ -88,10 +88,10 @@ struct ferroce_uresp_create_cq {
 };
 
 /*
- * create_qp (RC and UD): SQ and RQ rings in process memory, page aligned,
- * depth << wqe_shift bytes each, zeroed by the provider. Without a receive
- * queue (SRQ is not supported) rq_depth, rq_wqe_shift, rq_buf_va and
- * rq_dbrec_va are all 0. Strides and depths follow device.rst ("Work
+ * create_qp (RC, UC and UD): SQ and RQ rings in process memory, page
+ * aligned, depth << wqe_shift bytes each, zeroed by the provider. Without a
+ * receive queue of its own (a QP attached to an SRQ, or one that never
+ * receives) rq_depth, rq_wqe_shift, rq_buf_va and rq_dbrec_va are all 0. Strides and depths follow device.rst ("Work
  * queues"); the driver checks them against the device's limits.
  */
 struct ferroce_ureq_create_qp {
@@ -116,6 +116,31 @@ struct ferroce_uresp_create_qp {
 	__u32 max_inline;		/* inline bytes accepted per SQ WQE */
 	__u32 comp_mask;		/* none defined: 0 */
 	__u32 reserved;
+};
+
+/*
+ * create_srq (FERROCE_CAP_SRQ in device_caps): the SRQ ring lives in process
+ * memory, page aligned, depth << wqe_shift bytes, zeroed by the provider;
+ * its WQEs are RQ WQEs. The record (struct ferroce_srq_dbrec, 8-byte
+ * aligned) carries the provider's producer index and the consumer index the
+ * device writes back; the provider zeroes it. The SRQ limit is set with the
+ * ordinary modify_srq verb, not here.
+ */
+struct ferroce_ureq_create_srq {
+	__aligned_u64 buf_va;
+	__aligned_u64 dbrec_va;		/* struct ferroce_srq_dbrec */
+	__u32 depth;			/* power of two, >= max_wr, <= max_qp_wr */
+	__u8 wqe_shift;			/* FERROCE_RQ_WQE_SHIFT_MIN..MAX */
+	__u8 reserved[3];
+	__u32 comp_mask;		/* none defined: 0 */
+	__u32 reserved2;
+};
+
+#define FERROCE_UREQ_CREATE_SRQ_MIN_LEN	32
+
+struct ferroce_uresp_create_srq {
+	__u32 srqn;
+	__u32 comp_mask;		/* none defined: 0 */
 };
 
 /* create_ah: the device's handle, put in UD send WQEs (ahn). */
