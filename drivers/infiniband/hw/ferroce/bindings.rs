@@ -82,6 +82,10 @@ commands!(
     ferroce_cmd_destroy_qp = FERROCE_CMD_DESTROY_QP,
     ferroce_cmd_modify_qp = FERROCE_CMD_MODIFY_QP,
     ferroce_cmd_query_qp = FERROCE_CMD_QUERY_QP,
+    ferroce_cmd_create_srq = FERROCE_CMD_CREATE_SRQ,
+    ferroce_cmd_destroy_srq = FERROCE_CMD_DESTROY_SRQ,
+    ferroce_cmd_modify_srq = FERROCE_CMD_MODIFY_SRQ,
+    ferroce_cmd_query_srq = FERROCE_CMD_QUERY_SRQ,
     ferroce_cmd_create_ah = FERROCE_CMD_CREATE_AH,
     ferroce_cmd_destroy_ah = FERROCE_CMD_DESTROY_AH,
 );
@@ -105,7 +109,8 @@ macro_rules! abi_responses {
 abi_requests!(
     ferroce_ureq_alloc_ctx,
     ferroce_ureq_create_cq,
-    ferroce_ureq_create_qp
+    ferroce_ureq_create_qp,
+    ferroce_ureq_create_srq,
 );
 impl crate::rdma::UserRequest for ferroce_ureq_alloc_ctx {
     const MIN_LEN: usize = FERROCE_UREQ_ALLOC_CTX_MIN_LEN as usize;
@@ -116,11 +121,16 @@ impl crate::rdma::UserRequest for ferroce_ureq_create_cq {
 impl crate::rdma::UserRequest for ferroce_ureq_create_qp {
     const MIN_LEN: usize = FERROCE_UREQ_CREATE_QP_MIN_LEN as usize;
 }
+impl crate::rdma::UserRequest for ferroce_ureq_create_srq {
+    const MIN_LEN: usize = FERROCE_UREQ_CREATE_SRQ_MIN_LEN as usize;
+}
 // The first releases' sizes: what old providers send.
 const _: () = assert!(
     FERROCE_UREQ_CREATE_CQ_MIN_LEN == 24
         && FERROCE_UREQ_CREATE_QP_MIN_LEN as usize
             == core::mem::offset_of!(ferroce_ureq_create_qp, comp_mask)
+        && FERROCE_UREQ_CREATE_SRQ_MIN_LEN as usize
+            == core::mem::size_of::<ferroce_ureq_create_srq>()
 );
 
 // Responses the device DMA-writes (read back by `Shared::exec_resp`).
@@ -158,4 +168,5 @@ abi_responses!(
     ferroce_uresp_create_cq,
     ferroce_uresp_create_qp,
     ferroce_uresp_create_ah,
+    ferroce_uresp_create_srq,
 );

@@ -13,7 +13,7 @@ use crate::bindings as hw;
 use kernel::{
     device::{Bound, Device},
     dma::Coherent,
-    io::io_write,
+    io::{io_read, io_write},
     new_mutex,
     prelude::*,
     sync::{Arc, Mutex},
@@ -23,9 +23,11 @@ use kernel::{
 const PER_PAGE: usize = 4096 / hw::FERROCE_DBREC_ALIGN as usize;
 const WORDS: usize = PER_PAGE / 64;
 
-/// One coherent page of records.
+/// One coherent page of records, as le32 halves: record `i` is words
+/// `2 * i` (the index software writes) and `2 * i + 1` (reserved, or the
+/// consumer index the device writes back into an SRQ record).
 struct DbRecPage {
-    mem: Coherent<[u64]>,
+    mem: Coherent<[u32]>,
 }
 
 /// A page and which of its records are in use (guarded by the pool's
@@ -78,14 +80,14 @@ impl DbRecPool {
                     page: slot.page.clone(),
                     index,
                 };
-                // A record freed earlier may hold an old value.
-                rec.write(0)?;
+                // A record freed earlier may hold old values.
+                rec.clear()?;
                 return Ok(rec);
             }
         }
         let page = Arc::new(
             DbRecPage {
-                mem: Coherent::zeroed_slice(dev, PER_PAGE, GFP_KERNEL)?,
+                mem: Coherent::zeroed_slice(dev, 2 * PER_PAGE, GFP_KERNEL)?,
             },
             GFP_KERNEL,
         )?;
@@ -143,9 +145,24 @@ impl DbRec {
     }
 
     /// Stores a producer or consumer index (bits 15:0 of the record's
-    /// first le32; the reserved half stays 0).
+    /// first le32) with one 32-bit store: the second half is the device's
+    /// in an SRQ record.
     pub(crate) fn write(&self, index: u32) -> Result {
-        io_write!(&self.page.mem, [try: self.index], u64::from(index).to_le());
+        io_write!(&self.page.mem, [try: 2 * self.index], index.to_le());
+        Ok(())
+    }
+
+    /// The record's second le32: the consumer index the device writes
+    /// back into an SRQ record (`struct ferroce_srq_dbrec`).
+    pub(crate) fn read_device_half(&self) -> Result<u32> {
+        let v: u32 = io_read!(&self.page.mem, [try: 2 * self.index + 1]);
+        Ok(u32::from_le(v))
+    }
+
+    /// Zeroes both halves.
+    fn clear(&self) -> Result {
+        io_write!(&self.page.mem, [try: 2 * self.index], 0u32);
+        io_write!(&self.page.mem, [try: 2 * self.index + 1], 0u32);
         Ok(())
     }
 }

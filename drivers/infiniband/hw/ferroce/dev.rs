@@ -19,7 +19,7 @@ use crate::{
     port::{self, PortState},
     rdma::{
         self, kext, CqEvent, CqTable, EventRef, NetDev, NetdevEvent, NetdevHandler, NetdevNotifier,
-        PortEvent, QpEvent, QpTable,
+        PortEvent, QpEvent, QpTable, SrqEvent, SrqTable,
     },
     regs::{self, Bar0, DevresBar0},
     verbs::{self, DbPages},
@@ -196,6 +196,8 @@ pub(crate) struct Shared {
     pub(crate) cqs: Arc<CqTable<IbDev>>,
     /// QPs by number, for QP events.
     pub(crate) qps: Arc<QpTable<IbDev>>,
+    /// SRQs by number, for SRQ events.
+    pub(crate) srqs: Arc<SrqTable<IbDev>>,
     eqs: KVec<Eq>,
     cmd_timeout: Delta,
     reset_timeout: Delta,
@@ -478,6 +480,12 @@ impl Shared {
             hw::FERROCE_EQE_CQ_ERROR => {
                 dev_warn!(self.dev(), "CQ {} error, syndrome {}\n", eqe.obj, eqe.data);
                 if !self.cqs.event(eqe.obj, CqEvent::Err) {
+                    s.unknown_obj_events.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+            hw::FERROCE_EQE_SRQ_LIMIT_REACHED => {
+                dev_dbg!(self.dev(), "SRQ {} limit {} reached\n", eqe.obj, eqe.data);
+                if !self.srqs.event(eqe.obj, SrqEvent::LimitReached) {
                     s.unknown_obj_events.fetch_add(1, Ordering::Relaxed);
                 }
             }
@@ -982,7 +990,8 @@ impl<'bound> Ferroce<'bound> {
         )?;
         let cqs = step(pdev, "allocate CQ table", CqTable::new())?;
         let qps = step(pdev, "allocate QP table", QpTable::new())?;
-        let (shared_cqs, shared_qps) = (cqs.clone(), qps.clone());
+        let srqs = step(pdev, "allocate SRQ table", SrqTable::new())?;
+        let (shared_cqs, shared_qps, shared_srqs) = (cqs.clone(), qps.clone(), srqs.clone());
         let shared = Arc::pin_init(
             try_pin_init!(Shared {
                 bar: Regs(bar),
@@ -993,6 +1002,7 @@ impl<'bound> Ferroce<'bound> {
                 pbl <- new_mutex!(pbl),
                 cqs: shared_cqs,
                 qps: shared_qps,
+                srqs: shared_srqs,
                 eqs,
                 cmd_timeout,
                 reset_timeout,
@@ -1107,7 +1117,7 @@ impl<'bound> Ferroce<'bound> {
         let mut builder = step(
             pdev,
             "allocate ib_device",
-            rdma::Builder::new(ibdev, cqs, qps),
+            rdma::Builder::new(ibdev, cqs, qps, srqs),
         )?;
         builder.set_node_guid(node_guid);
         builder.set_num_comp_vectors(num_ceqs)?;

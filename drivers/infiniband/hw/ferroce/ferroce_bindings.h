@@ -63,6 +63,7 @@ int ferroce_mmap_io_nc(struct ib_ucontext *uctx, struct vm_area_struct *vma,
 void ferroce_cq_comp(struct ib_cq *cq);
 void ferroce_qp_event(struct ib_qp *qp, enum ib_event_type type);
 void ferroce_cq_event(struct ib_cq *cq, enum ib_event_type type);
+void ferroce_srq_event(struct ib_srq *srq, enum ib_event_type type);
 
 /* restrack: the RDMA_NLDEV_ATTR_DRIVER nest of a fill_res_*_entry call */
 void *ferroce_nl_driver_nest_start(struct sk_buff *msg);

@@ -255,6 +255,19 @@ void ferroce_cq_event(struct ib_cq *cq, enum ib_event_type type)
 		cq->event_handler(&ev, cq->cq_context);
 }
 
+/* Dispatches an async event of @srq to its consumer. */
+void ferroce_srq_event(struct ib_srq *srq, enum ib_event_type type)
+{
+	struct ib_event ev = {
+		.device = srq->device,
+		.element.srq = srq,
+		.event = type,
+	};
+
+	if (srq->event_handler)
+		srq->event_handler(&ev, srq->srq_context);
+}
+
 void *ferroce_nl_driver_nest_start(struct sk_buff *msg)
 {
 	return nla_nest_start(msg, RDMA_NLDEV_ATTR_DRIVER);

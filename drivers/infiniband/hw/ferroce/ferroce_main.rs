@@ -32,6 +32,7 @@ mod pbl;
 mod port;
 mod rdma;
 mod regs;
+mod srq;
 mod verbs;
 
 struct FerroceDriver;

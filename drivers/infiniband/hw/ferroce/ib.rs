@@ -12,6 +12,7 @@ use crate::{
     gid::{self, Gid, GidKind},
     hw_stats, port,
     rdma::{self, AhAttr, GidAttr, GidType, LinkLayer, QpAttr, QpInit, UData},
+    srq::{self, Srq},
     verbs::{self, Ah, Cq, DbPages, Mr, Qp, UContext},
 };
 use core::{
@@ -105,6 +106,7 @@ impl rdma::Driver for IbDev {
     type Qp = Qp;
     type Mr = Mr;
     type Ah = Ah;
+    type Srq = Srq;
 
     fn query_device(dev: &rdma::Device<Self>, attr: &mut rdma::DeviceAttr) -> Result {
         let c = &dev.caps;
@@ -138,6 +140,12 @@ impl rdma::Driver for IbDev {
             hw::ib_atomic_cap_IB_ATOMIC_NONE
         };
         attr.masked_atomic_cap = hw::ib_atomic_cap_IB_ATOMIC_NONE;
+        // 1.6: SRQs have the QP limits (device.rst, QUERY_CAPS).
+        if c.device_caps & hw::FERROCE_CAP_SRQ != 0 {
+            attr.max_srq = c.max_qp;
+            attr.max_srq_wr = c.max_qp_wr;
+            attr.max_srq_sge = c.max_sge;
+        }
         let mut flags = hw::ib_device_cap_flags_IB_DEVICE_CURR_QP_STATE_MOD
             | hw::ib_device_cap_flags_IB_DEVICE_PORT_ACTIVE_EVENT;
         if c.device_caps & hw::FERROCE_CAP_MEM_MGT_EXT != 0 {
@@ -260,7 +268,7 @@ impl rdma::Driver for IbDev {
     fn create_qp(
         dev: &rdma::Device<Self>,
         ctx: &UContext,
-        init: &mut QpInit<'_, Cq, Pd>,
+        init: &mut QpInit<'_, Cq, Pd, Srq>,
         udata: &mut UData<'_>,
     ) -> Result<(Qp, u32)> {
         verbs::create_qp(dev, ctx, init, udata)
@@ -360,7 +368,7 @@ impl rdma::Driver for IbDev {
 
     fn create_kernel_qp(
         dev: &rdma::Device<Self>,
-        init: &mut QpInit<'_, Cq, Pd>,
+        init: &mut QpInit<'_, Cq, Pd, Srq>,
     ) -> Result<(Qp, u32)> {
         verbs::create_kernel_qp(dev, init)
     }
@@ -371,6 +379,36 @@ impl rdma::Driver for IbDev {
 
     fn post_recv(dev: &rdma::Device<Self>, qp: &Qp, wrs: &mut rdma::RecvWrs<'_>) -> Result {
         verbs::post_recv(dev, qp, wrs)
+    }
+
+    fn create_srq(
+        dev: &rdma::Device<Self>,
+        pd: &Pd,
+        attr: &mut rdma::SrqAttr,
+        user: Option<(&UContext, &mut UData<'_>)>,
+    ) -> Result<(Srq, u32)> {
+        srq::create_srq(dev, pd, attr, user)
+    }
+
+    fn modify_srq(
+        dev: &rdma::Device<Self>,
+        srq: &Srq,
+        max_wr: Option<u32>,
+        limit: Option<u32>,
+    ) -> Result {
+        srq::modify_srq(dev, srq, max_wr, limit)
+    }
+
+    fn query_srq(dev: &rdma::Device<Self>, srq: &Srq) -> Result<rdma::SrqAttr> {
+        srq::query_srq(dev, srq)
+    }
+
+    fn destroy_srq(dev: &rdma::Device<Self>, srq: &Srq) -> Result {
+        srq::destroy_srq(dev, srq)
+    }
+
+    fn post_srq_recv(_dev: &rdma::Device<Self>, srq: &Srq, wrs: &mut rdma::RecvWrs<'_>) -> Result {
+        srq::post_srq_recv(srq, wrs)
     }
 
     fn get_dma_mr(dev: &rdma::Device<Self>, pd: &Pd, access: u32) -> Result<(Mr, u32)> {
@@ -465,6 +503,10 @@ impl rdma::Driver for IbDev {
 
     fn fill_res_cq(_dev: &rdma::Device<Self>, cq: &Cq, msg: &mut rdma::ResMsg<'_>) -> Result {
         cq.fill_res(msg)
+    }
+
+    fn fill_res_srq(_dev: &rdma::Device<Self>, srq: &Srq, msg: &mut rdma::ResMsg<'_>) -> Result {
+        srq.fill_res(msg)
     }
 
     fn fill_res_mr(_dev: &rdma::Device<Self>, mr: &Mr, msg: &mut rdma::ResMsg<'_>) -> Result {

@@ -17,7 +17,7 @@ use crate::{
     bindings::{self as hw},
     dbrec::{DbRec, DbRecPool},
     ib::IbDev,
-    rdma::{self, kext, NetType, RecvWrs, SendOp, SendWr, SendWrs, Sge, Wc, WcOp, WcOut},
+    rdma::{self, kext, NetType, RecvWr, RecvWrs, SendOp, SendWr, SendWrs, Sge, Wc, WcOp, WcOut},
 };
 use core::{mem::size_of, sync::atomic::Ordering};
 use kernel::{
@@ -555,26 +555,8 @@ impl KernelQp {
                 r = Err(ENOMEM);
                 break;
             }
-            let n = wr.num_sge();
-            if n > geo.max_recv_sge as usize {
-                r = Err(EINVAL);
-                break;
-            }
-            let base = (usize::from(idx.pi) & (geo.rq_depth as usize - 1)) << geo.rq_shift;
-            let data = hw::FERROCE_RQ_WQE_DATA_OFFSET as usize;
-            let w = (|| -> Result {
-                put_sges(ring, base + data, wr.sges())?;
-                put(
-                    ring,
-                    base,
-                    &hw::ferroce_rq_wqe_hdr {
-                        wr_id: wr.wr_id(),
-                        num_sge: n as u8,
-                        ..Default::default()
-                    },
-                )
-            })();
-            if let Err(e) = w {
+            let slot = usize::from(idx.pi) & (geo.rq_depth as usize - 1);
+            if let Err(e) = put_recv_wqe(ring, slot << geo.rq_shift, &wr, geo.max_recv_sge) {
                 r = Err(e);
                 break;
             }
@@ -584,6 +566,111 @@ impl KernelQp {
             kext::dma_wmb();
             dbrec.write(u32::from(idx.pi))?;
             ring_doorbell(dev, hw::FERROCE_DB_RQ, qp_doorbell(qpn, idx.pi))?;
+        }
+        r
+    }
+}
+
+/// Writes receive WR `wr` as the RQ WQE at byte `base` of `ring` (an RQ or
+/// an SRQ ring); `EINVAL` if it has more than `max_sge` SGEs.
+fn put_recv_wqe(ring: &Coherent<[u64]>, base: usize, wr: &RecvWr<'_>, max_sge: u32) -> Result {
+    let n = wr.num_sge();
+    if n > max_sge as usize {
+        return Err(EINVAL);
+    }
+    put_sges(
+        ring,
+        base + hw::FERROCE_RQ_WQE_DATA_OFFSET as usize,
+        wr.sges(),
+    )?;
+    put(
+        ring,
+        base,
+        &hw::ferroce_rq_wqe_hdr {
+            wr_id: wr.wr_id(),
+            num_sge: n as u8,
+            ..Default::default()
+        },
+    )
+}
+
+/// A kernel SRQ's ring and record (`Documentation/ferroce/device.rst`,
+/// "Shared receive queues"): the driver writes the producer index, the
+/// device the consumer index, so a slot is free again as soon as the
+/// device took its WQE.
+#[pin_data]
+pub(crate) struct KernelSrq {
+    ring: Coherent<[u64]>,
+    dbrec: DbRec,
+    depth: u16,
+    shift: u32,
+    max_sge: u32,
+    /// The producer index.
+    #[pin]
+    pi: SpinLockIrq<u16>,
+}
+
+impl KernelSrq {
+    /// Allocates an SRQ ring of `depth` WQEs (a power of two) of
+    /// `1 << shift` bytes; returns it with its pages and record address.
+    pub(crate) fn new(
+        dev: &rdma::Device<IbDev>,
+        depth: u16,
+        shift: u32,
+        max_sge: u32,
+    ) -> Result<(Pin<KBox<Self>>, KVec<u64>, u64)> {
+        let (ring, pages) = alloc_ring(dev, usize::from(depth) << shift)?;
+        let dbrec = DbRecPool::alloc(&dev.shared.dbrecs, dev.dma_device())?;
+        let addr = dbrec.dma_addr();
+        let srq = KBox::pin_init(
+            try_pin_init!(Self {
+                ring,
+                dbrec,
+                depth,
+                shift,
+                max_sge,
+                pi <- new_spinlock_irq!(0),
+            }? Error),
+            GFP_KERNEL,
+        )?;
+        Ok((srq, pages, addr))
+    }
+
+    /// The producer index and the consumer index the device wrote back.
+    pub(crate) fn indices(&self) -> (u16, u16) {
+        let pi = *self.pi.lock();
+        (pi, self.device_ci())
+    }
+
+    fn device_ci(&self) -> u16 {
+        self.dbrec.read_device_half().unwrap_or(0) as u16
+    }
+
+    /// Posts a chain of receive WRs and publishes them in the record (an
+    /// SRQ has no doorbell).
+    pub(crate) fn post(&self, wrs: &mut RecvWrs<'_>) -> Result {
+        let mut pi = self.pi.lock();
+        let start = *pi;
+        // The device's consumer index is read once per call: slots it frees
+        // meanwhile are only found by the next call.
+        let ci = self.device_ci();
+        let mut r = Ok(());
+        for wr in wrs.by_ref() {
+            if pi.wrapping_sub(ci) >= self.depth {
+                r = Err(ENOMEM);
+                break;
+            }
+            let slot = usize::from(*pi & (self.depth - 1));
+            if let Err(e) = put_recv_wqe(&self.ring, slot << self.shift, &wr, self.max_sge) {
+                r = Err(e);
+                break;
+            }
+            *pi = pi.wrapping_add(1);
+        }
+        if *pi != start {
+            // WQEs before the index that publishes them.
+            kext::dma_wmb();
+            self.dbrec.write(u32::from(*pi))?;
         }
         r
     }

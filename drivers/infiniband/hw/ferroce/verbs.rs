@@ -15,6 +15,7 @@ use crate::{
     ib::{gid_network_type, IbDev},
     kqueue::{KernelCq, KernelQp, QpGeometry},
     rdma::{self, AhAttr, QpAttr, QpInit, QpType, RegSeg, UData, Umem},
+    srq::Srq,
 };
 use core::{
     num::NonZeroU32,
@@ -23,7 +24,7 @@ use core::{
 use kernel::{dma::Coherent, io::io_write, prelude::*};
 
 /// Pages of the kernel's 4 KiB page size as the device sees them.
-const PAGE_SHIFT: u32 = 12;
+pub(crate) const PAGE_SHIFT: u32 = 12;
 const PAGE: u64 = 1 << PAGE_SHIFT;
 
 /// Doorbell pages in one kernel page: a user context maps (and reserves) a
@@ -300,7 +301,7 @@ pub(crate) struct Ah {
 
 /// Pins a queue ring of `len` bytes at the page-aligned `va` and returns it
 /// with the DMA addresses of its 4 KiB pages.
-fn pin_ring(
+pub(crate) fn pin_ring(
     dev: &rdma::Device<IbDev>,
     va: u64,
     len: u64,
@@ -314,19 +315,43 @@ fn pin_ring(
     Ok((umem, pages))
 }
 
-/// Pins the page of an 8-byte doorbell record at `va`; returns it with the
-/// record's DMA address.
-fn pin_dbrec(dev: &rdma::Device<IbDev>, va: u64) -> Result<(Umem, u64)> {
+/// Pins the page of an 8-byte doorbell record at `va` (with `access`
+/// rights for the device); returns it with the record's DMA address.
+pub(crate) fn pin_dbrec(dev: &rdma::Device<IbDev>, va: u64, access: u32) -> Result<(Umem, u64)> {
     if va == 0 || va % u64::from(hw::FERROCE_DBREC_ALIGN) != 0 {
         return Err(EINVAL);
     }
-    let umem = Umem::get(dev, va, 8, 0)?;
+    let umem = Umem::get(dev, va, 8, access)?;
     let page = *umem.dma_blocks(PAGE)?.first().ok_or(EFAULT)?;
     Ok((umem, page + (va & (PAGE - 1))))
 }
 
-fn is_pow2_in(v: u32, min: u32, max: u32) -> bool {
+pub(crate) fn is_pow2_in(v: u32, min: u32, max: u32) -> bool {
     v.is_power_of_two() && (min..=max).contains(&v)
+}
+
+/// SGEs an RQ or SRQ WQE of stride `1 << shift` holds, at most `max_sge`.
+pub(crate) fn rq_wqe_sges(shift: u32, max_sge: u32) -> u32 {
+    (((1u32 << shift) - hw::FERROCE_RQ_WQE_DATA_OFFSET) / 16).min(max_sge)
+}
+
+/// The CREATE_QP flags and SRQ number of a QP: signaling and, with an
+/// SRQ, where its receives come from. The SRQ must belong to the QP's PD
+/// (device.rst, CREATE_QP).
+fn qp_flags(init: &QpInit<'_, Cq, crate::ib::Pd, Srq>) -> Result<(u8, u32)> {
+    let mut flags = 0;
+    if init.sq_sig_all {
+        flags |= hw::FERROCE_QP_FLAG_SQ_SIG_ALL;
+    }
+    let srqn = match init.srq {
+        Some(srq) if srq.pdn != init.pd.pdn => return Err(EINVAL),
+        Some(srq) => {
+            flags |= hw::FERROCE_QP_FLAG_SRQ;
+            srq.srqn
+        }
+        None => 0,
+    };
+    Ok((flags as u8, srqn))
 }
 
 /// `alloc_ucontext`: a group of doorbell pages (one kernel page), offered
@@ -401,7 +426,7 @@ pub(crate) fn create_cq(
     }
     let len = u64::from(depth) * u64::from(hw::FERROCE_CQE_SIZE);
     let (ring, pages) = pin_ring(dev, req.buf_va, len, rdma::umem::access::LOCAL_WRITE)?;
-    let (dbrec, dbrec_addr) = pin_dbrec(dev, req.dbrec_va)?;
+    let (dbrec, dbrec_addr) = pin_dbrec(dev, req.dbrec_va, 0)?;
     let out = dev.shared.exec_with_lists(|lists| {
         Ok(hw::ferroce_cmd_create_cq {
             buf: lists.add(&pages, PAGE_SHIFT)?,
@@ -460,7 +485,7 @@ pub(crate) fn destroy_cq(dev: &rdma::Device<IbDev>, cq: &Cq) -> Result {
 pub(crate) fn create_qp(
     dev: &rdma::Device<IbDev>,
     ctx: &UContext,
-    init: &mut QpInit<'_, Cq, crate::ib::Pd>,
+    init: &mut QpInit<'_, Cq, crate::ib::Pd, Srq>,
     udata: &mut UData<'_>,
 ) -> Result<(Qp, u32)> {
     let c = &dev.caps;
@@ -472,7 +497,13 @@ pub(crate) fn create_qp(
     if req.reserved.iter().any(|&b| b != 0) || req.comp_mask != 0 || req.reserved2 != 0 {
         return Err(EINVAL);
     }
+    let (flags, srqn) = qp_flags(init)?;
     let cap = &mut *init.cap;
+    if init.srq.is_some() {
+        // Receives come from the SRQ: what was asked for an RQ is ignored.
+        cap.max_recv_wr = 0;
+        cap.max_recv_sge = 0;
+    }
     // SQ: depth, stride, SGEs and inline data as device.rst "SQ WQE" says.
     let sq_shift = u32::from(req.sq_wqe_shift);
     if !is_pow2_in(req.sq_depth, 1, c.max_qp_wr)
@@ -501,7 +532,10 @@ pub(crate) fn create_qp(
         {
             return Err(EINVAL);
         }
-        let m = (((1u32 << rq_shift) - hw::FERROCE_RQ_WQE_DATA_OFFSET) / 16).min(c.max_sge);
+        if init.srq.is_some() {
+            return Err(EINVAL);
+        }
+        let m = rq_wqe_sges(rq_shift, c.max_sge);
         if cap.max_recv_sge > m {
             return Err(EINVAL);
         }
@@ -510,11 +544,11 @@ pub(crate) fn create_qp(
 
     let sq_len = u64::from(req.sq_depth) << sq_shift;
     let (sq, sq_pages) = pin_ring(dev, req.sq_buf_va, sq_len, 0)?;
-    let (sq_dbrec, sq_dbrec_addr) = pin_dbrec(dev, req.sq_dbrec_va)?;
+    let (sq_dbrec, sq_dbrec_addr) = pin_dbrec(dev, req.sq_dbrec_va, 0)?;
     let rq = if req.rq_depth != 0 {
         let rq_len = u64::from(req.rq_depth) << rq_shift;
         let (rq, rq_pages) = pin_ring(dev, req.rq_buf_va, rq_len, 0)?;
-        let (rq_dbrec, rq_dbrec_addr) = pin_dbrec(dev, req.rq_dbrec_va)?;
+        let (rq_dbrec, rq_dbrec_addr) = pin_dbrec(dev, req.rq_dbrec_va, 0)?;
         Some((rq, rq_pages, rq_dbrec, rq_dbrec_addr))
     } else {
         None
@@ -534,11 +568,8 @@ pub(crate) fn create_qp(
             qp_type,
             sq_wqe_shift: req.sq_wqe_shift,
             rq_wqe_shift: req.rq_wqe_shift,
-            flags: if init.sq_sig_all {
-                hw::FERROCE_QP_FLAG_SQ_SIG_ALL as u8
-            } else {
-                0
-            },
+            flags,
+            srqn,
             ..Default::default()
         };
         if let Some((_, pages, _, dbrec)) = rq.as_ref() {
@@ -944,7 +975,7 @@ const KERNEL_DB_PAGE: u32 = 0;
 const _: () = assert!(KERNEL_DB_PAGE < hw::FERROCE_DB_KERNEL_PAGES);
 
 /// The smallest `shift` in `min..=max` with `1 << shift >= bytes`.
-fn stride_shift(bytes: u32, min: u32, max: u32) -> Result<u32> {
+pub(crate) fn stride_shift(bytes: u32, min: u32, max: u32) -> Result<u32> {
     let shift = bytes.max(1).next_power_of_two().trailing_zeros().max(min);
     if shift > max {
         return Err(EINVAL);
@@ -955,7 +986,7 @@ fn stride_shift(bytes: u32, min: u32, max: u32) -> Result<u32> {
 /// The rings a kernel QP needs for what its consumer asks.
 fn kernel_qp_geometry(
     dev: &rdma::Device<IbDev>,
-    init: &QpInit<'_, Cq, crate::ib::Pd>,
+    init: &QpInit<'_, Cq, crate::ib::Pd, Srq>,
 ) -> Result<QpGeometry> {
     let c = &dev.caps;
     let cap = &*init.cap;
@@ -1005,7 +1036,7 @@ fn kernel_qp_geometry(
         max_recv_sge: if rq_depth == 0 {
             0
         } else {
-            (((1 << rq_shift) - hw::FERROCE_RQ_WQE_DATA_OFFSET) / 16).min(c.max_sge)
+            rq_wqe_sges(rq_shift, c.max_sge)
         },
         max_inline: sq_room.min(c.max_inline),
         sq_data_offset: data,
@@ -1021,10 +1052,16 @@ fn kernel_qp_geometry(
 /// branch (opcode filter, geometry) that anything could exercise.
 pub(crate) fn create_kernel_qp(
     dev: &rdma::Device<IbDev>,
-    init: &mut QpInit<'_, Cq, crate::ib::Pd>,
+    init: &mut QpInit<'_, Cq, crate::ib::Pd, Srq>,
 ) -> Result<(Qp, u32)> {
     if init.qp_type == QpType::Uc {
         return Err(EOPNOTSUPP);
+    }
+    let (flags, srqn) = qp_flags(init)?;
+    if init.srq.is_some() {
+        // Receives come from the SRQ: no RQ of its own.
+        init.cap.max_recv_wr = 0;
+        init.cap.max_recv_sge = 0;
     }
     if init.send_cq.kernel().is_none() || init.recv_cq.kernel().is_none() {
         return Err(EINVAL);
@@ -1046,11 +1083,8 @@ pub(crate) fn create_kernel_qp(
             qp_type: hw_qp_type(init.qp_type),
             sq_wqe_shift: geo.sq_shift as u8,
             rq_wqe_shift: geo.rq_shift as u8,
-            flags: if init.sq_sig_all {
-                hw::FERROCE_QP_FLAG_SQ_SIG_ALL as u8
-            } else {
-                0
-            },
+            flags,
+            srqn,
             ..Default::default()
         };
         if let Some(pages) = mem.rq_pages.as_ref() {

@@ -6,6 +6,7 @@ use super::{
     attr::{DeviceAttr, GidAttr, LinkLayer, NetDev, NetDevRef, PortAttr, PortImmutable},
     mmap::{self, MmapIo, MmioRegion},
     objects::{AhAttr, CqTable, QpAttr, QpInit, QpTable, QpType},
+    srq::{srq_data, SrqAttr, SrqObj, SrqTable},
     stats::{FwStr, ResMsg, StatDesc},
     udata::UData,
     wr::{RecvWrs, SendWrs, WcOut},
@@ -48,6 +49,8 @@ pub(crate) trait Driver: Send + Sync + Sized + 'static {
     type Mr: Send + Sync;
     /// Driver state of an address handle (`struct ib_ah`).
     type Ah: Send + Sync;
+    /// Driver state of a shared receive queue (`struct ib_srq`).
+    type Srq: Send + Sync;
 
     /// Fills in the device attributes (zeroed by ib_core).
     fn query_device(dev: &Device<Self>, attr: &mut DeviceAttr) -> Result;
@@ -118,7 +121,7 @@ pub(crate) trait Driver: Send + Sync + Sized + 'static {
     fn create_qp(
         _dev: &Device<Self>,
         _ctx: &Self::UContext,
-        _init: &mut QpInit<'_, Self::Cq, Self::Pd>,
+        _init: &mut QpInit<'_, Self::Cq, Self::Pd, Self::Srq>,
         _udata: &mut UData<'_>,
     ) -> Result<(Self::Qp, u32)> {
         build_error!(VTABLE_DEFAULT_ERROR)
@@ -227,7 +230,7 @@ pub(crate) trait Driver: Send + Sync + Sized + 'static {
     /// Creates a kernel QP (RC, UD or GSI); returns its state and QP number.
     fn create_kernel_qp(
         _dev: &Device<Self>,
-        _init: &mut QpInit<'_, Self::Cq, Self::Pd>,
+        _init: &mut QpInit<'_, Self::Cq, Self::Pd, Self::Srq>,
     ) -> Result<(Self::Qp, u32)> {
         build_error!(VTABLE_DEFAULT_ERROR)
     }
@@ -240,6 +243,47 @@ pub(crate) trait Driver: Send + Sync + Sized + 'static {
 
     /// Posts a chain of receive WRs on a kernel QP (as [`Driver::post_send`]).
     fn post_recv(_dev: &Device<Self>, _qp: &Self::Qp, _wrs: &mut RecvWrs<'_>) -> Result {
+        build_error!(VTABLE_DEFAULT_ERROR)
+    }
+
+    /// Creates an SRQ of the PD: a user SRQ with the context and the
+    /// command's driver data, else a kernel one. `attr` holds what was
+    /// asked; the driver writes back the capacities it granted. Returns the
+    /// state and the SRQ's number in the [`SrqTable`].
+    fn create_srq(
+        _dev: &Device<Self>,
+        _pd: &Self::Pd,
+        _attr: &mut SrqAttr,
+        _user: Option<(&Self::UContext, &mut UData<'_>)>,
+    ) -> Result<(Self::Srq, u32)> {
+        build_error!(VTABLE_DEFAULT_ERROR)
+    }
+
+    /// Resizes an SRQ (`max_wr`) and/or (re)arms its limit event (`limit`,
+    /// 0 disarms).
+    fn modify_srq(
+        _dev: &Device<Self>,
+        _srq: &Self::Srq,
+        _max_wr: Option<u32>,
+        _limit: Option<u32>,
+    ) -> Result {
+        build_error!(VTABLE_DEFAULT_ERROR)
+    }
+
+    /// The capacities and the armed limit of an SRQ.
+    fn query_srq(_dev: &Device<Self>, _srq: &Self::Srq) -> Result<SrqAttr> {
+        build_error!(VTABLE_DEFAULT_ERROR)
+    }
+
+    /// Destroys an SRQ on the device (no QP uses it any more); `Err`
+    /// leaks the state, as for [`Driver::destroy_cq`].
+    fn destroy_srq(_dev: &Device<Self>, _srq: &Self::Srq) -> Result {
+        build_error!(VTABLE_DEFAULT_ERROR)
+    }
+
+    /// Posts a chain of receive WRs on a kernel SRQ (as
+    /// [`Driver::post_send`]). Any context.
+    fn post_srq_recv(_dev: &Device<Self>, _srq: &Self::Srq, _wrs: &mut RecvWrs<'_>) -> Result {
         build_error!(VTABLE_DEFAULT_ERROR)
     }
 
@@ -312,6 +356,11 @@ pub(crate) trait Driver: Send + Sync + Sized + 'static {
         build_error!(VTABLE_DEFAULT_ERROR)
     }
 
+    /// As [`Driver::fill_res_qp`] for an SRQ.
+    fn fill_res_srq(_dev: &Device<Self>, _srq: &Self::Srq, _msg: &mut ResMsg<'_>) -> Result {
+        build_error!(VTABLE_DEFAULT_ERROR)
+    }
+
     /// As [`Driver::fill_res_qp`] for an MR.
     fn fill_res_mr(_dev: &Device<Self>, _mr: &Self::Mr, _msg: &mut ResMsg<'_>) -> Result {
         build_error!(VTABLE_DEFAULT_ERROR)
@@ -325,7 +374,7 @@ pub(crate) trait Driver: Send + Sync + Sized + 'static {
 /// * `ib` sits at offset 0, so `*mut ib_device` and `*mut Device<T>` convert
 ///   into each other.
 /// * A `Device<T>` is only ever allocated by [`Builder::new`], with `data`,
-///   `cqs` and `qps` initialised before the ops (and thus `dealloc_driver`) are set.
+///   `cqs`, `qps` and `srqs` initialised before the ops (and thus `dealloc_driver`) are set.
 #[repr(C)]
 pub(crate) struct Device<T: Driver> {
     ib: Opaque<b::ib_device>,
@@ -335,6 +384,8 @@ pub(crate) struct Device<T: Driver> {
     pub(super) cqs: Arc<CqTable<T>>,
     /// Where async events reach the QPs, as for `cqs`.
     pub(super) qps: Arc<QpTable<T>>,
+    /// Where async events reach the SRQs, as for `cqs`.
+    pub(super) srqs: Arc<SrqTable<T>>,
 }
 
 // SAFETY: ib_core's `struct ib_device` may be used from any thread; `T` is
@@ -544,7 +595,7 @@ impl QpAttrOut<'_> {
 /// `udata` must be the driver udata of a uverbs command of a device of
 /// driver `T`, whose context was allocated by `alloc_ucontext`; the returned
 /// reference must not outlive the command.
-unsafe fn ctx_of<'a, T: Driver>(udata: &UData<'_>) -> &'a T::UContext {
+pub(super) unsafe fn ctx_of<'a, T: Driver>(udata: &UData<'_>) -> &'a T::UContext {
     // SAFETY: per the safety requirements the bundle holding `udata` names a
     // context whose `UCtx` was initialised and lives for the command.
     unsafe {
@@ -590,6 +641,7 @@ impl<T: Driver> Adapter<T> {
         let () = CqObj::<T>::LAYOUT_OK;
         let () = QpObj::<T>::LAYOUT_OK;
         let () = AhObj::<T>::LAYOUT_OK;
+        let () = SrqObj::<T>::LAYOUT_OK;
         // SAFETY: `ib_device_ops` is plain data (pointers, integers and
         // nullable function pointers), so all zeroes is a valid value.
         let mut ops: b::ib_device_ops = unsafe { core::mem::zeroed() };
@@ -663,6 +715,16 @@ impl<T: Driver> Adapter<T> {
             ops.destroy_qp = Some(Self::destroy_qp);
             ops.size_ib_qp = size_of::<QpObj<T>>();
         }
+        if T::HAS_CREATE_SRQ {
+            ops.create_srq = Some(Self::create_srq);
+            ops.modify_srq = Some(Self::modify_srq);
+            ops.query_srq = Some(Self::query_srq);
+            ops.destroy_srq = Some(Self::destroy_srq);
+            ops.size_ib_srq = size_of::<SrqObj<T>>();
+        }
+        if T::HAS_POST_SRQ_RECV {
+            ops.post_srq_recv = Some(Self::post_srq_recv);
+        }
         if T::HAS_REG_USER_MR {
             ops.reg_user_mr = Some(Self::reg_user_mr);
             ops.dereg_mr = Some(Self::dereg_mr);
@@ -696,6 +758,9 @@ impl<T: Driver> Adapter<T> {
         }
         if T::HAS_FILL_RES_CQ {
             ops.fill_res_cq_entry = Some(Self::fill_res_cq_entry);
+        }
+        if T::HAS_FILL_RES_SRQ {
+            ops.fill_res_srq_entry = Some(Self::fill_res_srq_entry);
         }
         if T::HAS_FILL_RES_MR {
             ops.fill_res_mr_entry = Some(Self::fill_res_mr_entry);
@@ -783,6 +848,18 @@ impl<T: Driver> Adapter<T> {
             let dev = Device::<T>::from_raw((*ibcq).device);
             let data = &(*ibcq.cast::<CqObj<T>>()).data.assume_init_ref().1;
             from_result(|| ResMsg::with_nest(msg, |m| T::fill_res_cq(dev, data, m)).map(|()| 0))
+        }
+    }
+
+    extern "C" fn fill_res_srq_entry(
+        msg: *mut kernel::bindings::sk_buff,
+        ibsrq: *mut b::ib_srq,
+    ) -> c_int {
+        // SAFETY: as in `fill_res_qp_entry`, for an SRQ of ours.
+        unsafe {
+            let dev = Device::<T>::from_raw((*ibsrq).device);
+            let data = srq_data::<T>(ibsrq);
+            from_result(|| ResMsg::with_nest(msg, |m| T::fill_res_srq(dev, data, m)).map(|()| 0))
         }
     }
 
@@ -1028,9 +1105,15 @@ pub(crate) struct Builder<T: Driver> {
 unsafe impl<T: Driver> Send for Builder<T> {}
 
 impl<T: Driver> Builder<T> {
-    /// Allocates an `ib_device` in `init_net` holding `data`; its CQs and
-    /// QPs go into `cqs` and `qps` (which the driver's event paths share).
-    pub(crate) fn new(data: T, cqs: Arc<CqTable<T>>, qps: Arc<QpTable<T>>) -> Result<Self> {
+    /// Allocates an `ib_device` in `init_net` holding `data`; its CQs, QPs
+    /// and SRQs go into `cqs`, `qps` and `srqs` (which the driver's event
+    /// paths share).
+    pub(crate) fn new(
+        data: T,
+        cqs: Arc<CqTable<T>>,
+        qps: Arc<QpTable<T>>,
+        srqs: Arc<SrqTable<T>>,
+    ) -> Result<Self> {
         // SAFETY: `_ib_alloc_device` may be called with any size of at least
         // `sizeof(struct ib_device)`; `init_net` outlives every device.
         let raw = unsafe {
@@ -1047,6 +1130,7 @@ impl<T: Driver> Builder<T> {
             (&raw mut (*dev.as_ptr()).data).write(data);
             (&raw mut (*dev.as_ptr()).cqs).write(cqs);
             (&raw mut (*dev.as_ptr()).qps).write(qps);
+            (&raw mut (*dev.as_ptr()).srqs).write(srqs);
             (*raw).ops.owner = &raw mut __this_module;
             b::ib_set_device_ops(raw, &Adapter::<T>::OPS);
             (*raw).node_type = b::RDMA_NODE_IB_CA as u8;
@@ -1406,7 +1490,10 @@ impl<T: Driver> Adapter<T> {
                 b::ib_qp_type_IB_QPT_GSI if udata.is_none() => QpType::Gsi,
                 _ => return Err(EOPNOTSUPP),
             };
-            if !init.srq.is_null() || !init.xrcd.is_null() || init.create_flags != 0 {
+            if !init.xrcd.is_null() || init.create_flags != 0 {
+                return Err(EOPNOTSUPP);
+            }
+            if !init.srq.is_null() && (!T::HAS_CREATE_SRQ || qp_type == QpType::Gsi) {
                 return Err(EOPNOTSUPP);
             }
             if init.send_cq.is_null() || init.recv_cq.is_null() {
@@ -1422,6 +1509,13 @@ impl<T: Driver> Adapter<T> {
                     (*(*ibqp).pd.cast::<PdObj<T>>()).data.assume_init_ref(),
                 )
             };
+            let srq = if init.srq.is_null() {
+                None
+            } else {
+                // SAFETY: the SRQ of a QP is a live SRQ of our device (only
+                // our ops create its SRQs), held by ib_core for the call.
+                Some(unsafe { srq_data::<T>(init.srq) })
+            };
             let mut qi = QpInit {
                 qp_type,
                 sq_sig_all: init.sq_sig_type == b::ib_sig_type_IB_SIGNAL_ALL_WR,
@@ -1429,6 +1523,7 @@ impl<T: Driver> Adapter<T> {
                 send_cq,
                 recv_cq,
                 pd,
+                srq,
             };
             let (data, qpn) = match udata {
                 Some(mut udata) => {

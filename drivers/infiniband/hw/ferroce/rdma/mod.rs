@@ -34,6 +34,7 @@ pub(crate) mod kverbs;
 pub(crate) mod mmap;
 pub(crate) mod notifier;
 pub(crate) mod objects;
+pub(crate) mod srq;
 pub(crate) mod stats;
 pub(crate) mod udata;
 pub(crate) mod umem;
@@ -48,7 +49,10 @@ pub(crate) use gids::GidEntry;
 pub(crate) use mmap::MmioRegion;
 pub(crate) use notifier::{NetdevEvent, NetdevHandler, NetdevNotifier};
 pub(crate) use objects::{AhAttr, CqEvent, CqTable, QpAttr, QpEvent, QpInit, QpTable, QpType};
+pub(crate) use srq::{SrqAttr, SrqEvent, SrqTable};
 pub(crate) use stats::{FwStr, ResMsg, StatDesc};
 pub(crate) use udata::{UData, UserRequest};
 pub(crate) use umem::Umem;
-pub(crate) use wr::{NetType, RecvWrs, RegSeg, SendOp, SendWr, SendWrs, Sge, Wc, WcOp, WcOut};
+pub(crate) use wr::{
+    NetType, RecvWr, RecvWrs, RegSeg, SendOp, SendWr, SendWrs, Sge, Wc, WcOp, WcOut,
+};

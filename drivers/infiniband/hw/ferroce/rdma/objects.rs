@@ -31,7 +31,7 @@ pub(crate) enum QpType {
 
 /// The creation attributes of a user QP (`struct ib_qp_init_attr`) and its
 /// CQs' and PD's driver state.
-pub(crate) struct QpInit<'a, Cq, Pd> {
+pub(crate) struct QpInit<'a, Cq, Pd, Srq> {
     pub(crate) qp_type: QpType,
     /// Every send WR generates a completion (`IB_SIGNAL_ALL_WR`).
     pub(crate) sq_sig_all: bool,
@@ -40,6 +40,8 @@ pub(crate) struct QpInit<'a, Cq, Pd> {
     pub(crate) send_cq: &'a Cq,
     pub(crate) recv_cq: &'a Cq,
     pub(crate) pd: &'a Pd,
+    /// The SRQ its receives come from, if any.
+    pub(crate) srq: Option<&'a Srq>,
 }
 
 /// Attributes of a QP modification (`struct ib_qp_attr`): the plain fields
@@ -277,7 +279,7 @@ impl<R, D> ObjTable<R, D> {
     }
 
     /// Runs `f` on object `id` under the lock; `false` if there is none.
-    fn with(&self, id: u32, f: impl FnOnce(*mut R)) -> bool {
+    pub(super) fn with(&self, id: u32, f: impl FnOnce(*mut R)) -> bool {
         self.with_ref(id, f).is_some()
     }
 

@@ -1,0 +1,248 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Shared receive queues (`Documentation/ferroce/device.rst`, "Shared
+//! receive queues"): user SRQs, whose ring and record live in the process,
+//! and kernel SRQs (nvmet-rdma's `use_srq`), whose ring is the driver's.
+//! An SRQ has no doorbell: the device reads the producer index from the
+//! record and writes its consumer index back into it.
+
+#![forbid(unsafe_code)]
+
+use crate::{
+    bindings as hw,
+    ib::{IbDev, Pd},
+    kqueue::KernelSrq,
+    rdma::{self, RecvWrs, SrqAttr, UData, Umem},
+    verbs::{is_pow2_in, pin_dbrec, pin_ring, rq_wqe_sges, stride_shift, UContext, PAGE_SHIFT},
+};
+use kernel::prelude::*;
+
+/// Where an SRQ's ring and record live.
+enum SrqMem {
+    /// In the process, pinned.
+    User { _ring: Umem, _dbrec: Umem },
+    /// In coherent memory of the driver.
+    Kernel(Pin<KBox<KernelSrq>>),
+}
+
+/// Driver state of an SRQ.
+pub(crate) struct Srq {
+    pub(crate) srqn: u32,
+    /// The PD, which QPs attached to the SRQ must share.
+    pub(crate) pdn: u32,
+    /// WQEs the ring holds.
+    depth: u32,
+    /// SGEs per WQE.
+    max_sge: u32,
+    mem: SrqMem,
+}
+
+/// What the caller asked for, checked against the device's limits (SRQs
+/// have the QP limits, device.rst "QUERY_CAPS").
+fn check_attr(dev: &rdma::Device<IbDev>, attr: &SrqAttr) -> Result {
+    let c = &dev.caps;
+    if c.device_caps & hw::FERROCE_CAP_SRQ == 0 {
+        return Err(EOPNOTSUPP);
+    }
+    if attr.max_wr == 0 || attr.max_wr > c.max_qp_wr || attr.max_sge > c.max_sge {
+        return Err(EINVAL);
+    }
+    if attr.limit > attr.max_wr {
+        return Err(EINVAL);
+    }
+    Ok(())
+}
+
+/// `create_srq`: a user SRQ from the provider's ring and record, or a
+/// kernel SRQ.
+pub(crate) fn create_srq(
+    dev: &rdma::Device<IbDev>,
+    pd: &Pd,
+    attr: &mut SrqAttr,
+    user: Option<(&UContext, &mut UData<'_>)>,
+) -> Result<(Srq, u32)> {
+    check_attr(dev, attr)?;
+    match user {
+        Some((_, udata)) => create_user_srq(dev, pd, attr, udata),
+        None => create_kernel_srq(dev, pd, attr),
+    }
+}
+
+fn create_user_srq(
+    dev: &rdma::Device<IbDev>,
+    pd: &Pd,
+    attr: &mut SrqAttr,
+    udata: &mut UData<'_>,
+) -> Result<(Srq, u32)> {
+    let c = &dev.caps;
+    let req: hw::ferroce_ureq_create_srq = udata.read()?;
+    if req.comp_mask != 0 || req.reserved.iter().any(|&b| b != 0) || req.reserved2 != 0 {
+        return Err(EINVAL);
+    }
+    let shift = u32::from(req.wqe_shift);
+    if !is_pow2_in(req.depth, 1, c.max_qp_wr)
+        || req.depth < attr.max_wr
+        || !(hw::FERROCE_RQ_WQE_SHIFT_MIN..=hw::FERROCE_RQ_WQE_SHIFT_MAX).contains(&shift)
+    {
+        return Err(EINVAL);
+    }
+    let max_sge = rq_wqe_sges(shift, c.max_sge);
+    if attr.max_sge > max_sge {
+        return Err(EINVAL);
+    }
+    let len = u64::from(req.depth) << shift;
+    let (ring, pages) = pin_ring(dev, req.buf_va, len, 0)?;
+    // The device writes its consumer index into the record.
+    let (dbrec, dbrec_addr) = pin_dbrec(dev, req.dbrec_va, rdma::umem::access::LOCAL_WRITE)?;
+    let out = dev.shared.exec_with_lists(|lists| {
+        Ok(hw::ferroce_cmd_create_srq {
+            buf: lists.add(&pages, PAGE_SHIFT)?,
+            dbrec_addr,
+            pdn: pd.pdn,
+            depth: req.depth,
+            limit: attr.limit,
+            wqe_shift: req.wqe_shift,
+            ..Default::default()
+        })
+    });
+    let out = match out {
+        Ok(out) => out,
+        Err(e) => {
+            dev.shared.release_after_failure((ring, dbrec));
+            return Err(e);
+        }
+    };
+    let srq = Srq {
+        srqn: out.out[0],
+        pdn: pd.pdn,
+        depth: req.depth,
+        max_sge,
+        mem: SrqMem::User {
+            _ring: ring,
+            _dbrec: dbrec,
+        },
+    };
+    if let Err(e) = udata.respond(&hw::ferroce_uresp_create_srq {
+        srqn: srq.srqn,
+        ..Default::default()
+    }) {
+        rdma::destroy_or_leak(srq, |srq| destroy_srq(dev, srq));
+        return Err(e);
+    }
+    attr.max_wr = srq.depth;
+    attr.max_sge = max_sge;
+    let srqn = srq.srqn;
+    Ok((srq, srqn))
+}
+
+fn create_kernel_srq(dev: &rdma::Device<IbDev>, pd: &Pd, attr: &mut SrqAttr) -> Result<(Srq, u32)> {
+    let c = &dev.caps;
+    let depth = attr.max_wr.next_power_of_two();
+    if depth > c.max_qp_wr {
+        return Err(EINVAL);
+    }
+    let shift = stride_shift(
+        hw::FERROCE_RQ_WQE_DATA_OFFSET + attr.max_sge.max(1) * 16,
+        hw::FERROCE_RQ_WQE_SHIFT_MIN,
+        hw::FERROCE_RQ_WQE_SHIFT_MAX,
+    )?;
+    let max_sge = rq_wqe_sges(shift, c.max_sge);
+    let (ring, pages, dbrec_addr) = KernelSrq::new(dev, u16::try_from(depth)?, shift, max_sge)?;
+    let out = dev.shared.exec_with_lists(|lists| {
+        Ok(hw::ferroce_cmd_create_srq {
+            buf: lists.add(&pages, PAGE_SHIFT)?,
+            dbrec_addr,
+            pdn: pd.pdn,
+            depth,
+            limit: attr.limit,
+            wqe_shift: shift as u8,
+            ..Default::default()
+        })
+    });
+    let out = match out {
+        Ok(out) => out,
+        Err(e) => {
+            dev.shared.release_after_failure(ring);
+            return Err(e);
+        }
+    };
+    attr.max_wr = depth;
+    attr.max_sge = max_sge;
+    let srq = Srq {
+        srqn: out.out[0],
+        pdn: pd.pdn,
+        depth,
+        max_sge,
+        mem: SrqMem::Kernel(ring),
+    };
+    let srqn = srq.srqn;
+    Ok((srq, srqn))
+}
+
+/// `modify_srq`: (re)arms the limit event. Resizing is not offered: the
+/// device has no command for it.
+pub(crate) fn modify_srq(
+    dev: &rdma::Device<IbDev>,
+    srq: &Srq,
+    max_wr: Option<u32>,
+    limit: Option<u32>,
+) -> Result {
+    if max_wr.is_some() {
+        return Err(EOPNOTSUPP);
+    }
+    let Some(limit) = limit else {
+        return Ok(());
+    };
+    if limit > srq.depth {
+        return Err(EINVAL);
+    }
+    dev.shared.exec(&hw::ferroce_cmd_modify_srq {
+        srqn: srq.srqn,
+        limit,
+        ..Default::default()
+    })?;
+    Ok(())
+}
+
+/// `query_srq`: the capacities and the limit still armed on the device.
+pub(crate) fn query_srq(dev: &rdma::Device<IbDev>, srq: &Srq) -> Result<SrqAttr> {
+    let out = dev.shared.exec(&hw::ferroce_cmd_query_srq {
+        srqn: srq.srqn,
+        ..Default::default()
+    })?;
+    Ok(SrqAttr {
+        max_wr: srq.depth,
+        max_sge: srq.max_sge,
+        limit: out.out[hw::FERROCE_SRQ_OUT_LIMIT as usize],
+    })
+}
+
+pub(crate) fn destroy_srq(dev: &rdma::Device<IbDev>, srq: &Srq) -> Result {
+    dev.shared.exec_destroy(&hw::ferroce_cmd_destroy_srq {
+        srqn: srq.srqn,
+        ..Default::default()
+    })
+}
+
+/// `post_srq_recv` on a kernel SRQ.
+pub(crate) fn post_srq_recv(srq: &Srq, wrs: &mut RecvWrs<'_>) -> Result {
+    match &srq.mem {
+        SrqMem::Kernel(k) => k.post(wrs),
+        SrqMem::User { .. } => Err(EINVAL),
+    }
+}
+
+impl Srq {
+    /// The device's SRQ number, its depth and, for a kernel SRQ, the
+    /// producer and the device's consumer index.
+    pub(crate) fn fill_res(&self, msg: &mut rdma::ResMsg<'_>) -> Result {
+        msg.put_u32(c"srqn", self.srqn)?;
+        msg.put_u32(c"srq_depth", self.depth)?;
+        if let SrqMem::Kernel(k) = &self.mem {
+            let (pi, ci) = k.indices();
+            msg.put_u32(c"pi", pi.into())?;
+            msg.put_u32(c"ci", ci.into())?;
+        }
+        Ok(())
+    }
+}
