@@ -33,6 +33,11 @@ CMD_CREATE_CQ = 18
 CMD_DESTROY_CQ = 20
 CMD_CREATE_QP = 24
 CMD_DESTROY_QP = 27
+CMD_CREATE_SRQ = 29
+CMD_MODIFY_SRQ = 30
+CMD_QUERY_SRQ = 31
+CMD_DESTROY_SRQ = 32
+SRQ_MAX_WR, SRQ_LIMIT = 1, 2  # enum ib_srq_attr_mask
 
 # include/uapi/rdma/rdma_user_ioctl_cmds.h, ib_user_ioctl_cmds.h: the ioctl
 # path of CREATE_CQ, the one libibverbs takes (see "cq_path" below).
@@ -55,6 +60,7 @@ SQ_SHIFT_MIN, SQ_SHIFT_MAX, RQ_SHIFT_MIN, RQ_SHIFT_MAX = 7, 10, 5, 10
 SQ_DATA_OFFSET, RQ_DATA_OFFSET = 64, 16
 DB_PAGES = 256
 CAP_UC = 0x00010000  # device 1.5: UC QPs
+CAP_SRQ = 0x00020000  # device 1.6: shared receive queues
 
 PAGE = 4096
 PROT_NONE = 0  # not in Python's mmap module
@@ -221,13 +227,15 @@ class Ctx:
     def destroy_cq(self, h):
         return command(self.fd, CMD_DESTROY_CQ, struct.pack("<II", h, 0), out=8)[0]
 
-    def create_qp(self, pd, scq, rcq, q, drv=None, extra=b""):
-        """q: dict of the fields (see QpBufs.params).  Returns (errno,
-        (handle, qpn, max_send_wr, max_recv_wr, max_send_sge, max_recv_sge,
-        max_inline_data, driver qpn, driver max_inline))."""
-        req = struct.pack("<QIIIIIIIIIBBBB", 0xBEEF, pd, scq, rcq, 0,
+    def create_qp(self, pd, scq, rcq, q, drv=None, extra=b"", srq=None):
+        """q: dict of the fields (see QpBufs.params); srq: the handle of
+        an SRQ to attach it to.  Returns (errno, (handle, qpn, max_send_wr,
+        max_recv_wr, max_send_sge, max_recv_sge, max_inline_data, driver
+        qpn, driver max_inline))."""
+        req = struct.pack("<QIIIIIIIIIBBBB", 0xBEEF, pd, scq, rcq, srq or 0,
                           q["max_send_wr"], q["max_recv_wr"], q["max_send_sge"],
-                          q["max_recv_sge"], q["max_inline"], 0, q["qp_type"], 0, 0)
+                          q["max_recv_sge"], q["max_inline"], 0, q["qp_type"],
+                          int(srq is not None), 0)
         if drv is None:
             drv = struct.pack("<QQQQIIBB6s", q["sq_buf"], q["rq_buf"], q["sq_dbrec"],
                               q["rq_dbrec"], q["sq_depth"], q["rq_depth"], q["sq_shift"],
@@ -240,6 +248,30 @@ class Ctx:
 
     def destroy_qp(self, h):
         return command(self.fd, CMD_DESTROY_QP, struct.pack("<II", h, 0), out=4)[0]
+
+    def create_srq(self, pd, max_wr, max_sge, limit=0, buf=0, dbrec=0, depth=0, shift=0,
+                   drv=None):
+        """Returns (errno, (handle, max_wr, max_sge, driver srqn))."""
+        req = struct.pack("<QIIII", 0x5A5A, pd, max_wr, max_sge, limit)
+        if drv is None:
+            drv = struct.pack("<QQIB3sII", buf, dbrec, depth, shift, bytes(3), 0, 0)
+        e, r = command(self.fd, CMD_CREATE_SRQ, req, drv, out=24)
+        if e:
+            return e, None
+        h, mw, ms, _, dsrqn, _ = struct.unpack("<IIIIII", r)
+        return 0, (h, mw, ms, dsrqn)
+
+    def modify_srq(self, h, max_wr, limit, mask):
+        return command(self.fd, CMD_MODIFY_SRQ, struct.pack("<IIII", h, mask, max_wr, limit),
+                       resp_ptr=False)[0]
+
+    def query_srq(self, h):
+        """Returns (errno, (max_wr, max_sge, srq_limit))."""
+        e, r = command(self.fd, CMD_QUERY_SRQ, struct.pack("<II", h, 0), out=16)
+        return e, (struct.unpack("<IIII", r)[:3] if not e else None)
+
+    def destroy_srq(self, h):
+        return command(self.fd, CMD_DESTROY_SRQ, struct.pack("<II", h, 0), out=4)[0]
 
     def reg_mr(self, pd, start, length, access, hca_va=None):
         """Returns (errno, (handle, lkey, rkey))."""
@@ -549,6 +581,75 @@ def check_qp(c, pd, cq, b):
          p(sq_shift=SQ_SHIFT_MAX, rq_shift=RQ_SHIFT_MAX, rq_buf=anon(b.rq_depth << RQ_SHIFT_MAX)))
 
 
+def check_srq(c, pd, cq, b):
+    """CREATE_SRQ's driver data (ferroce_ureq_create_srq) refused field by
+    field, MODIFY/QUERY_SRQ, and a QP attached to the SRQ."""
+    depth = min(64, pow2_floor(c.max_qp_wr))
+    ring = anon(max(PAGE, depth << RQ_SHIFT_MIN))
+    db = anon(PAGE)
+    good = dict(buf=ring, dbrec=db, depth=depth, shift=RQ_SHIFT_MIN)
+
+    def srq(name, want, max_wr=depth // 2, max_sge=1, limit=0, **kw):
+        f = dict(good)
+        f.update(kw)
+        e, v = c.create_srq(pd, max_wr, max_sge, limit, **f)
+        if not e and want:
+            c.destroy_srq(v[0])
+        ok = expect(f"CREATE_SRQ: {name} ({ename(want)})", e, want)
+        return v if ok and not e else None
+
+    if not c.caps & CAP_SRQ:
+        srq("the device lacks CAP_SRQ", errno.EOPNOTSUPP)
+        return
+    e, _ = c.create_srq(pd, 8, 1, drv=struct.pack("<QQI", ring, db, depth))
+    expect("CREATE_SRQ: driver data shorter than the first release (EINVAL)", e, errno.EINVAL)
+    e, _ = c.create_srq(pd, 8, 1, drv=struct.pack("<QQIB3sII", ring, db, depth, RQ_SHIFT_MIN,
+                                                   bytes(3), 1, 0))
+    expect("CREATE_SRQ: unknown comp_mask bit (EINVAL)", e, errno.EINVAL)
+    e, _ = c.create_srq(pd, 8, 1, drv=struct.pack("<QQIB3sII", ring, db, depth, RQ_SHIFT_MIN,
+                                                   b"\x01\0\0", 0, 0))
+    expect("CREATE_SRQ: reserved byte set (EINVAL)", e, errno.EINVAL)
+    srq("depth not a power of two", errno.EINVAL, depth=depth - 1 if depth > 2 else 3)
+    srq("depth below max_wr", errno.EINVAL, max_wr=depth + 1)
+    srq("depth above max_qp_wr", errno.EINVAL, depth=pow2_above(c.max_qp_wr))
+    srq("WQE shift below the minimum", errno.EINVAL, shift=RQ_SHIFT_MIN - 1)
+    srq("WQE shift above the maximum", errno.EINVAL, shift=RQ_SHIFT_MAX + 1)
+    srq("more SGEs than a 32-byte WQE holds", errno.EINVAL, max_sge=2)
+    srq("SRQ limit above max_wr", errno.EINVAL, limit=depth)
+    srq("ring not page aligned", errno.EINVAL, buf=ring + 8)
+    srq("record not 8-byte aligned", errno.EINVAL, dbrec=db + 4)
+    srq("record address 0", errno.EINVAL, dbrec=0)
+    srq("ring in unmapped memory", errno.EFAULT, buf=hole(PAGE))
+    v = srq(f"a valid SRQ (depth {depth}, limit 4)", 0, limit=4)
+    if not v:
+        return
+    h, mw, ms, srqn = v
+    check(f"CREATE_SRQ: max_wr {mw} = depth, max_sge {ms} = 1", (mw, ms) == (depth, 1))
+    check(f"CREATE_SRQ: the driver's srqn {srqn} >= 1", srqn >= 1)
+    expect("MODIFY_SRQ: resize (EOPNOTSUPP: the device cannot resize)",
+           c.modify_srq(h, depth * 2, 0, SRQ_MAX_WR), errno.EOPNOTSUPP)
+    expect("MODIFY_SRQ: limit above max_wr (EINVAL)",
+           c.modify_srq(h, 0, depth + 1, SRQ_LIMIT), errno.EINVAL)
+    expect("MODIFY_SRQ: limit 9", c.modify_srq(h, 0, 9, SRQ_LIMIT), 0)
+    e, a = c.query_srq(h)
+    if expect("QUERY_SRQ", e, 0):
+        check(f"QUERY_SRQ: max_wr {a[0]}, max_sge {a[1]}, limit {a[2]} as set",
+              a == (depth, 1, 9))
+    e, q = c.create_qp(pd, cq, cq, b.no_rq(max_recv_wr=4, max_recv_sge=1), srq=h)
+    if expect("CREATE_QP: an RC QP on the SRQ (no RQ of its own)", e, 0):
+        check(f"CREATE_QP on the SRQ: max_recv_wr {q[3]}, max_recv_sge {q[5]} are 0",
+              (q[3], q[5]) == (0, 0))
+        expect("DESTROY_SRQ while a QP uses it (EBUSY)", c.destroy_srq(h), errno.EBUSY)
+        expect("DESTROY_QP of the SRQ's QP", c.destroy_qp(q[0]), 0)
+    e, q = c.create_qp(pd, cq, cq, b.params(), srq=h)
+    if e == 0:
+        c.destroy_qp(q[0])
+    expect("CREATE_QP: an SRQ and an RQ of its own (EINVAL)", e, errno.EINVAL)
+    expect("DESTROY_SRQ", c.destroy_srq(h), 0)
+    expect("DESTROY_SRQ of the destroyed handle refused", c.destroy_srq(h),
+           (errno.EINVAL, errno.ENOENT))
+
+
 def check_mr(c, pd):
     buf = anon(64 * 1024)
     ro = anon(64 * 1024, prot=mmap.PROT_READ)
@@ -717,8 +818,9 @@ def main():
     if expect(f"CREATE_CQ: CQ for the QPs (depth {d})", e, 0):
         cq = v[0]
         check_qp(c, pd, cq, QpBufs(c))
+        check_srq(c, pd, cq, QpBufs(c))
         expect("DESTROY_CQ of the QPs' CQ", c.destroy_cq(cq), 0)
-    check("no pages left pinned by the QP commands (VmPin back to baseline)",
+    check("no pages left pinned by the QP and SRQ commands (VmPin back to baseline)",
           vm_pinned() == pin0, f"VmPin {vm_pinned()} kB, baseline {pin0} kB")
 
     check_mr(c, pd)
