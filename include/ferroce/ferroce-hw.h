@@ -778,8 +778,8 @@ struct ferroce_cmd_clear_gid {
 #define FERROCE_EQE_QP_ACCESS_ERR		0x24	/* obj = qpn */
 #define FERROCE_EQE_QP_RETRY_EXCEEDED		0x25	/* 1.3: obj = qpn, data = 0 ACK timeout / 1 RNR; informational */
 #define FERROCE_EQE_CQ_ERROR			0x30	/* obj = cqn, data = syndrome */
-#define FERROCE_EQE_SRQ_LIMIT_REACHED		0x50	/* 1.6: obj = srqn, data = limit */
 #define FERROCE_EQE_DEVICE_FATAL		0x40	/* data = fatal code */
+#define FERROCE_EQE_SRQ_LIMIT_REACHED		0x50	/* 1.6: obj = srqn, data = limit */
 
 #define FERROCE_CQ_SYNDROME_OVERFLOW		1
 #define FERROCE_CQ_SYNDROME_DMA			2
