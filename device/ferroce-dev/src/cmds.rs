@@ -12,7 +12,7 @@
 use crate::device::{is_pow2_in, State};
 use crate::gid::{expected_network_type, GidEntry};
 use crate::hw::*;
-use crate::objects::{Ah, Arm, Cq, Eq, Mr, MrKind, Pd, Qp};
+use crate::objects::{Ah, Arm, Cq, Eq, Mr, MrKind, Pd, Qp, Srq};
 use crate::qp_state::{check_modify, ModifyError};
 use zerocopy::IntoBytes;
 
@@ -96,6 +96,10 @@ impl State {
                 | CMD_DESTROY_QP
                 | CMD_MODIFY_QP
                 | CMD_QUERY_QP
+                | CMD_CREATE_SRQ
+                | CMD_DESTROY_SRQ
+                | CMD_MODIFY_SRQ
+                | CMD_QUERY_SRQ
                 | CMD_CREATE_AH
                 | CMD_DESTROY_AH
                 | CMD_SET_GID
@@ -124,6 +128,10 @@ impl State {
             CMD_DESTROY_QP => self.cmd_destroy_qp(Self::parse(raw)?),
             CMD_MODIFY_QP => self.cmd_modify_qp(Self::parse(raw)?),
             CMD_QUERY_QP => self.cmd_query_qp(Self::parse(raw)?),
+            CMD_CREATE_SRQ => self.cmd_create_srq(Self::parse(raw)?),
+            CMD_DESTROY_SRQ => self.cmd_destroy_srq(Self::parse(raw)?),
+            CMD_MODIFY_SRQ => self.cmd_modify_srq(Self::parse(raw)?),
+            CMD_QUERY_SRQ => self.cmd_query_srq(Self::parse(raw)?),
             CMD_CREATE_AH => self.cmd_create_ah(Self::parse(raw)?),
             CMD_DESTROY_AH => self.cmd_destroy_ah(Self::parse(raw)?),
             CMD_SET_GID => self.cmd_set_gid(Self::parse(raw)?),
@@ -364,6 +372,7 @@ impl State {
         }
         let used = self.mrs.iter().any(|(_, m)| m.pdn == c.pdn)
             || self.qps.iter().any(|(_, q)| q.pdn == c.pdn)
+            || self.srqs.iter().any(|(_, s)| s.pdn == c.pdn)
             || self.ahs.iter().any(|(_, a)| a.pdn == c.pdn);
         if used {
             return Err(STATUS_BUSY);
@@ -484,11 +493,22 @@ impl State {
     }
 
     fn cmd_create_qp(&mut self, c: CmdCreateQp) -> CmdResult {
-        rsvd(c.flags & !QP_FLAG_SQ_SIG_ALL)?;
+        rsvd(c.flags & !(QP_FLAG_SQ_SIG_ALL | QP_FLAG_SRQ))?;
+        rsvd(c.reserved)?;
+        let with_srq = c.flags & QP_FLAG_SRQ != 0;
+        if !with_srq {
+            rsvd(c.srqn)?;
+        }
         rsvd(c.sq_buf.reserved)?;
         rsvd(c.rq_buf.reserved)?;
         let l = self.cfg.limits.clone();
         param(c.qp_type <= QPT_UC)?;
+        if with_srq {
+            // Receive WQEs from the SRQ: no RQ of its own (its fields are
+            // checked to be 0 below), and a type that receives from one.
+            param(matches!(c.qp_type, QPT_RC | QPT_UC | QPT_UD))?;
+            param(c.rq_depth == 0)?;
+        }
         param(is_pow2_in(c.sq_depth, 1, l.max_qp_wr))?;
         param(c.rq_depth == 0 || is_pow2_in(c.rq_depth, 1, l.max_qp_wr))?;
         param((SQ_WQE_SHIFT_MIN..=SQ_WQE_SHIFT_MAX).contains(&c.sq_wqe_shift))?;
@@ -510,6 +530,10 @@ impl State {
             || !self.cqs.contains(c.recv_cqn)
         {
             return Err(STATUS_BAD_HANDLE);
+        }
+        if with_srq {
+            let srq = self.srqs.get(c.srqn).ok_or(STATUS_BAD_HANDLE)?;
+            param(srq.pdn == c.pdn)?;
         }
         let gsi = c.qp_type == QPT_GSI;
         if gsi && self.qps.contains(GSI_QPN) {
@@ -542,6 +566,7 @@ impl State {
             rq_wqe_shift: c.rq_wqe_shift,
             max_inline: c.max_inline,
             flags: c.flags,
+            srqn: if with_srq { c.srqn } else { 0 },
             db_page: c.db_page,
             sq_dbrec: c.sq_dbrec_addr,
             rq_dbrec: c.rq_dbrec_addr,
@@ -577,6 +602,77 @@ impl State {
         rsvd(c.reserved)?;
         self.qps.remove(c.qpn).ok_or(STATUS_BAD_HANDLE)?;
         OK
+    }
+
+    /// CREATE_SRQ (1.6): a ring of RQ WQEs; the device writes its consumer
+    /// index (0) to the record at once.
+    fn cmd_create_srq(&mut self, c: CmdCreateSrq) -> CmdResult {
+        rsvd_bytes(&c.reserved0)?;
+        rsvd(c.reserved1)?;
+        rsvd(c.buf.reserved)?;
+        let l = &self.cfg.limits;
+        param(is_pow2_in(c.depth, 1, l.max_qp_wr))?;
+        param((RQ_WQE_SHIFT_MIN..=RQ_WQE_SHIFT_MAX).contains(&c.wqe_shift))?;
+        param(c.limit <= c.depth)?;
+        param(c.dbrec_addr % u64::from(DBREC_ALIGN) == 0)?;
+        Self::check_pbl(&c.buf, u64::from(c.depth) << c.wqe_shift)?;
+        if !self.pds.contains(c.pdn) {
+            return Err(STATUS_BAD_HANDLE);
+        }
+        if self.srqs.len() >= self.cfg.limits.max_qp as usize {
+            return Err(STATUS_NO_RESOURCES);
+        }
+        let dbrec_len = core::mem::size_of::<SrqDbrec>() as u64;
+        self.dma_check(c.dbrec_addr, dbrec_len)?;
+        let pages = self.read_pbl(&c.buf)?;
+        let ci_addr = c
+            .dbrec_addr
+            .wrapping_add(core::mem::offset_of!(SrqDbrec, ci) as u64);
+        self.write_resp_bytes(ci_addr, &0u32.to_le_bytes())?;
+        let srq = Srq {
+            pdn: c.pdn,
+            depth: c.depth,
+            wqe_shift: c.wqe_shift,
+            page_shift: c.buf.page_shift,
+            pages,
+            dbrec: c.dbrec_addr,
+            ci: 0,
+            limit: c.limit,
+            taken: 0,
+            limit_events: 0,
+        };
+        let srqn = self.srqs.insert(srq).ok_or(STATUS_NO_RESOURCES)?;
+        ok1(srqn)
+    }
+
+    fn cmd_destroy_srq(&mut self, c: CmdDestroySrq) -> CmdResult {
+        rsvd(c.reserved)?;
+        if !self.srqs.contains(c.srqn) {
+            return Err(STATUS_BAD_HANDLE);
+        }
+        if self.qps.iter().any(|(_, q)| q.srqn == c.srqn) {
+            return Err(STATUS_BUSY);
+        }
+        self.srqs.remove(c.srqn);
+        OK
+    }
+
+    /// MODIFY_SRQ (1.6): arms the limit event (0 disarms).
+    fn cmd_modify_srq(&mut self, c: CmdModifySrq) -> CmdResult {
+        let srq = self.srqs.get_mut(c.srqn).ok_or(STATUS_BAD_HANDLE)?;
+        param(c.limit <= srq.depth)?;
+        srq.limit = c.limit;
+        OK
+    }
+
+    fn cmd_query_srq(&mut self, c: CmdQuerySrq) -> CmdResult {
+        rsvd(c.reserved)?;
+        let srq = self.srqs.get(c.srqn).ok_or(STATUS_BAD_HANDLE)?;
+        let mut out = [0u32; 5];
+        out[SRQ_OUT_LIMIT] = srq.limit;
+        out[SRQ_OUT_DEPTH] = srq.depth;
+        out[SRQ_OUT_CI] = u32::from(srq.ci);
+        Ok(out)
     }
 
     /// Checks an address vector against the GID table.

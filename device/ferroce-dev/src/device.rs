@@ -24,7 +24,7 @@ use crate::fault::{FaultConfig, FaultCounters, FaultState};
 use crate::gid::GidEntry;
 use crate::hw::{self, *};
 use crate::mem::{GuestMemory, IrqSink};
-use crate::objects::{Ah, Cq, Eq, Mr, Pd, Qp, Table};
+use crate::objects::{Ah, Cq, Eq, Mr, Pd, Qp, Srq, Table};
 use crate::transport::DataCounters;
 use serde::Serialize;
 
@@ -47,7 +47,7 @@ pub struct Limits {
     pub max_mr: u32,
     /// Completion queues.
     pub max_cq: u32,
-    /// Queue pairs (not counting the GSI QP).
+    /// Queue pairs (not counting the GSI QP); also the number of SRQs.
     pub max_qp: u32,
     /// Address handles.
     pub max_ah: u32,
@@ -137,6 +137,8 @@ pub struct ObjectsSnapshot {
     pub cqs: Vec<Entry<Cq>>,
     /// Queue pairs by qpn.
     pub qps: Vec<Entry<Qp>>,
+    /// Shared receive queues by srqn.
+    pub srqs: Vec<Entry<Srq>>,
     /// Address handles by ahn.
     pub ahs: Vec<Entry<Ah>>,
 }
@@ -144,7 +146,7 @@ pub struct ObjectsSnapshot {
 /// One object with its handle.
 #[derive(Debug, Clone, Serialize)]
 pub struct Entry<T> {
-    /// Handle (eqn, pdn, MR index, cqn, qpn, ahn).
+    /// Handle (eqn, pdn, MR index, cqn, qpn, srqn, ahn).
     pub handle: u32,
     /// The object.
     #[serde(flatten)]
@@ -249,6 +251,8 @@ pub(crate) struct State {
     pub mrs: Table<Mr>,
     pub cqs: Table<Cq>,
     pub qps: Table<Qp>,
+    /// Shared receive queues (1.6), as many as QPs.
+    pub srqs: Table<Srq>,
     pub ahs: Table<Ah>,
     pub gids: Vec<Option<GidEntry>>,
     pub counters: Counters,
@@ -365,6 +369,7 @@ impl Device {
             cqs: Table::new(1, limits.max_cq),
             // qpn 1 is the GSI QP, regular QPs start at FIRST_QPN.
             qps: Table::new(GSI_QPN, limits.max_qp.saturating_add(1)),
+            srqs: Table::new(FIRST_SRQN, limits.max_qp),
             ahs: Table::new(1, limits.max_ah),
             gids: vec![None; GID_TABLE_LEN],
             counters: Counters::default(),
@@ -530,6 +535,7 @@ impl Device {
             mrs: entries(&st.mrs),
             cqs: entries(&st.cqs),
             qps: entries(&st.qps),
+            srqs: entries(&st.srqs),
             ahs: entries(&st.ahs),
         }
     }

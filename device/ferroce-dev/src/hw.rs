@@ -175,7 +175,7 @@ hw_consts! {
     /// `FERROCE_VERSION_MAJOR`.
     VERSION_MAJOR: u32 = 1;
     /// `FERROCE_VERSION_MINOR`.
-    VERSION_MINOR: u32 = 5;
+    VERSION_MINOR: u32 = 6;
     /// `FERROCE_MAGIC_VALUE`.
     MAGIC_VALUE: u32 = 0x45435246;
     /// `FERROCE_CAP_RC`.
@@ -212,6 +212,8 @@ hw_consts! {
     CAP_VLAN: u32 = 0x00008000;
     /// 1.5: UC QPs (SEND, RDMA WRITE, with immediate)
     CAP_UC: u32 = 0x00010000;
+    /// 1.6: shared receive queues
+    CAP_SRQ: u32 = 0x00020000;
     /// Self-clearing
     CTRL_RESET: u32 = 0x00000001;
     /// `FERROCE_CTRL_ENABLE`.
@@ -350,6 +352,14 @@ hw_consts! {
     CMD_MODIFY_QP: u8 = 0x52;
     /// `FERROCE_CMD_QUERY_QP`.
     CMD_QUERY_QP: u8 = 0x53;
+    /// 1.6, CAP_SRQ
+    CMD_CREATE_SRQ: u8 = 0x54;
+    /// 1.6, CAP_SRQ
+    CMD_DESTROY_SRQ: u8 = 0x55;
+    /// 1.6, CAP_SRQ
+    CMD_MODIFY_SRQ: u8 = 0x56;
+    /// 1.6, CAP_SRQ
+    CMD_QUERY_SRQ: u8 = 0x57;
     /// `FERROCE_CMD_CREATE_AH`.
     CMD_CREATE_AH: u8 = 0x60;
     /// `FERROCE_CMD_DESTROY_AH`.
@@ -454,6 +464,8 @@ hw_consts! {
     FIRST_QPN: u32 = 2;
     /// `FERROCE_QP_FLAG_SQ_SIG_ALL`.
     QP_FLAG_SQ_SIG_ALL: u8 = 0x01;
+    /// 1.6, CAP_SRQ: receives from srqn
+    QP_FLAG_SRQ: u8 = 0x02;
     /// 128 B
     SQ_WQE_SHIFT_MIN: u8 = 7;
     /// 1 KiB
@@ -462,6 +474,14 @@ hw_consts! {
     RQ_WQE_SHIFT_MIN: u8 = 5;
     /// `FERROCE_RQ_WQE_SHIFT_MAX`.
     RQ_WQE_SHIFT_MAX: u8 = 10;
+    /// `FERROCE_FIRST_SRQN`.
+    FIRST_SRQN: u32 = 1;
+    /// Armed limit, 0 = not armed
+    SRQ_OUT_LIMIT: usize = 0;
+    /// `FERROCE_SRQ_OUT_DEPTH`.
+    SRQ_OUT_DEPTH: usize = 1;
+    /// Device's consumer index
+    SRQ_OUT_CI: usize = 2;
     /// `FERROCE_QPS_RESET`.
     QPS_RESET: u8 = 0;
     /// `FERROCE_QPS_INIT`.
@@ -596,6 +616,8 @@ hw_consts! {
     EQE_QP_RETRY_EXCEEDED: u8 = 0x25;
     /// Obj = cqn, data = syndrome
     EQE_CQ_ERROR: u8 = 0x30;
+    /// 1.6: obj = srqn, data = limit
+    EQE_SRQ_LIMIT_REACHED: u8 = 0x50;
     /// Data = fatal code
     EQE_DEVICE_FATAL: u8 = 0x40;
     /// `FERROCE_CQ_SYNDROME_OVERFLOW`.
@@ -1124,6 +1146,10 @@ hw_structs! {
         pub rq_wqe_shift: u8,
         /// FERROCE_QP_FLAG_*
         pub flags: u8,
+        /// 1.6, QP_FLAG_SRQ: the SRQ, else 0
+        pub srqn: u32,
+        /// reserved
+        pub reserved: u32,
     }
     /// `struct ferroce_cmd_destroy_qp`.
     pub struct CmdDestroyQp = "ferroce_cmd_destroy_qp" {
@@ -1131,6 +1157,56 @@ hw_structs! {
         pub hdr: CmdHdr,
         /// qpn
         pub qpn: u32,
+        /// reserved
+        pub reserved: u32,
+    }
+    /// `struct ferroce_cmd_create_srq` (1.6, CAP_SRQ): out[0] = srqn.
+    pub struct CmdCreateSrq = "ferroce_cmd_create_srq" {
+        /// hdr
+        pub hdr: CmdHdr,
+        /// depth << wqe_shift bytes
+        pub buf: Pbl,
+        /// struct ferroce_srq_dbrec
+        pub dbrec_addr: u64,
+        /// pdn
+        pub pdn: u32,
+        /// power of two, 1..max_qp_wr
+        pub depth: u32,
+        /// 0 (not armed) or 1..depth
+        pub limit: u32,
+        /// FERROCE_RQ_WQE_SHIFT_MIN..MAX
+        pub wqe_shift: u8,
+        /// reserved0
+        pub reserved0: [u8; 3],
+        /// reserved1
+        pub reserved1: u64,
+    }
+    /// `struct ferroce_cmd_destroy_srq` (1.6, CAP_SRQ).
+    pub struct CmdDestroySrq = "ferroce_cmd_destroy_srq" {
+        /// hdr
+        pub hdr: CmdHdr,
+        /// srqn
+        pub srqn: u32,
+        /// reserved
+        pub reserved: u32,
+    }
+    /// `struct ferroce_cmd_modify_srq` (1.6, CAP_SRQ): (re)arms the limit
+    /// event; 0 disarms.
+    pub struct CmdModifySrq = "ferroce_cmd_modify_srq" {
+        /// hdr
+        pub hdr: CmdHdr,
+        /// srqn
+        pub srqn: u32,
+        /// 0..depth
+        pub limit: u32,
+    }
+    /// `struct ferroce_cmd_query_srq` (1.6, CAP_SRQ): results in out[]
+    /// (`SRQ_OUT_*`).
+    pub struct CmdQuerySrq = "ferroce_cmd_query_srq" {
+        /// hdr
+        pub hdr: CmdHdr,
+        /// srqn
+        pub srqn: u32,
         /// reserved
         pub reserved: u32,
     }
@@ -1395,6 +1471,14 @@ hw_structs! {
         pub ci: u32,
         /// reserved
         pub reserved: u32,
+    }
+    /// `struct ferroce_srq_dbrec` (1.6): software writes pi, the device
+    /// DMA-writes ci.
+    pub struct SrqDbrec = "ferroce_srq_dbrec" {
+        /// producer index, 15:0 used; software
+        pub pi: u32,
+        /// consumer index, 15:0 used; device
+        pub ci: u32,
     }
     /// `struct ferroce_cqe`.
     pub struct Cqe = "ferroce_cqe" {

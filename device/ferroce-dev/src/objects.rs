@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: GPL-2.0
-//! Object tables (PD, MR, CQ, QP, AH, EQ) and their contents.
+//! Object tables (PD, MR, CQ, QP, SRQ, AH, EQ) and their contents.
 
 use serde::Serialize;
 
@@ -337,6 +337,8 @@ pub struct Qp {
     pub max_inline: u32,
     /// `QP_FLAG_*`.
     pub flags: u8,
+    /// The SRQ its receive WQEs come from (`QP_FLAG_SRQ`), 0 = its own RQ.
+    pub srqn: u32,
     /// Doorbell page allowed to ring it.
     pub db_page: u32,
     /// SQ doorbell record.
@@ -371,6 +373,34 @@ pub struct Qp {
     /// born with the QP, cleared in RESET, gone with the QP.
     #[serde(skip)]
     pub(crate) engine: crate::transport::Engine,
+}
+
+/// Shared receive queue (1.6): a ring of RQ WQEs that the QPs attached to
+/// it take from, and its doorbell record (software's `pi`, the device's
+/// `ci`).
+#[derive(Debug, Clone, Serialize)]
+pub struct Srq {
+    /// Owning PD (the PD of every QP attached to it).
+    pub pdn: u32,
+    /// Entries (power of two).
+    pub depth: u32,
+    /// log2 WQE stride.
+    pub wqe_shift: u8,
+    /// log2 of the buffer page size.
+    pub page_shift: u8,
+    /// Buffer pages.
+    #[serde(skip)]
+    pub pages: Vec<u64>,
+    /// Doorbell record (`struct ferroce_srq_dbrec`).
+    pub dbrec: u64,
+    /// Consumer index (free-running, 16 bit): the next WQE to take.
+    pub ci: u16,
+    /// Armed limit, 0 = not armed.
+    pub limit: u32,
+    /// WQEs taken.
+    pub taken: u64,
+    /// SRQ_LIMIT_REACHED events posted.
+    pub limit_events: u64,
 }
 
 /// Address handle.

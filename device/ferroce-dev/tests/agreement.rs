@@ -213,4 +213,66 @@ fn spot_checks_of_the_layout() {
         (7, 9, 0x20)
     );
     assert_eq!((hw::WC_LOCAL_INV, hw::WC_REG_MR), (6, 0x20));
+    // 1.6: CREATE_QP grew from 88 to 96 bytes, srqn and reserved after the
+    // 1.5 fields, still inside the zero-filled command slot (a 1.5 driver's
+    // command reads srqn 0); the SRQ commands fit a slot; the device's ci
+    // is the record's second word.
+    assert_eq!(std::mem::size_of::<hw::CmdCreateQp>(), 96);
+    assert_eq!(std::mem::offset_of!(hw::CmdCreateQp, srqn), 88);
+    assert_eq!(std::mem::offset_of!(hw::CmdCreateQp, reserved), 92);
+    for size in [
+        std::mem::size_of::<hw::CmdCreateQp>(),
+        std::mem::size_of::<hw::CmdCreateSrq>(),
+        std::mem::size_of::<hw::CmdDestroySrq>(),
+        std::mem::size_of::<hw::CmdModifySrq>(),
+        std::mem::size_of::<hw::CmdQuerySrq>(),
+    ] {
+        assert!(size <= hw::CMD_SIZE);
+    }
+    assert_eq!(std::mem::offset_of!(hw::SrqDbrec, ci), 4);
+    // New bits are free bits; QUERY_SRQ's results fit `out`.
+    assert_eq!(hw::CAP_SRQ & 0x1ffff, 0);
+    assert_eq!(hw::QP_FLAG_SRQ & hw::QP_FLAG_SQ_SIG_ALL, 0);
+    const { assert!(hw::SRQ_OUT_CI < 5) };
+}
+
+/// The names spec 1.6 added are on both sides, so the comparison covers
+/// them (a header parser that lost them would not notice otherwise).
+#[test]
+fn spec_1_6_names_are_compared() {
+    let (c, r) = both();
+    for name in [
+        "FERROCE_CAP_SRQ",
+        "FERROCE_CMD_CREATE_SRQ",
+        "FERROCE_CMD_DESTROY_SRQ",
+        "FERROCE_CMD_MODIFY_SRQ",
+        "FERROCE_CMD_QUERY_SRQ",
+        "FERROCE_QP_FLAG_SRQ",
+        "FERROCE_FIRST_SRQN",
+        "FERROCE_SRQ_OUT_LIMIT",
+        "FERROCE_SRQ_OUT_DEPTH",
+        "FERROCE_SRQ_OUT_CI",
+        "FERROCE_EQE_SRQ_LIMIT_REACHED",
+    ] {
+        assert!(c.consts.contains_key(name), "{name} not in C");
+        assert_eq!(c.consts.get(name), r.consts.get(name), "{name}");
+    }
+    assert_eq!(c.consts["FERROCE_VERSION_MINOR"], 6);
+    for name in [
+        "ferroce_cmd_create_qp",
+        "ferroce_cmd_create_srq",
+        "ferroce_cmd_destroy_srq",
+        "ferroce_cmd_modify_srq",
+        "ferroce_cmd_query_srq",
+        "ferroce_srq_dbrec",
+    ] {
+        assert!(c.structs.contains_key(name), "{name} not in C");
+        assert_eq!(c.structs.get(name), r.structs.get(name), "{name}");
+    }
+    let srqn = c.structs["ferroce_cmd_create_qp"]
+        .1
+        .iter()
+        .find(|f| f.0 == "srqn")
+        .cloned();
+    assert_eq!(srqn, Some(("srqn".to_string(), 88, 4)));
 }

@@ -66,6 +66,7 @@ struct Handles {
     pds: Vec<u32>,
     mr_keys: Vec<u32>,
     qps: Vec<u32>,
+    srqs: Vec<u32>,
     ahs: Vec<u32>,
 }
 
@@ -203,7 +204,7 @@ impl Fuzzer {
             av.dmac = [0xff; 6];
         }
         if self.wild() && self.chance(10) {
-            av.reserved[self.rng.below(6) as usize] = 1;
+            av.reserved[self.rng.below(av.reserved.len() as u64) as usize] = 1;
         }
         av
     }
@@ -435,7 +436,12 @@ impl Fuzzer {
                 if self.wild() {
                     cmd.sq_wqe_shift = self.pick(&[0, 6, 11, 255]);
                 }
-                if self.chance(70) {
+                let srqs = self.handles.srqs.clone();
+                if self.chance(20) && (!srqs.is_empty() || self.wild()) {
+                    // Receives from an SRQ (1.6): no RQ of its own.
+                    cmd.flags = QP_FLAG_SRQ;
+                    cmd.srqn = self.handle(&srqs);
+                } else if self.chance(70) {
                     cmd.rq_wqe_shift = 5 + self.rng.below(6) as u8;
                     cmd.rq_depth = self.depth(0, 4);
                     let rq_bytes = u64::from(cmd.rq_depth) << cmd.rq_wqe_shift.min(63);
@@ -460,6 +466,12 @@ impl Fuzzer {
                 if self.wild() {
                     cmd.flags = self.word() as u8;
                 }
+                if self.wild() && self.chance(20) {
+                    cmd.srqn = self.word();
+                }
+                if self.wild() && self.chance(10) {
+                    cmd.reserved = self.word();
+                }
                 cmd.as_bytes().to_vec()
             }
             CMD_DESTROY_QP => {
@@ -482,6 +494,60 @@ impl Fuzzer {
                 }
                 let qps = self.handles.qps.clone();
                 cmd.qpn = self.handle(&qps);
+                cmd.as_bytes().to_vec()
+            }
+            CMD_CREATE_SRQ => {
+                let mut cmd = CmdCreateSrq::zeroed();
+                cmd.wqe_shift = 5 + self.rng.below(6) as u8;
+                cmd.depth = self.depth(0, 4);
+                let bytes = u64::from(cmd.depth) << cmd.wqe_shift;
+                cmd.buf = self.pbl(bytes);
+                cmd.dbrec_addr = self.ptr();
+                let pds = self.handles.pds.clone();
+                cmd.pdn = self.handle(&pds);
+                if self.chance(50) {
+                    cmd.limit = 1 + self.rng.below(u64::from(cmd.depth.max(1))) as u32;
+                }
+                if self.wild() {
+                    cmd.limit = self.word();
+                }
+                if self.wild() {
+                    cmd.wqe_shift = self.pick(&[0, 4, 11, 255]);
+                }
+                if self.wild() && self.chance(20) {
+                    cmd.reserved0[self.rng.below(3) as usize] = 1;
+                }
+                if self.wild() && self.chance(20) {
+                    cmd.reserved1 = u64::from(self.word());
+                }
+                cmd.as_bytes().to_vec()
+            }
+            CMD_DESTROY_SRQ => {
+                let mut cmd = CmdDestroySrq::zeroed();
+                let srqs = self.handles.srqs.clone();
+                cmd.srqn = self.handle(&srqs);
+                if self.wild() && self.chance(20) {
+                    cmd.reserved = self.word();
+                }
+                cmd.as_bytes().to_vec()
+            }
+            CMD_MODIFY_SRQ => {
+                let mut cmd = CmdModifySrq::zeroed();
+                let srqs = self.handles.srqs.clone();
+                cmd.srqn = self.handle(&srqs);
+                cmd.limit = self.pick(&[0, 1, 2]);
+                if self.wild() {
+                    cmd.limit = self.word();
+                }
+                cmd.as_bytes().to_vec()
+            }
+            CMD_QUERY_SRQ => {
+                let mut cmd = CmdQuerySrq::zeroed();
+                let srqs = self.handles.srqs.clone();
+                cmd.srqn = self.handle(&srqs);
+                if self.wild() && self.chance(20) {
+                    cmd.reserved = self.word();
+                }
                 cmd.as_bytes().to_vec()
             }
             CMD_CREATE_AH => {
@@ -649,6 +715,7 @@ fn record_result(handles: &mut Handles, opcode: u8, out0: u32) {
         CMD_ALLOC_PD => &mut handles.pds,
         CMD_REG_MR => &mut handles.mr_keys,
         CMD_CREATE_QP => &mut handles.qps,
+        CMD_CREATE_SRQ => &mut handles.srqs,
         CMD_CREATE_AH => &mut handles.ahs,
         _ => return,
     };

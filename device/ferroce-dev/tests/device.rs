@@ -580,7 +580,10 @@ fn create_qp_good_and_bad() {
         (Box::new(|c| c.sq_dbrec_addr += 1), STATUS_BAD_PARAM),
         (Box::new(|c| c.rq_dbrec_addr += 4), STATUS_BAD_PARAM),
         (Box::new(|c| c.sq_depth = 128), STATUS_BAD_PARAM), // buffer too small
-        (Box::new(|c| c.flags = 2), STATUS_BAD_RESERVED),
+        (Box::new(|c| c.flags = 4), STATUS_BAD_RESERVED),
+        (Box::new(|c| c.srqn = 1), STATUS_BAD_RESERVED), // without QP_FLAG_SRQ
+        (Box::new(|c| c.reserved = 1), STATUS_BAD_RESERVED),
+        (Box::new(|c| c.flags = QP_FLAG_SRQ), STATUS_BAD_PARAM), // and an RQ
         (Box::new(|c| c.sq_buf.reserved = 2), STATUS_BAD_RESERVED),
         (Box::new(|c| c.pdn = 50), STATUS_BAD_HANDLE),
         (Box::new(|c| c.send_cqn = 50), STATUS_BAD_HANDLE),

@@ -215,9 +215,9 @@ fn fast_register_on(b: &mut Node, access: u32, variant: u8) -> (u32, Vec<u64>) {
 }
 
 #[test]
-fn version_1_5_advertises_the_new_capabilities() {
+fn version_1_6_advertises_the_new_capabilities() {
     let h = Harness::new();
-    assert_eq!(h.reg_r(REG_VERSION), 1 << VERSION_MAJOR_SHIFT | 5);
+    assert_eq!(h.reg_r(REG_VERSION), 1 << VERSION_MAJOR_SHIFT | 6);
     let caps = h.reg_r(REG_DEV_CAPS);
     assert_eq!(caps & CAP_PHYS_MR, CAP_PHYS_MR);
     assert_eq!(caps & CAP_MEM_MGT_EXT, CAP_MEM_MGT_EXT);
@@ -225,7 +225,8 @@ fn version_1_5_advertises_the_new_capabilities() {
     assert_eq!(caps & CAP_VLAN, CAP_VLAN);
     assert_eq!(caps & CAP_ATOMIC, CAP_ATOMIC);
     assert_eq!(caps & CAP_UC, CAP_UC);
-    assert_eq!(caps, 0x1ffff, "device.rst: DEV_CAPS in 1.5");
+    assert_eq!(caps & CAP_SRQ, CAP_SRQ);
+    assert_eq!(caps, 0x3ffff, "device.rst: DEV_CAPS in 1.6");
 }
 
 #[test]

@@ -121,6 +121,10 @@ struct Workload {
     rnr_retry: u8,
     /// Send WQEs posted (each with a doorbell) per wire round.
     per_round: usize,
+    /// The responder's QP takes its receives from a shared receive queue
+    /// (1.6): the same outcome, except that a failed QP flushes no receive
+    /// it did not take (they stay in the SRQ).
+    srq: bool,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -240,14 +244,18 @@ fn workload_strategy() -> impl Strategy<Value = Workload> {
         0..=7u8,
         0..=6u8,
         1..=4usize,
+        prop::bool::weighted(0.3),
     )
-        .prop_map(|(posts, recvs, retry_cnt, rnr_retry, per_round)| Workload {
-            posts,
-            recvs,
-            retry_cnt,
-            rnr_retry,
-            per_round,
-        })
+        .prop_map(
+            |(posts, recvs, retry_cnt, rnr_retry, per_round, srq)| Workload {
+                posts,
+                recvs,
+                retry_cnt,
+                rnr_retry,
+                per_round,
+                srq,
+            },
+        )
 }
 
 fn schedule_strategy() -> impl Strategy<Value = Schedule> {
@@ -447,7 +455,8 @@ impl Model {
 
     /// The responder's receive CQEs (wr_id, status, byte_len, imm) when it
     /// executed the first `m` requests, and with `failed` the failure of
-    /// request `m` (its QP then flushes every other receive).
+    /// request `m` (its QP then flushes every other receive of its RQ; an
+    /// SRQ keeps them).
     fn responder_cqes(&self, w: &Workload, m: usize, failed: bool) -> Vec<RespCqe> {
         let mut out = Vec::new();
         let mut next = 0usize;
@@ -463,8 +472,10 @@ impl Model {
                 out.push((recv_wr_id(j), st, None));
                 next = j + 1;
             }
-            for j in next..w.recvs.len() {
-                out.push((recv_wr_id(j), WC_WR_FLUSH_ERR, None));
+            if !w.srq {
+                for j in next..w.recvs.len() {
+                    out.push((recv_wr_id(j), WC_WR_FLUSH_ERR, None));
+                }
             }
         }
         out
@@ -598,10 +609,21 @@ struct Setup {
 
 fn setup(w: &Workload) -> Setup {
     let (retry, rnr) = (w.retry_cnt, w.rnr_retry);
-    let (mut a, mut b) = rc_pair(|attr| {
+    let tweak = |attr: &mut QpAttr| {
         attr.retry_cnt = retry;
         attr.rnr_retry = rnr;
-    });
+    };
+    let (mut a, mut b) = if w.srq {
+        let mut a = Node::new(36);
+        let mut b = Node::new(37);
+        a.create_qp(QPT_RC);
+        let si = b.create_srq(16, 0);
+        b.create_srq_qp(QPT_RC, si);
+        connect_pair(&mut a, 0, &mut b, 0, tweak);
+        (a, b)
+    } else {
+        rc_pair(tweak)
+    };
     let a_mr = a.reg_mr(A_MR as u64, ACCESS_LOCAL_WRITE);
     let b_mr = b.reg_mr(B_MR as u64, ALL_ACCESS);
     let ro = b.reg_mr(RO_LEN as u64, ACCESS_REMOTE_READ);
@@ -727,7 +749,12 @@ fn run(s: &mut Setup, w: &Workload, sch: &Schedule) -> WireLog {
     let mut log = WireLog::default();
     for (j, &len) in w.recvs.iter().enumerate() {
         let at = s.b_mr.va((SLOTS + j * SLOT) as u64);
-        s.b.post_recv(0, recv_wr_id(j), &[(at, len, s.b_mr.key)]);
+        let sges = [(at, len, s.b_mr.key)];
+        if w.srq {
+            s.b.post_srq_recv(0, recv_wr_id(j), &sges);
+        } else {
+            s.b.post_recv(0, recv_wr_id(j), &sges);
+        }
     }
     let mut posted = 0usize;
     let mut frame_no = 0u16;
@@ -1135,6 +1162,7 @@ fn an_error_nak_beyond_a_read_with_lost_responses_is_not_the_reads() {
         retry_cnt: 0,
         rnr_retry: 0,
         per_round: 1,
+        srq: false,
     };
     let sch = Schedule {
         fates: vec![(5, Fate::Drop)],
@@ -1157,6 +1185,7 @@ fn an_rnr_nak_beyond_a_read_with_lost_responses_is_not_the_reads() {
         retry_cnt: 0,
         rnr_retry: 0,
         per_round: 4,
+        srq: false,
     };
     let sch = Schedule {
         fates: vec![(5, Fate::Delay(1))],
@@ -1180,6 +1209,7 @@ fn a_blackout_fails_after_exactly_retry_cnt_retries() {
             retry_cnt,
             rnr_retry: 0,
             per_round: 2,
+            srq: false,
         };
         let sch = Schedule {
             fates: vec![],
@@ -1238,6 +1268,7 @@ fn a_read_refused_at_fetch_holds_back_no_ack() {
         retry_cnt: 3,
         rnr_retry: 0,
         per_round: 6,
+        srq: false,
     };
     let sch = Schedule {
         fates: vec![],
@@ -1246,4 +1277,34 @@ fn a_read_refused_at_fetch_holds_back_no_ack() {
     };
     let out = check(&w, &sch).unwrap();
     assert_eq!(out.failed, Some((5, WC_LOC_PROT_ERR)));
+}
+
+/// A responder on an SRQ fails on a SEND too long for its receive, under a
+/// lossy wire: that receive completes LOC_LEN_ERR, the receives after it
+/// stay in the SRQ (no flush), the requester's SEND gets REM_INV_REQ_ERR.
+#[test]
+fn a_responder_on_an_srq_flushes_no_receive_it_did_not_take() {
+    let w = Workload {
+        posts: vec![send(3000), send(2000), send(100)],
+        recvs: vec![4096, 1000, 4096],
+        retry_cnt: 7,
+        rnr_retry: 0,
+        per_round: 3,
+        srq: true,
+    };
+    let sch = Schedule {
+        fates: vec![(1, Fate::Drop), (4, Fate::Dup)],
+        replays: vec![],
+        blackout: None,
+    };
+    let out = check(&w, &sch).unwrap();
+    assert_eq!(out.failed, Some((1, WC_REM_INV_REQ_ERR)));
+    let model = Model::new(&w);
+    assert_eq!(
+        model.responder_cqes(&w, 1, true),
+        vec![
+            (recv_wr_id(0), WC_SUCCESS, Some((3000, None))),
+            (recv_wr_id(1), WC_LOC_LEN_ERR, None)
+        ]
+    );
 }

@@ -543,28 +543,6 @@ fn ud_pair(kind: u8) -> (Node, Node, u32) {
     (a, b, qkey)
 }
 
-fn av_to(b: &Node, net: u8) -> Av {
-    let mut av = Av::zeroed();
-    av.dmac = b.mac;
-    av.hop_limit = 64;
-    av.network_type = net;
-    match net {
-        NET_IPV4 => {
-            av.dgid = ipv4_gid(b.ip);
-            av.sgid_index = 3;
-        }
-        NET_IPV6 => {
-            av.dgid = v6_gid(b.ip[3]);
-            av.sgid_index = 1;
-        }
-        _ => {
-            av.dgid = v6_gid(b.ip[3]);
-            av.sgid_index = 0;
-        }
-    }
-    av
-}
-
 #[test]
 fn ud_and_gsi_send_with_grh_in_the_receive_buffer() {
     for (kind, net) in [

@@ -2,13 +2,16 @@
 //! Regression tests of transport defects: each fails without its fix.
 
 mod common;
+#[path = "common/holed.rs"]
+mod holed;
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use common::rdma::*;
 use common::*;
 use ferroce_dev::hw::*;
-use ferroce_dev::{DmaError, FakeMemory, GuestMemory, Limits};
+use ferroce_dev::{FakeMemory, GuestMemory, Limits};
+use holed::HoledMemory;
 
 const ALL_ACCESS: u32 = ACCESS_LOCAL_WRITE | ACCESS_REMOTE_WRITE | ACCESS_REMOTE_READ;
 
@@ -144,34 +147,6 @@ fn gather_scatter_is_linear_in_segments() {
     assert!(b_steps <= bound, "READ gather: {b_steps} steps > {bound}");
 }
 
-/// Guest memory whose reads fail in `hole` although it is mapped (the
-/// device was allowed the range when the MR was registered): memory that
-/// becomes unreadable under a posted WQE.
-struct HoledMemory {
-    inner: Arc<FakeMemory>,
-    hole: Mutex<Option<(u64, u64)>>,
-}
-
-impl GuestMemory for HoledMemory {
-    fn read(&self, gpa: u64, buf: &mut [u8]) -> Result<(), DmaError> {
-        if let Some((base, len)) = *self.hole.lock().unwrap() {
-            if gpa < base + len && base < gpa + buf.len() as u64 {
-                let len = buf.len() as u64;
-                return Err(DmaError { gpa, len });
-            }
-        }
-        self.inner.read(gpa, buf)
-    }
-
-    fn write(&self, gpa: u64, buf: &[u8]) -> Result<(), DmaError> {
-        self.inner.write(gpa, buf)
-    }
-
-    fn check_range(&self, gpa: u64, len: u64) -> Result<(), DmaError> {
-        self.inner.check_range(gpa, len)
-    }
-}
-
 /// A node like [`Node::new`] whose device does its DMA through `guest`.
 fn node_over(mem: Arc<FakeMemory>, guest: Arc<dyn GuestMemory>) -> Node {
     let mut h = Harness::enabled_over(mem, guest, Limits::default(), 16, 256);
@@ -193,6 +168,7 @@ fn node_over(mem: Arc<FakeMemory>, guest: Arc<dyn GuestMemory>) -> Node {
         cq_dbrec: dbrec,
         cq_ci: 0,
         qps: Vec::new(),
+        srqs: Vec::new(),
     }
 }
 
@@ -203,10 +179,7 @@ fn node_over(mem: Arc<FakeMemory>, guest: Arc<dyn GuestMemory>) -> Node {
 fn ud_gather_failure_completes_in_error_and_moves_to_sqe() {
     let mem = Arc::new(FakeMemory::new());
     mem.add_region(RAM, RAM_SIZE);
-    let holed = Arc::new(HoledMemory {
-        inner: mem.clone(),
-        hole: Mutex::new(None),
-    });
+    let holed = Arc::new(HoledMemory::new(mem.clone()));
     let mut a = node_over(mem, holed.clone());
     a.create_qp(QPT_UD);
     let qkey = 0x1111;
@@ -219,7 +192,7 @@ fn ud_gather_failure_completes_in_error_and_moves_to_sqe() {
     av.network_type = NET_IPV4;
     let ahn = a.create_ah(av);
     let m = a.reg_mr(8192, ACCESS_LOCAL_WRITE);
-    *holed.hole.lock().unwrap() = Some((m.gpa, 4096));
+    holed.set_hole(Some((m.gpa, 4096)));
     let send = |wr_id: u64, sges: Vec<(u64, u32, u32)>| SendWr {
         wr_id,
         opcode: WR_SEND,

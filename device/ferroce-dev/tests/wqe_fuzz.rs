@@ -27,8 +27,10 @@
 //! recording memory: no access outside mapped memory, none to the other
 //! PD's MR, the guard pages after the MRs or the canary region, no write to
 //! the rings, the read-only MRs or a READ source, and the guard, canary and
-//! read-only bytes are unchanged at the end. `FERROCE_WQE_FUZZ_BATCHES`
-//! raises the number of batches per seed.
+//! read-only bytes are unchanged at the end. The same runs with the
+//! responder's receive WQEs in a shared receive queue (1.6) instead of its
+//! RQ: no write to its ring either. `FERROCE_WQE_FUZZ_BATCHES` raises the
+//! number of batches per seed.
 
 mod common;
 #[path = "common/recording.rs"]
@@ -116,7 +118,8 @@ struct Side {
     other: Guarded,
 }
 
-fn side(i: u8) -> Side {
+/// A side; with `srq` its QP takes its receive WQEs from an SRQ.
+fn side(i: u8, srq: bool) -> Side {
     let fake = Arc::new(FakeMemory::new());
     fake.add_region(RAM, RAM_SIZE);
     fake.add_region(CANARY, CANARY_SIZE);
@@ -124,7 +127,12 @@ fn side(i: u8) -> Side {
     let rec = Arc::new(RecordingMemory::new(fake.clone()));
     let h = Harness::enabled_over_mac(fake, rec.clone(), Limits::default(), 16, 256, node_mac(i));
     let mut n = Node::on(i, h);
-    n.create_qp(QPT_RC);
+    if srq {
+        let si = n.create_srq(64, 0);
+        n.create_srq_qp(QPT_RC, si);
+    } else {
+        n.create_qp(QPT_RC);
+    }
     let len = if i == 36 { A_MR } else { B_MR };
     let mr = reg_guarded(&mut n, len, ALL_ACCESS, i);
     let ro = reg_guarded(&mut n, RO_LEN, 0, i + 1);
@@ -545,6 +553,12 @@ fn write_sq(n: &mut Node, raw: &[u8]) {
 }
 
 fn post_rq(n: &mut Node, raw: &[u8]) {
+    if !n.srqs.is_empty() {
+        n.write_srq_wqe(0, raw);
+        let pi = n.srqs[0].pi;
+        n.set_srq_pi(0, pi);
+        return;
+    }
     let q = n.qps[0];
     let slot = u64::from(u32::from(q.rq_pi) & (q.rq_depth - 1));
     n.h.mem.write(q.rq_base + (slot << 6), raw).unwrap();
@@ -565,9 +579,17 @@ fn reconnect(a: &mut Side, b: &mut Side) {
         // As a driver does: empty rings, doorbell records back to 0.
         let q = s.n.qps[0];
         s.n.h.mem.write_u32(q.sq_dbrec, 0);
-        s.n.h.mem.write_u32(q.rq_dbrec, 0);
         s.n.qps[0].sq_pi = 0;
-        s.n.qps[0].rq_pi = 0;
+        if s.n.srqs.is_empty() {
+            s.n.h.mem.write_u32(q.rq_dbrec, 0);
+            s.n.qps[0].rq_pi = 0;
+        } else {
+            // The SRQ lives on: the receives of the failed batch that no
+            // SEND took are given up (pi back to the device's ci).
+            let ci = s.n.srq_ci(0) as u16;
+            s.n.srqs[0].pi = ci;
+            s.n.set_srq_pi(0, ci);
+        }
     }
     connect_pair(&mut a.n, 0, &mut b.n, 0, |attr| attr.rnr_retry = 1);
 }
@@ -582,11 +604,16 @@ fn check_accesses(s: &Side, name: &str, seed: u64) {
         (s.rro.guard, 4096),
         (CANARY, CANARY_SIZE as u64),
     ];
+    let srq_ring =
+        s.n.srqs
+            .first()
+            .map_or((0, 0), |r| (r.ring, u64::from(r.depth) << SRQ_WQE_SHIFT));
     let no_write = [
         (s.ro.mr.gpa, RO_LEN),
         (s.rro.mr.gpa, RO_LEN),
         (q.sq_base, u64::from(q.sq_depth) << 8),
         (q.rq_base, u64::from(q.rq_depth) << 6),
+        srq_ring,
     ];
     let hit = |a: &recording::Access, (start, len): (u64, u64)| {
         a.gpa < start + len && a.gpa + a.len > start
@@ -640,10 +667,10 @@ fn check_untouched(s: &Side, tag: u8, seed: u64) {
     );
 }
 
-fn fuzz_seed(seed: u64, batches: usize) -> (usize, usize, usize) {
+fn fuzz_seed(seed: u64, batches: usize, srq: bool) -> (usize, usize, usize) {
     let mut rng = Rng(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1);
-    let mut a = side(36);
-    let mut b = side(37);
+    let mut a = side(36, false);
+    let mut b = side(37, srq);
     connect_pair(&mut a.n, 0, &mut b.n, 0, |attr| attr.rnr_retry = 1);
     let (mut hostile, mut succeeded, mut failed) = (0, 0, 0);
     for batch in 0..batches as u64 {
@@ -782,11 +809,27 @@ fn hostile_wqes_fail_and_touch_nothing_outside_their_mrs() {
         .unwrap_or(60);
     let (mut hostile, mut ok, mut bad) = (0, 0, 0);
     for seed in 1..=12 {
-        let (h, s, f) = fuzz_seed(seed, batches);
+        let (h, s, f) = fuzz_seed(seed, batches, false);
         hostile += h;
         ok += s;
         bad += f;
     }
     eprintln!("{hostile} hostile WQEs; {ok} completions succeeded, {bad} failed");
     assert!(hostile > 100 && ok > 100, "the fuzz reaches too little");
+}
+
+/// The same with the responder's receive WQEs in an SRQ: 4 seeds.
+#[test]
+fn hostile_wqes_with_an_srq_fail_and_touch_nothing_outside_their_mrs() {
+    let batches = std::env::var("FERROCE_WQE_FUZZ_BATCHES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(60);
+    let (mut hostile, mut ok) = (0, 0);
+    for seed in 101..=104 {
+        let (h, s, _) = fuzz_seed(seed, batches, true);
+        hostile += h;
+        ok += s;
+    }
+    assert!(hostile > 30 && ok > 30, "the fuzz reaches too little");
 }

@@ -26,6 +26,7 @@ impl State {
             | CAP_PORT_MAC
             | CAP_VLAN
             | CAP_UC
+            | CAP_SRQ
     }
 
     pub(crate) fn caps(&self) -> hw::Caps {
@@ -268,6 +269,7 @@ impl State {
         self.mrs.clear();
         self.cqs.clear();
         self.qps.clear();
+        self.srqs.clear();
         self.ahs.clear();
         self.gids.iter_mut().for_each(|g| *g = None);
         self.sync_gid_macs();

@@ -1,7 +1,9 @@
 // SPDX-License-Identifier: GPL-2.0
 //! The error path: a QP that fails or is moved to ERR completes what is
 //! outstanding and flushes both queues with `WR_FLUSH_ERR` (IBTA 10.3.1,
-//! rxe `rxe_qp_error` and the flush in `rxe_comp.c`/`rxe_resp.c`).
+//! rxe `rxe_qp_error` and the flush in `rxe_comp.c`/`rxe_resp.c`). A QP
+//! attached to an SRQ flushes only the receive WQE it took, never the
+//! SRQ, and posts QP_LAST_WQE_REACHED.
 
 use super::codes::WcStatus;
 use crate::device::State;
@@ -72,8 +74,7 @@ impl State {
         e.timer = None;
         e.rnr_wait = None;
         self.flush_sq_posted(c, e);
-        self.flush_rq(c, e);
-        e.recv = None;
+        self.flush_recv(c, e);
         e.write = None;
         e.reads.clear();
     }
@@ -103,6 +104,33 @@ impl State {
         }
         e.sq_ci = e.sq_next;
         e.sq_flushed = e.sq_next;
+    }
+
+    /// Flushes the receive side of a QP entering ERR. Own RQ: every WQE
+    /// posted, the one of a message under way included. SRQ: the WQE the
+    /// QP took (for a message under way, or held for its next), then
+    /// QP_LAST_WQE_REACHED (IBTA 10.3.1, 11.6.3.1: no receive completion
+    /// comes from the QP any more); the SRQ's WQEs stay for the other QPs.
+    fn flush_recv(&mut self, c: &QpCtx, e: &mut Engine) {
+        if c.srqn == 0 {
+            self.flush_rq(c, e);
+            e.recv = None;
+            return;
+        }
+        for r in [e.recv.take(), e.held.take()].into_iter().flatten() {
+            self.post_data_cqe(
+                c.recv_cqn,
+                Cqe {
+                    wr_id: r.wqe.wr_id,
+                    qpn: c.qpn,
+                    opcode: WC_RECV,
+                    status: WcStatus::WrFlushErr.to_hw(),
+                    wqe_idx: r.idx,
+                    ..Cqe::zeroed()
+                },
+            );
+        }
+        self.post_async(EQE_QP_LAST_WQE_REACHED, c.qpn, 0, 0);
     }
 
     pub(super) fn flush_rq(&mut self, c: &QpCtx, e: &mut Engine) {

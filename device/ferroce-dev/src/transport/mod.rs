@@ -58,11 +58,18 @@
 //! A SEND without a receive WQE gets an RNR NAK (`min_rnr_timer`). Invalid
 //! requests and remote access errors get the matching NAK and move the
 //! responder's QP to the error state.
+//!
+//! Receive WQEs (RC, UC and UD alike, `recv.rs`) come from the QP's own RQ
+//! or (1.6) from the shared receive queue it is attached to, which the QP
+//! takes a WQE from when a message needs one; such a WQE is the QP's from
+//! then on, and a QP entering ERR flushes it and posts
+//! QP_LAST_WQE_REACHED.
 
 mod codes;
 mod comp;
 mod flush;
 mod memreg;
+mod recv;
 mod req;
 mod resp;
 mod uc;
@@ -380,6 +387,7 @@ struct UdDest {
 /// A translated receive WQE.
 #[derive(Debug, Clone)]
 struct RecvWqe {
+    /// 0 if the WQE could not be read.
     wr_id: u64,
     /// The SGEs as posted.
     sges: Vec<Sge>,
@@ -388,13 +396,22 @@ struct RecvWqe {
     epoch: u64,
     /// Bytes the SGEs hold.
     cap: u64,
+    /// A local error found when it was read (unreadable, malformed, an SGE
+    /// refused): a message that uses it completes it with this status.
+    error: Option<WcStatus>,
 }
 
-/// Responder state of a multi-packet SEND.
+/// The receive WQE of a message (`recv.rs`), and the responder state of a
+/// multi-packet SEND placing data in it.
 #[derive(Debug, Clone)]
 struct RecvCtx {
+    /// RQ or SRQ index: the CQE's `wqe_idx`.
     idx: u16,
+    /// Taken from the QP's SRQ: the QP owns it, whatever becomes of the
+    /// message (the SRQ's `ci` has passed it).
+    from_srq: bool,
     wqe: RecvWqe,
+    /// Bytes placed so far.
     off: u64,
 }
 
@@ -484,6 +501,9 @@ pub(crate) struct Engine {
     msn: u32,
     rq_ci: u16,
     recv: Option<RecvCtx>,
+    /// SRQ: a WQE this QP took whose message never completed it (dropped
+    /// or refused before it was placed): the next message's.
+    held: Option<RecvCtx>,
     write: Option<WriteCtx>,
     nak_sent: bool,
     /// UC: the rest of the current message is discarded (its first
@@ -533,6 +553,8 @@ struct QpCtx {
     rq_shift: u8,
     max_inline: u32,
     flags: u8,
+    /// The SRQ its receive WQEs come from, 0 = its own RQ.
+    srqn: u32,
     rq_dbrec: u64,
     state: u8,
     sq_pi: u16,
@@ -553,6 +575,7 @@ impl QpCtx {
             rq_shift: q.rq_wqe_shift,
             max_inline: q.max_inline,
             flags: q.flags,
+            srqn: q.srqn,
             rq_dbrec: q.rq_dbrec,
             state: q.state,
             sq_pi: q.sq_pi,
@@ -568,6 +591,10 @@ impl QpCtx {
     /// RC or UC: a connected QP with PSN-sequenced messages of any length.
     fn connected(&self) -> bool {
         self.rc() || self.uc()
+    }
+    /// Whether the QP receives at all: it has an RQ or an SRQ.
+    fn receives(&self) -> bool {
+        self.rq_depth != 0 || self.srqn != 0
     }
 }
 

@@ -9,8 +9,8 @@ use crate::hw::*;
 use crate::wire::{self, op, psn_add, psn_diff, Aeth, Bth, Packet};
 
 use super::{
-    pkts_for, wqe_struct, AtomicRes, Engine, QpCtx, ReadRes, RecvCtx, RecvWqe, Segments, WriteCtx,
-    ATOMIC_LEN, MAX_MSG, MAX_MSG_PKTS,
+    pkts_for, AtomicRes, Engine, QpCtx, ReadRes, Segments, WriteCtx, ATOMIC_LEN, MAX_MSG,
+    MAX_MSG_PKTS,
 };
 
 /// How a packet is being answered by the responder.
@@ -43,86 +43,6 @@ impl State {
             va: p.reth.va,
             left: total,
             total,
-        })
-    }
-
-    /// Receive WQE `idx` could not be used (a local error of the WQE
-    /// itself, UD and UC): it is consumed and completes in error; the QP
-    /// goes on.
-    pub(super) fn recv_wqe_failed(
-        &mut self,
-        c: &QpCtx,
-        e: &mut Engine,
-        idx: u16,
-        status: WcStatus,
-        src_qp: u32,
-    ) {
-        e.rq_ci = idx.wrapping_add(1);
-        let wr_id = self.recv_wr_id(c.qpn, idx);
-        self.post_data_cqe(
-            c.recv_cqn,
-            Cqe {
-                wr_id,
-                qpn: c.qpn,
-                src_qp,
-                opcode: WC_RECV,
-                status: status.to_hw(),
-                wqe_idx: idx,
-                ..Cqe::zeroed()
-            },
-        );
-    }
-
-    pub(super) fn rq_pi(&mut self, c: &QpCtx) -> u16 {
-        let mut b = [0u8; 4];
-        if c.rq_depth == 0 {
-            return 0;
-        }
-        if self.mem.read(c.rq_dbrec, &mut b).is_err() {
-            self.counters.hw.bad_dma += 1;
-            return self.qps.get(c.qpn).map_or(0, |q| q.rq_pi);
-        }
-        u32::from_le_bytes(b) as u16
-    }
-
-    pub(super) fn rq_available(&mut self, c: &QpCtx, e: &Engine) -> bool {
-        let pi = self.rq_pi(c);
-        let n = u32::from(pi.wrapping_sub(e.rq_ci));
-        n != 0 && n <= c.rq_depth
-    }
-
-    /// Reads and translates the receive WQE at `idx`.
-    pub(super) fn read_recv_wqe(&mut self, c: &QpCtx, idx: u16) -> Result<RecvWqe, WcStatus> {
-        let stride = 1usize << c.rq_shift;
-        let mut raw = vec![0u8; stride];
-        if !self.wqe_read(c.qpn, false, idx, &mut raw) {
-            self.counters.hw.bad_dma += 1;
-            return Err(WcStatus::LocQpOpErr);
-        }
-        let hdr: RqWqeHdr = wqe_struct(&raw, 0).ok_or(WcStatus::LocQpOpErr)?;
-        let num_sge = usize::from(hdr.num_sge);
-        let sge_size = core::mem::size_of::<Sge>();
-        if RQ_WQE_DATA_OFFSET + num_sge * sge_size > stride
-            || num_sge > self.cfg.limits.max_sge as usize
-        {
-            return Err(WcStatus::LocLenErr);
-        }
-        let sges = (0..num_sge)
-            .map(|i| wqe_struct::<Sge>(&raw, RQ_WQE_DATA_OFFSET + i * sge_size))
-            .collect::<Option<Vec<Sge>>>()
-            .ok_or(WcStatus::LocLenErr)?;
-        let segs = self
-            .translate_sges(c.pdn, &sges, ACCESS_LOCAL_WRITE)
-            .ok_or(WcStatus::LocProtErr)?;
-        let cap = sges
-            .iter()
-            .fold(0u64, |cap, sge| cap.saturating_add(u64::from(sge.length)));
-        Ok(RecvWqe {
-            wr_id: hdr.wr_id,
-            sges,
-            segs: Segments::new(segs),
-            epoch: self.mr_epoch,
-            cap,
         })
     }
 
@@ -274,20 +194,12 @@ impl State {
                     let data = u32::from(syndrome.to_wire());
                     self.post_async(EQE_QP_ACCESS_ERR, c.qpn, data, 0);
                 }
-                if let (Some(st), Some(r)) = (recv_status, e.recv.take()) {
-                    e.rq_ci = r.idx.wrapping_add(1);
-                    self.post_data_cqe(
-                        c.recv_cqn,
-                        Cqe {
-                            wr_id: r.wqe.wr_id,
-                            qpn: c.qpn,
-                            src_qp: c.attr.dest_qp_num,
-                            opcode: WC_RECV,
-                            status: st.to_hw(),
-                            wqe_idx: r.idx,
-                            ..Cqe::zeroed()
-                        },
-                    );
+                // The receive WQE of the SEND under way completes in error
+                // if the error is its own; else the flush completes it.
+                if let Some(st) = recv_status {
+                    if let Some(r) = e.recv.take() {
+                        self.recv_failed(c, e, &r, st, c.attr.dest_qp_num);
+                    }
                 }
                 self.qp_fail(c, e, None);
             }
@@ -331,26 +243,16 @@ impl State {
         let mtu = self.mtu_of(&c.attr);
         Self::check_seg_len(mtu, p.payload.len(), first, last)?;
         if first {
-            if c.rq_depth == 0 {
+            if !c.receives() {
                 return Err(RespErr::Fatal(NakCode::InvalidRequest, None));
             }
-            if !self.rq_available(c, e) {
+            let Some(r) = self.recv_take(c, e) else {
                 return Err(RespErr::Rnr);
-            }
-            let idx = e.rq_ci;
-            match self.read_recv_wqe(c, idx) {
-                Ok(wqe) => e.recv = Some(RecvCtx { idx, wqe, off: 0 }),
-                Err(st) => {
-                    let wqe = RecvWqe {
-                        wr_id: self.recv_wr_id(c.qpn, idx),
-                        sges: Vec::new(),
-                        segs: Segments::default(),
-                        epoch: self.mr_epoch,
-                        cap: 0,
-                    };
-                    e.recv = Some(RecvCtx { idx, wqe, off: 0 });
-                    return Err(RespErr::Fatal(NakCode::RemoteOpErr, Some(st)));
-                }
+            };
+            let error = r.wqe.error;
+            e.recv = Some(r);
+            if let Some(st) = error {
+                return Err(RespErr::Fatal(NakCode::RemoteOpErr, Some(st)));
             }
         }
         let Some(mut r) = e.recv.take() else {
@@ -387,7 +289,7 @@ impl State {
         e.epsn = psn_add(e.epsn, 1);
         if last {
             e.msn = (e.msn + 1) & 0xff_ffff;
-            e.rq_ci = r.idx.wrapping_add(1);
+            Self::recv_consumed(e, &r);
             self.rc_recv_cqe(c, p, r.wqe.wr_id, r.idx, r.off as u32);
         } else {
             e.recv = Some(r);
@@ -467,9 +369,11 @@ impl State {
         if !w.takes(n, last) {
             return Err(RespErr::Fatal(NakCode::InvalidRequest, None));
         }
-        // Immediate data needs a receive WQE before anything is written.
-        if imm && last && !self.rq_available(c, e) {
-            if c.rq_depth == 0 {
+        // Immediate data needs a receive WQE before anything is written
+        // (an SRQ QP takes it now: if the WRITE fails the QP goes to ERR
+        // and flushes it).
+        if imm && last && !self.recv_ready(c, e) {
+            if !c.receives() {
                 return Err(RespErr::Fatal(NakCode::InvalidRequest, None));
             }
             e.write = (!first).then_some(w);
@@ -489,10 +393,7 @@ impl State {
         if last {
             e.write = None;
             e.msn = (e.msn + 1) & 0xff_ffff;
-            if imm {
-                let idx = e.rq_ci;
-                let wr_id = self.recv_wr_id(c.qpn, idx);
-                e.rq_ci = idx.wrapping_add(1);
+            if let Some((wr_id, idx)) = imm.then(|| self.recv_imm(c, e)).flatten() {
                 self.rc_recv_cqe(c, p, wr_id, idx, w.total as u32);
             }
         } else {

@@ -15,7 +15,8 @@
 //!   ONLY packet, whatever its PSN. A message the responder cannot take (no
 //!   receive WQE, bad R_Key, range, access or length) is dropped whole and
 //!   silently, the receive WQE it was filling (if any) stays posted for the
-//!   next message. Every drop is counted (`rx_uc_*`).
+//!   next message (one taken from an SRQ stays with the QP for its next
+//!   message). Every drop is counted (`rx_uc_*`).
 
 use super::codes::WcStatus;
 use crate::device::State;
@@ -31,9 +32,9 @@ enum UcDrop {
     /// What an RC responder would NAK: R_Key, range, access, length,
     /// segment size.
     BadRequest,
-    /// The receive WQE at this RQ index cannot be used (its SGEs are
+    /// This receive WQE cannot be used (it is malformed, its SGEs are
     /// refused, or its memory vanished): it completes with this status.
-    Local(u16, WcStatus),
+    Local(Box<RecvCtx>, WcStatus),
 }
 
 /// The shape of a UC request packet, from its RC twin's opcode.
@@ -135,7 +136,7 @@ impl State {
             if d > 0 || !e.uc_drop {
                 self.data.rx_uc_seq_err += 1;
             }
-            e.recv = None;
+            e.abandon_recv();
             e.write = None;
             if !pkt.first {
                 e.uc_drop = true;
@@ -161,16 +162,14 @@ impl State {
         let Err(why) = r else {
             return;
         };
-        e.recv = None;
+        e.abandon_recv();
         e.write = None;
         e.uc_drop = !pkt.last;
         self.data.rx_uc_dropped += 1;
         match why {
             UcDrop::NoWqe => self.data.rx_uc_no_wqe += 1,
             UcDrop::BadRequest => self.data.rx_uc_bad_req += 1,
-            UcDrop::Local(idx, status) => {
-                self.recv_wqe_failed(c, e, idx, status, c.attr.dest_qp_num)
-            }
+            UcDrop::Local(r, status) => self.recv_failed(c, e, &r, status, c.attr.dest_qp_num),
         }
     }
 
@@ -184,14 +183,13 @@ impl State {
         pkt: UcPkt,
     ) -> Result<(), UcDrop> {
         if pkt.first {
-            if c.rq_depth == 0 || !self.rq_available(c, e) {
+            let Some(r) = self.recv_take(c, e) else {
                 return Err(UcDrop::NoWqe);
+            };
+            if let Some(status) = r.wqe.error {
+                return Err(UcDrop::Local(Box::new(r), status));
             }
-            let idx = e.rq_ci;
-            let wqe = self
-                .read_recv_wqe(c, idx)
-                .map_err(|status| UcDrop::Local(idx, status))?;
-            e.recv = Some(RecvCtx { idx, wqe, off: 0 });
+            e.recv = Some(r);
         }
         let Some(mut r) = e.recv.take() else {
             return Err(UcDrop::BadRequest);
@@ -200,15 +198,16 @@ impl State {
         if end > r.wqe.cap {
             // Longer than the receive WQE: dropped, the WQE stays posted
             // (rxe: UC class D).
+            e.recv_unused(r);
             return Err(UcDrop::BadRequest);
         }
         let fresh = self.refresh_recv_segs(c.pdn, &mut r.wqe);
         if !fresh || !self.scatter(&mut r.wqe.segs, r.off, p.payload) {
-            return Err(UcDrop::Local(r.idx, WcStatus::LocProtErr));
+            return Err(UcDrop::Local(Box::new(r), WcStatus::LocProtErr));
         }
         r.off = end;
         if pkt.last {
-            e.rq_ci = r.idx.wrapping_add(1);
+            Self::recv_consumed(e, &r);
             self.rc_recv_cqe(c, p, r.wqe.wr_id, r.idx, r.off as u32);
         } else {
             e.recv = Some(r);
@@ -236,8 +235,9 @@ impl State {
         if !w.takes(n, pkt.last) {
             return Err(UcDrop::BadRequest);
         }
-        // The immediate needs a receive WQE before the last bytes land.
-        if pkt.imm && (c.rq_depth == 0 || !self.rq_available(c, e)) {
+        // The immediate needs a receive WQE before the last bytes land (an
+        // SRQ QP takes it now and keeps it if the WRITE is dropped).
+        if pkt.imm && !self.recv_ready(c, e) {
             return Err(UcDrop::NoWqe);
         }
         if n > 0 {
@@ -252,10 +252,7 @@ impl State {
         w.left -= n;
         if !pkt.last {
             e.write = Some(w);
-        } else if pkt.imm {
-            let idx = e.rq_ci;
-            let wr_id = self.recv_wr_id(c.qpn, idx);
-            e.rq_ci = idx.wrapping_add(1);
+        } else if let Some((wr_id, idx)) = pkt.imm.then(|| self.recv_imm(c, e)).flatten() {
             self.rc_recv_cqe(c, p, wr_id, idx, w.total as u32);
         }
         Ok(())

@@ -7,7 +7,7 @@ use crate::device::State;
 use crate::hw::*;
 use crate::wire::{self, op, psn_add, Aeth, Bth, Deth, NetKind, Packet, Reth};
 
-use super::{wqe_struct, Engine, QpCtx, RecvWqe, SendWqe, UdDest, GRH_LEN};
+use super::{wqe_struct, Engine, QpCtx, RecvCtx, RecvWqe, SendWqe, UdDest, GRH_LEN};
 
 impl State {
     /// The Q_Key of a UD/GSI QP: the GSI QP's is always 0x80010000.
@@ -136,24 +136,26 @@ impl State {
             self.data.rx_bad_addr += 1;
             return;
         };
-        if !self.rq_available(c, e) {
+        let Some(r) = self.recv_take(c, e) else {
             self.data.rx_ud_no_wqe += 1;
             return;
-        }
-        let idx = e.rq_ci;
-        let RecvWqe {
-            wr_id,
-            mut segs,
-            cap,
-            ..
-        } = match self.read_recv_wqe(c, idx) {
-            Ok(wqe) => wqe,
-            Err(st) => {
-                self.recv_wqe_failed(c, e, idx, st, 0);
-                return;
-            }
         };
-        e.rq_ci = idx.wrapping_add(1);
+        if let Some(st) = r.wqe.error {
+            self.recv_failed(c, e, &r, st, 0);
+            return;
+        }
+        Self::recv_consumed(e, &r);
+        let RecvCtx {
+            idx,
+            wqe:
+                RecvWqe {
+                    wr_id,
+                    mut segs,
+                    cap,
+                    ..
+                },
+            ..
+        } = r;
         let mut grh = [0u8; GRH_LEN as usize];
         let l3 = wire::l2_header(frame).map_or(wire::ETH_HLEN, |(_, _, l3)| l3);
         match p.net.kind {

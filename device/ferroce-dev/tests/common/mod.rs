@@ -21,6 +21,10 @@ pub const HEAP: u64 = RAM + 0x10_0000;
 /// An address nothing is mapped at.
 pub const UNMAPPED: u64 = 0x7000_0000;
 
+/// The WQE stride (log2) of the SRQs of [`Harness::srq_cmd`]: 64 bytes,
+/// as the nodes' RQs.
+pub const SRQ_WQE_SHIFT: u8 = 6;
+
 pub struct Harness {
     pub dev: Arc<Device>,
     pub mem: Arc<FakeMemory>,
@@ -343,6 +347,36 @@ impl Harness {
         c
     }
 
+    /// A CREATE_QP like [`Self::qp_cmd`] for a QP that takes its receive
+    /// WQEs from SRQ `srqn` (1.6): `QP_FLAG_SRQ`, no RQ of its own.
+    pub fn srq_qp_cmd(&mut self, pdn: u32, cqn: u32, qp_type: u8, srqn: u32) -> CmdCreateQp {
+        let mut c = self.qp_cmd(pdn, cqn, qp_type, 0);
+        c.rq_depth = 0;
+        c.rq_wqe_shift = 0;
+        c.rq_buf = Pbl::zeroed();
+        c.rq_dbrec_addr = 0;
+        c.flags |= QP_FLAG_SRQ;
+        c.srqn = srqn;
+        c
+    }
+
+    /// A CREATE_SRQ of `depth` 64-byte RQ WQEs for `pdn` with limit
+    /// `limit`, its ring and record in fresh memory; returns it and the
+    /// ring's base.
+    pub fn srq_cmd(&mut self, pdn: u32, depth: u32, limit: u32) -> (CmdCreateSrq, u64) {
+        let pages = (u64::from(depth) << SRQ_WQE_SHIFT).div_ceil(4096).max(1);
+        let ring = self.alloc(pages * 4096, 4096);
+        let mut c = CmdCreateSrq::zeroed();
+        c.hdr.opcode = CMD_CREATE_SRQ;
+        c.buf = self.pbl_contig(ring, pages as u32, 12);
+        c.dbrec_addr = self.alloc(8, 8);
+        c.pdn = pdn;
+        c.depth = depth;
+        c.limit = limit;
+        c.wqe_shift = SRQ_WQE_SHIFT;
+        (c, ring)
+    }
+
     /// PD + CEQ(vector 1) + CQ + QP of `qp_type`; returns (pdn, cqn, qpn).
     pub fn setup_qp(&mut self, qp_type: u8) -> (u32, u32, u32) {
         let pdn = self.alloc_pd();
@@ -462,7 +496,7 @@ pub fn attr_with(qpn: u32, state: u8, mask: u32) -> QpAttr {
 
 /// Every admin command opcode of the spec.
 #[allow(dead_code)]
-pub const ADMIN_OPCODES: [u8; 21] = [
+pub const ADMIN_OPCODES: [u8; 25] = [
     CMD_QUERY_CAPS,
     CMD_QUERY_PORT,
     CMD_SET_PORT_MTU,
@@ -480,6 +514,10 @@ pub const ADMIN_OPCODES: [u8; 21] = [
     CMD_DESTROY_QP,
     CMD_MODIFY_QP,
     CMD_QUERY_QP,
+    CMD_CREATE_SRQ,
+    CMD_DESTROY_SRQ,
+    CMD_MODIFY_SRQ,
+    CMD_QUERY_SRQ,
     CMD_CREATE_AH,
     CMD_DESTROY_AH,
     CMD_SET_GID,

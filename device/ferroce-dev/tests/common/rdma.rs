@@ -77,6 +77,17 @@ pub struct SendWr {
     pub swap: u64,
 }
 
+/// A shared receive queue of a [`Node`] (1.6).
+#[derive(Clone, Copy, Debug)]
+pub struct SrqInfo {
+    pub srqn: u32,
+    pub ring: u64,
+    pub dbrec: u64,
+    pub depth: u32,
+    /// Software's producer index.
+    pub pi: u16,
+}
+
 pub struct Node {
     pub h: Harness,
     pub mac: [u8; 6],
@@ -87,6 +98,22 @@ pub struct Node {
     pub cq_dbrec: u64,
     pub cq_ci: u16,
     pub qps: Vec<QpInfo>,
+    pub srqs: Vec<SrqInfo>,
+}
+
+/// The bytes of a receive WQE (64-byte stride) with `sges` (addr, len,
+/// lkey).
+pub fn rq_wqe(wr_id: u64, sges: &[(u64, u32, u32)]) -> Vec<u8> {
+    let mut raw = vec![0u8; 64];
+    raw[0..8].copy_from_slice(&wr_id.to_le_bytes());
+    raw[8] = sges.len() as u8;
+    for (i, (addr, len, lkey)) in sges.iter().enumerate() {
+        let o = 16 + i * 16;
+        raw[o..o + 8].copy_from_slice(&addr.to_le_bytes());
+        raw[o + 8..o + 12].copy_from_slice(&len.to_le_bytes());
+        raw[o + 12..o + 16].copy_from_slice(&lkey.to_le_bytes());
+    }
+    raw
 }
 
 pub fn node_mac(i: u8) -> [u8; 6] {
@@ -133,6 +160,7 @@ impl Node {
             cq_dbrec: dbrec,
             cq_ci: 0,
             qps: Vec::new(),
+            srqs: Vec::new(),
         }
     }
 
@@ -158,6 +186,73 @@ impl Node {
             rq_depth: c.rq_depth,
         });
         self.qps.len() - 1
+    }
+
+    /// Creates an SRQ of `depth` WQEs (64 B) with limit `limit` in the
+    /// node's PD; returns its index in `srqs`.
+    pub fn create_srq(&mut self, depth: u32, limit: u32) -> usize {
+        let pdn = self.pdn;
+        let (c, ring) = self.h.srq_cmd(pdn, depth, limit);
+        let srqn = self.h.ok(&c);
+        self.srqs.push(SrqInfo {
+            srqn,
+            ring,
+            dbrec: c.dbrec_addr,
+            depth,
+            pi: 0,
+        });
+        self.srqs.len() - 1
+    }
+
+    /// Creates a QP (SQ 64 x 256 B) that receives from SRQ `si`; returns
+    /// its index in `qps`.
+    pub fn create_srq_qp(&mut self, qp_type: u8, si: usize) -> usize {
+        let (cqn, pdn, srqn) = (self.cqn, self.pdn, self.srqs[si].srqn);
+        let mut c = self.h.srq_qp_cmd(pdn, cqn, qp_type, srqn);
+        c.max_inline = 128;
+        let qpn = self.h.ok(&c);
+        let mut b = [0u8; 8];
+        self.h.mem.read(c.sq_buf.addr, &mut b).unwrap();
+        self.qps.push(QpInfo {
+            qpn,
+            sq_base: u64::from_le_bytes(b),
+            rq_base: 0,
+            sq_dbrec: c.sq_dbrec_addr,
+            rq_dbrec: 0,
+            sq_pi: 0,
+            rq_pi: 0,
+            sq_depth: c.sq_depth,
+            rq_depth: 0,
+        });
+        self.qps.len() - 1
+    }
+
+    /// Writes `raw` as the WQE at SRQ `si`'s producer index and advances
+    /// the index, without publishing it in the record.
+    pub fn write_srq_wqe(&mut self, si: usize, raw: &[u8]) {
+        let s = self.srqs[si];
+        let slot = u64::from(u32::from(s.pi) & (s.depth - 1));
+        let at = s.ring + (slot << SRQ_WQE_SHIFT);
+        self.h.mem.write(at, raw).unwrap();
+        self.srqs[si].pi = s.pi.wrapping_add(1);
+    }
+
+    /// Writes `pi` to SRQ `si`'s record (software's half).
+    pub fn set_srq_pi(&mut self, si: usize, pi: u16) {
+        self.h.mem.write_u32(self.srqs[si].dbrec, u32::from(pi));
+    }
+
+    /// Posts a receive WQE with `sges` (addr, len, lkey) to SRQ `si`: the
+    /// WQE, then the new `pi` in the record (an SRQ has no doorbell).
+    pub fn post_srq_recv(&mut self, si: usize, wr_id: u64, sges: &[(u64, u32, u32)]) {
+        self.write_srq_wqe(si, &rq_wqe(wr_id, sges));
+        let pi = self.srqs[si].pi;
+        self.set_srq_pi(si, pi);
+    }
+
+    /// The consumer index the device wrote to SRQ `si`'s record.
+    pub fn srq_ci(&self, si: usize) -> u32 {
+        self.h.mem.read_u32(self.srqs[si].dbrec + 4)
     }
 
     pub fn reg_mr(&mut self, len: u64, access: u32) -> MrInfo {
@@ -339,15 +434,7 @@ impl Node {
     /// Posts a receive WQE with `sges` (addr, len, lkey).
     pub fn post_recv(&mut self, qi: usize, wr_id: u64, sges: &[(u64, u32, u32)]) {
         let q = self.qps[qi];
-        let mut raw = vec![0u8; 64];
-        raw[0..8].copy_from_slice(&wr_id.to_le_bytes());
-        raw[8] = sges.len() as u8;
-        for (i, (addr, len, lkey)) in sges.iter().enumerate() {
-            let o = 16 + i * 16;
-            raw[o..o + 8].copy_from_slice(&addr.to_le_bytes());
-            raw[o + 8..o + 12].copy_from_slice(&len.to_le_bytes());
-            raw[o + 12..o + 16].copy_from_slice(&lkey.to_le_bytes());
-        }
+        let raw = rq_wqe(wr_id, sges);
         let slot = u64::from(u32::from(q.rq_pi) & (q.rq_depth - 1));
         self.h.mem.write(q.rq_base + (slot << 6), &raw).unwrap();
         let pi = q.rq_pi.wrapping_add(1);
@@ -388,6 +475,29 @@ impl Node {
         self.h.mem.read(gpa, &mut b).unwrap();
         b
     }
+}
+
+/// An address vector to node `b` over `net` (its GID entry 3, 1 or 0).
+pub fn av_to(b: &Node, net: u8) -> Av {
+    let mut av = Av::zeroed();
+    av.dmac = b.mac;
+    av.hop_limit = 64;
+    av.network_type = net;
+    match net {
+        NET_IPV4 => {
+            av.dgid = ipv4_gid(b.ip);
+            av.sgid_index = 3;
+        }
+        NET_IPV6 => {
+            av.dgid = v6_gid(b.ip[3]);
+            av.sgid_index = 1;
+        }
+        _ => {
+            av.dgid = v6_gid(b.ip[3]);
+            av.sgid_index = 0;
+        }
+    }
+    av
 }
 
 /// Connects QP `qa` of `a` and QP `qb` of `b` over RoCE v2 IPv4.

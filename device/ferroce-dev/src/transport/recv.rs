@@ -1,0 +1,256 @@
+// SPDX-License-Identifier: GPL-2.0
+//! Receive WQEs: where the RC responder, the UC responder and UD reception
+//! get the receive WQE of a message, from the QP's own RQ or (1.6) from the
+//! shared receive queue it is attached to (device.rst "Shared receive
+//! queues"; rxe `get_srq_wqe` in `rxe_resp.c`).
+//!
+//! * Own RQ: the WQE at the QP's `rq_ci` is read when a message needs one
+//!   and consumed (`rq_ci` advances) when it completes; a message dropped
+//!   before that leaves it posted for the next one, and a flush completes
+//!   it from the ring.
+//! * SRQ: the WQE at the SRQ's consumer index is taken at once: read whole,
+//!   the SRQ's `ci` advanced and written to its record, the limit event
+//!   checked. From then on it belongs to the QP ([`RecvCtx::from_srq`]):
+//!   a message dropped before it completes leaves it in `Engine::held` for
+//!   the QP's next message, and a flush completes it from there.
+//!
+//! The callers see one interface: [`State::recv_take`] (the WQE for a new
+//! message), [`State::recv_ready`] and [`State::recv_imm`] (an RDMA WRITE
+//! with immediate, which places no data in its WQE), [`State::recv_consumed`]
+//! (it completes), [`State::recv_failed`] (it completes in error) and
+//! [`Engine::recv_unused`] (the message is dropped, the WQE is kept).
+
+use super::codes::WcStatus;
+use crate::device::State;
+use crate::hw::*;
+
+use super::{wqe_struct, Engine, QpCtx, RecvCtx, RecvWqe, Segments};
+
+impl State {
+    /// The producer index of the QP's RQ from its doorbell record (the
+    /// last doorbell's if the record cannot be read).
+    pub(super) fn rq_pi(&mut self, c: &QpCtx) -> u16 {
+        let mut b = [0u8; 4];
+        if c.rq_depth == 0 {
+            return 0;
+        }
+        if self.mem.read(c.rq_dbrec, &mut b).is_err() {
+            self.counters.hw.bad_dma += 1;
+            return self.qps.get(c.qpn).map_or(0, |q| q.rq_pi);
+        }
+        u32::from_le_bytes(b) as u16
+    }
+
+    /// Whether the QP's own RQ has a WQE posted at `rq_ci`.
+    fn rq_available(&mut self, c: &QpCtx, e: &Engine) -> bool {
+        let pi = self.rq_pi(c);
+        let n = u32::from(pi.wrapping_sub(e.rq_ci));
+        n != 0 && n <= c.rq_depth
+    }
+
+    /// The receive WQE for a new message of QP `c`, if one is there: the
+    /// one the QP holds, one taken from its SRQ, or the one at its RQ's
+    /// consumer index (consumed by [`Self::recv_consumed`]). A WQE that
+    /// cannot be read or is malformed comes back with its
+    /// [`RecvWqe::error`]; it is the message's all the same.
+    pub(super) fn recv_take(&mut self, c: &QpCtx, e: &mut Engine) -> Option<RecvCtx> {
+        if c.srqn != 0 {
+            return e.held.take().or_else(|| self.srq_take(c));
+        }
+        if !self.rq_available(c, e) {
+            return None;
+        }
+        let idx = e.rq_ci;
+        let mut raw = vec![0u8; 1usize << c.rq_shift];
+        let read = self.wqe_read(c.qpn, false, idx, &mut raw);
+        let wqe = self.parse_recv_wqe(c.pdn, read.then_some(raw.as_slice()));
+        Some(RecvCtx {
+            idx,
+            from_srq: false,
+            wqe,
+            off: 0,
+        })
+    }
+
+    /// Whether a receive WQE is at hand for a new message without placing
+    /// anything in it yet (an RDMA WRITE with immediate checks this before
+    /// it writes). An SRQ QP takes the WQE now and holds it.
+    pub(super) fn recv_ready(&mut self, c: &QpCtx, e: &mut Engine) -> bool {
+        if c.srqn == 0 {
+            return c.rq_depth != 0 && self.rq_available(c, e);
+        }
+        if e.held.is_none() {
+            e.held = self.srq_take(c);
+        }
+        e.held.is_some()
+    }
+
+    /// Consumes the receive WQE of an RDMA WRITE with immediate, after
+    /// [`Self::recv_ready`]: its `wr_id` and index. The WRITE placed no
+    /// data in it, so its SGEs are not looked at (an RQ WQE's header alone
+    /// is read).
+    pub(super) fn recv_imm(&mut self, c: &QpCtx, e: &mut Engine) -> Option<(u64, u16)> {
+        if c.srqn != 0 {
+            return self.recv_take(c, e).map(|r| (r.wqe.wr_id, r.idx));
+        }
+        let idx = e.rq_ci;
+        e.rq_ci = idx.wrapping_add(1);
+        Some((self.recv_wr_id(c.qpn, idx), idx))
+    }
+
+    /// The receive WQE `r` completes (successfully or not): an RQ WQE is
+    /// consumed; an SRQ WQE was when it was taken.
+    pub(super) fn recv_consumed(e: &mut Engine, r: &RecvCtx) {
+        if !r.from_srq {
+            e.rq_ci = r.idx.wrapping_add(1);
+        }
+    }
+
+    /// Receive WQE `r` could not be used (a local error of the WQE itself):
+    /// it is consumed and completes in error with `status`.
+    pub(super) fn recv_failed(
+        &mut self,
+        c: &QpCtx,
+        e: &mut Engine,
+        r: &RecvCtx,
+        status: WcStatus,
+        src_qp: u32,
+    ) {
+        Self::recv_consumed(e, r);
+        self.post_data_cqe(
+            c.recv_cqn,
+            Cqe {
+                wr_id: r.wqe.wr_id,
+                qpn: c.qpn,
+                src_qp,
+                opcode: WC_RECV,
+                status: status.to_hw(),
+                wqe_idx: r.idx,
+                ..Cqe::zeroed()
+            },
+        );
+    }
+
+    /// Takes the WQE at the consumer index of QP `c`'s SRQ if its record's
+    /// `pi` shows one (`pi - ci` in 1..depth): reads it whole, advances
+    /// `ci` and writes it to the record, and posts SRQ_LIMIT_REACHED once
+    /// if fewer WQEs than the armed limit remain. A record that cannot be
+    /// read, or a `pi` more than `depth` ahead, takes nothing.
+    fn srq_take(&mut self, c: &QpCtx) -> Option<RecvCtx> {
+        let srqn = c.srqn;
+        let srq = self.srqs.get(srqn)?;
+        let (dbrec, ci, depth) = (srq.dbrec, srq.ci, srq.depth);
+        let mut b = [0u8; 4];
+        let pi_addr = dbrec.wrapping_add(core::mem::offset_of!(SrqDbrec, pi) as u64);
+        if self.mem.read(pi_addr, &mut b).is_err() {
+            self.counters.hw.bad_dma += 1;
+            return None;
+        }
+        let pi = u32::from_le_bytes(b) as u16;
+        let n = u32::from(pi.wrapping_sub(ci));
+        if n == 0 || n > depth {
+            return None;
+        }
+        let off = u64::from(u32::from(ci) & (depth - 1)) << srq.wqe_shift;
+        let mut raw = vec![0u8; 1usize << srq.wqe_shift];
+        let read = self.pages_read(&srq.pages, srq.page_shift, off, &mut raw);
+        let next = ci.wrapping_add(1);
+        let srq = self.srqs.get_mut(srqn)?;
+        srq.ci = next;
+        srq.taken += 1;
+        // `n - 1` WQEs remain after this one.
+        let limit = srq.limit;
+        let fire = limit != 0 && n - 1 < limit;
+        if fire {
+            srq.limit = 0;
+            srq.limit_events += 1;
+        }
+        let ci_addr = dbrec.wrapping_add(core::mem::offset_of!(SrqDbrec, ci) as u64);
+        if self
+            .mem
+            .write(ci_addr, &u32::from(next).to_le_bytes())
+            .is_err()
+        {
+            self.counters.hw.bad_dma += 1;
+        }
+        if fire {
+            self.post_async(EQE_SRQ_LIMIT_REACHED, srqn, limit, 0);
+        }
+        let wqe = self.parse_recv_wqe(c.pdn, read.then_some(raw.as_slice()));
+        Some(RecvCtx {
+            idx: ci,
+            from_srq: true,
+            wqe,
+            off: 0,
+        })
+    }
+
+    /// Decodes and translates a receive WQE read from a ring (`None`: it
+    /// could not be read). Its error, if any: LOC_QP_OP_ERR unreadable,
+    /// LOC_LEN_ERR more SGEs than its stride or `max_sge` hold,
+    /// LOC_PROT_ERR an SGE refused.
+    fn parse_recv_wqe(&mut self, pdn: u32, raw: Option<&[u8]>) -> RecvWqe {
+        let mut wqe = RecvWqe {
+            wr_id: 0,
+            sges: Vec::new(),
+            segs: Segments::default(),
+            epoch: self.mr_epoch,
+            cap: 0,
+            error: None,
+        };
+        let Some(raw) = raw else {
+            self.counters.hw.bad_dma += 1;
+            wqe.error = Some(WcStatus::LocQpOpErr);
+            return wqe;
+        };
+        let Some(hdr) = wqe_struct::<RqWqeHdr>(raw, 0) else {
+            wqe.error = Some(WcStatus::LocQpOpErr);
+            return wqe;
+        };
+        wqe.wr_id = hdr.wr_id;
+        let num_sge = usize::from(hdr.num_sge);
+        let sge_size = core::mem::size_of::<Sge>();
+        if RQ_WQE_DATA_OFFSET + num_sge * sge_size > raw.len()
+            || num_sge > self.cfg.limits.max_sge as usize
+        {
+            wqe.error = Some(WcStatus::LocLenErr);
+            return wqe;
+        }
+        let Some(sges) = (0..num_sge)
+            .map(|i| wqe_struct::<Sge>(raw, RQ_WQE_DATA_OFFSET + i * sge_size))
+            .collect::<Option<Vec<Sge>>>()
+        else {
+            wqe.error = Some(WcStatus::LocLenErr);
+            return wqe;
+        };
+        let Some(segs) = self.translate_sges(pdn, &sges, ACCESS_LOCAL_WRITE) else {
+            wqe.error = Some(WcStatus::LocProtErr);
+            return wqe;
+        };
+        wqe.cap = sges
+            .iter()
+            .fold(0u64, |cap, sge| cap.saturating_add(u64::from(sge.length)));
+        wqe.sges = sges;
+        wqe.segs = Segments::new(segs);
+        wqe
+    }
+}
+
+impl Engine {
+    /// The message receive WQE `r` was taken for is dropped before it
+    /// completes: an RQ WQE stays posted (`rq_ci` did not move), an SRQ WQE
+    /// stays with the QP for its next message.
+    pub(super) fn recv_unused(&mut self, r: RecvCtx) {
+        if r.from_srq {
+            self.held = Some(RecvCtx { off: 0, ..r });
+        }
+    }
+
+    /// The message under way is dropped: its receive WQE, if it has one,
+    /// is kept as [`Self::recv_unused`] says.
+    pub(super) fn abandon_recv(&mut self) {
+        if let Some(r) = self.recv.take() {
+            self.recv_unused(r);
+        }
+    }
+}
