@@ -615,15 +615,18 @@ def check_srq(c, pd, cq, b):
     srq("WQE shift below the minimum", errno.EINVAL, shift=RQ_SHIFT_MIN - 1)
     srq("WQE shift above the maximum", errno.EINVAL, shift=RQ_SHIFT_MAX + 1)
     srq("more SGEs than a 32-byte WQE holds", errno.EINVAL, max_sge=2)
-    srq("SRQ limit above max_wr", errno.EINVAL, limit=depth)
     srq("ring not page aligned", errno.EINVAL, buf=ring + 8)
     srq("record not 8-byte aligned", errno.EINVAL, dbrec=db + 4)
     srq("record address 0", errno.EINVAL, dbrec=0)
     srq("ring in unmapped memory", errno.EFAULT, buf=hole(PAGE))
-    v = srq(f"a valid SRQ (depth {depth}, limit 4)", 0, limit=4)
+    v = srq(f"a valid SRQ (depth {depth}; the limit {depth * 4} at create ignored)", 0,
+            limit=depth * 4)
     if not v:
         return
     h, mw, ms, srqn = v
+    e, a = c.query_srq(h)
+    if expect("QUERY_SRQ of the new SRQ", e, 0):
+        check(f"QUERY_SRQ: limit {a[2]} = 0 (not armed at create)", a[2] == 0)
     check(f"CREATE_SRQ: max_wr {mw} = depth, max_sge {ms} = 1", (mw, ms) == (depth, 1))
     check(f"CREATE_SRQ: the driver's srqn {srqn} >= 1", srqn >= 1)
     expect("MODIFY_SRQ: resize (EOPNOTSUPP: the device cannot resize)",

@@ -124,7 +124,8 @@ struct ferroce_uresp_create_qp {
  * its WQEs are RQ WQEs. The record (struct ferroce_srq_dbrec, 8-byte
  * aligned) carries the provider's producer index and the consumer index the
  * device writes back; the provider zeroes it. The SRQ limit is set with the
- * ordinary modify_srq verb, not here.
+ * ordinary modify_srq verb: the driver ignores the one create_srq carries
+ * (as ibv_create_srq(3) says; mlx5 does the same).
  */
 struct ferroce_ureq_create_srq {
 	__aligned_u64 buf_va;

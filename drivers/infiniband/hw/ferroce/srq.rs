@@ -47,9 +47,6 @@ fn check_attr(dev: &rdma::Device<IbDev>, attr: &SrqAttr) -> Result {
     if attr.max_wr == 0 || attr.max_wr > c.max_qp_wr || attr.max_sge > c.max_sge {
         return Err(EINVAL);
     }
-    if attr.limit > attr.max_wr {
-        return Err(EINVAL);
-    }
     Ok(())
 }
 
@@ -62,6 +59,8 @@ pub(crate) fn create_srq(
     user: Option<(&UContext, &mut UData<'_>)>,
 ) -> Result<(Srq, u32)> {
     check_attr(dev, attr)?;
+    // The limit is armed by modify_srq only: the one creation carries is
+    // ignored (ibv_create_srq(3), ferroce-abi.h), CREATE_SRQ's is 0.
     match user {
         Some((_, udata)) => create_user_srq(dev, pd, attr, udata),
         None => create_kernel_srq(dev, pd, attr),
@@ -100,7 +99,6 @@ fn create_user_srq(
             dbrec_addr,
             pdn: pd.pdn,
             depth: req.depth,
-            limit: attr.limit,
             wqe_shift: req.wqe_shift,
             ..Default::default()
         })
@@ -154,7 +152,6 @@ fn create_kernel_srq(dev: &rdma::Device<IbDev>, pd: &Pd, attr: &mut SrqAttr) -> 
             dbrec_addr,
             pdn: pd.pdn,
             depth,
-            limit: attr.limit,
             wqe_shift: shift as u8,
             ..Default::default()
         })
