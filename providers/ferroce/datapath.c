@@ -42,7 +42,9 @@ static unsigned int ferroce_cqe_wc_flags(const struct ferroce_cqe *cqe)
 
 /*
  * Retire the WQE of a CQE and every unsignaled one before it. Receive CQEs
- * (also flushed ones) carry a receive opcode (IBV_WC_RECV bit).
+ * (also flushed ones) carry a receive opcode (IBV_WC_RECV bit). Those of a
+ * QP on an SRQ name a WQE of the SRQ (wqe_idx is its SRQ index), whose slot
+ * the device freed when it took the WQE (the record's ci): nothing to do.
  */
 static void ferroce_cqe_retire(struct ferroce_cq *cq,
 			       const struct ferroce_cqe *cqe)
@@ -51,12 +53,15 @@ static void ferroce_cqe_retire(struct ferroce_cq *cq,
 	uint32_t qpn = le32toh(cqe->qpn) & FERROCE_QPN_MASK;
 	uint16_t idx = le16toh(cqe->wqe_idx);
 	struct ferroce_qp *qp;
+	struct ferroce_wq *wq;
 
 	qp = ferroce_find_qp(ctx, qpn);
 	if (!qp)
 		return;
-	__atomic_store_n(cqe->opcode & IBV_WC_RECV ? &qp->rq.ci : &qp->sq.ci,
-			 (uint16_t)(idx + 1), __ATOMIC_RELEASE);
+	wq = cqe->opcode & IBV_WC_RECV ? &qp->rq : &qp->sq;
+	if (!wq->depth)
+		return;
+	__atomic_store_n(&wq->ci, (uint16_t)(idx + 1), __ATOMIC_RELEASE);
 }
 
 static void ferroce_parse_cqe(struct ferroce_cq *cq,
@@ -536,47 +541,104 @@ out:
 	return ret;
 }
 
-int ferroce_post_recv(struct ibv_qp *ibqp, struct ibv_recv_wr *wr,
-		      struct ibv_recv_wr **bad_wr)
+/*
+ * Write the receive WQEs of the list wr into the ring of an RQ or an SRQ,
+ * from wq->pi on, into the slots the consumer index ci has freed (depth -
+ * (pi - ci)), and advance wq->pi past them; the caller publishes the new pi.
+ * Called with the queue's lock held; on an error *bad_wr is the WR that was
+ * not posted.
+ */
+static int ferroce_write_recv_wqes(struct ferroce_wq *wq, uint16_t ci,
+				   struct ibv_recv_wr *wr,
+				   struct ibv_recv_wr **bad_wr)
 {
-	struct ferroce_qp *qp = to_fqp(ibqp);
-	struct ferroce_wq *rq = &qp->rq;
+	uint16_t used = wq->pi - ci;
+	uint32_t room = used <= wq->depth ? wq->depth - used : 0;
 	struct ferroce_rq_wqe_hdr *hdr;
-	uint16_t pi;
 	int ret = 0;
 
-	pthread_spin_lock(&rq->lock);
-	pi = rq->pi;
-	/* No RQ (max_recv_wr was 0), or a QP that cannot receive yet */
-	if (!rq->depth || ibqp->state == IBV_QPS_RESET) {
-		ret = EINVAL;
-		goto out;
-	}
 	for (; wr; wr = wr->next) {
-		if (wr->num_sge < 0 || (uint32_t)wr->num_sge > rq->max_sge) {
+		if (wr->num_sge < 0 || (uint32_t)wr->num_sge > wq->max_sge) {
 			ret = EINVAL;
 			break;
 		}
-		if (ferroce_wq_full(rq, pi)) {
+		if (!room) {
 			ret = ENOMEM;
 			break;
 		}
-		hdr = ferroce_wqe(rq, pi);
+		hdr = ferroce_wqe(wq, wq->pi);
 		memset(hdr, 0, sizeof(*hdr));
 		hdr->wr_id = htole64(wr->wr_id);
 		hdr->num_sge = wr->num_sge;
 		ferroce_set_sges((struct ferroce_sge *)(hdr + 1), wr->sg_list,
 				 wr->num_sge);
-		pi++;
+		wq->pi++;
+		room--;
 	}
-	if (pi != rq->pi) {
-		rq->pi = pi;
-		ferroce_ring(rq, qp->qpn, pi);
-	}
-out:
 	if (ret)
 		*bad_wr = wr;
+	return ret;
+}
+
+int ferroce_post_recv(struct ibv_qp *ibqp, struct ibv_recv_wr *wr,
+		      struct ibv_recv_wr **bad_wr)
+{
+	struct ferroce_qp *qp = to_fqp(ibqp);
+	struct ferroce_wq *rq = &qp->rq;
+	uint16_t pi;
+	int ret;
+
+	pthread_spin_lock(&rq->lock);
+	/*
+	 * No RQ (max_recv_wr was 0, or the QP receives from an SRQ, which
+	 * takes ibv_post_srq_recv), or a QP that cannot receive yet
+	 */
+	if (!rq->depth || ibqp->state == IBV_QPS_RESET) {
+		*bad_wr = wr;
+		pthread_spin_unlock(&rq->lock);
+		return EINVAL;
+	}
+	pi = rq->pi;
+	ret = ferroce_write_recv_wqes(rq, __atomic_load_n(&rq->ci,
+							   __ATOMIC_ACQUIRE),
+				      wr, bad_wr);
+	if (rq->pi != pi)
+		ferroce_ring(rq, qp->qpn, rq->pi);
 	pthread_spin_unlock(&rq->lock);
+	return ret;
+}
+
+/*
+ * device.rst, "Shared receive queues", software's rule: WQEs at pi, into
+ * the depth - (pi - ci) free slots, ci read from the record where the
+ * device writes it (a slot is free once the device took its WQE, before
+ * the completion arrives); a write barrier; the new pi to the record. The
+ * device reads pi whenever a QP needs a WQE: there is no doorbell.
+ */
+int ferroce_post_srq_recv(struct ibv_srq *ibsrq, struct ibv_recv_wr *wr,
+			  struct ibv_recv_wr **bad_wr)
+{
+	struct ferroce_srq *srq = to_fsrq(ibsrq);
+	struct ferroce_wq *wq = &srq->wq;
+	uint16_t pi, ci;
+	int ret;
+
+	pthread_spin_lock(&wq->lock);
+	pi = wq->pi;
+	/*
+	 * The device read the WQEs below ci before it wrote ci: with the
+	 * acquire, their slots are rewritten only after that.
+	 */
+	ci = le32toh(__atomic_load_n(&srq->dbrec->ci, __ATOMIC_ACQUIRE)) &
+	     FERROCE_WQ_IDX_MASK;
+	ret = ferroce_write_recv_wqes(wq, ci, wr, bad_wr);
+	if (wq->pi != pi) {
+		udma_to_device_barrier();
+		/* one store: the device may read the record at any time */
+		__atomic_store_n(&srq->dbrec->pi, htole32(wq->pi),
+				 __ATOMIC_RELEASE);
+	}
+	pthread_spin_unlock(&wq->lock);
 	return ret;
 }
 

@@ -33,6 +33,10 @@ DECLARE_DRV_CMD(ferroce_create_cq_ex, IB_USER_VERBS_EX_CMD_CREATE_CQ,
 		ferroce_ureq_create_cq, ferroce_uresp_create_cq);
 DECLARE_DRV_CMD(ferroce_create_qp, IB_USER_VERBS_CMD_CREATE_QP,
 		ferroce_ureq_create_qp, ferroce_uresp_create_qp);
+DECLARE_DRV_CMD(ferroce_create_srq, IB_USER_VERBS_CMD_CREATE_SRQ,
+		ferroce_ureq_create_srq, ferroce_uresp_create_srq);
+DECLARE_DRV_CMD(ferroce_create_srq_ex, IB_USER_VERBS_CMD_CREATE_XSRQ,
+		ferroce_ureq_create_srq, ferroce_uresp_create_srq);
 DECLARE_DRV_CMD(ferroce_create_ah, IB_USER_VERBS_CMD_CREATE_AH,
 		empty, ferroce_uresp_create_ah);
 
@@ -90,10 +94,11 @@ struct ferroce_cq {
 };
 
 /*
- * A send or receive queue. pi and ci are free-running 16-bit indices: pi is
- * advanced by post_send/post_recv under the queue's lock, ci by the poller
- * of the queue's CQ under the CQ's lock (wqe_idx + 1 of each CQE). The two
- * sides share ci through atomic accesses: the poster may read a ci that is
+ * A send or receive queue (or the ring of an SRQ, struct ferroce_srq). pi
+ * and ci are free-running 16-bit indices: pi is advanced by
+ * post_send/post_recv under the queue's lock, ci by the poller of the
+ * queue's CQ under the CQ's lock (wqe_idx + 1 of each CQE). The two sides
+ * share ci through atomic accesses: the poster may read a ci that is
  * already behind, which only makes the queue look fuller than it is, and a
  * slot it sees free has been consumed by the device (release/acquire).
  */
@@ -113,7 +118,7 @@ struct ferroce_wq {
 struct ferroce_qp {
 	struct verbs_qp vqp;		/* ibv_qp, and ibv_qp_ex for ibv_wr_* */
 	struct ferroce_wq sq;
-	struct ferroce_wq rq;		/* depth 0: no receive queue */
+	struct ferroce_wq rq;		/* depth 0: none, or on an SRQ (vqp.qp.srq) */
 	uint32_t qpn;
 	uint32_t max_inline;
 	bool sq_sig_all;
@@ -127,6 +132,21 @@ struct ferroce_qp {
 	int wr_err;
 	void *wr_wqe;			/* the WQE the setters fill, or NULL */
 	uint8_t wr_opcode;		/* its FERROCE_WR_* */
+};
+
+/*
+ * A shared receive queue (device 1.6, CAP_SRQ): a ring of RQ WQEs in wq,
+ * whose pi post_srq_recv advances under wq.lock, and a record of its own:
+ * the provider stores pi there, the device DMA-writes ci there when it
+ * takes a WQE (device.rst, "Shared receive queues"). Completions do not
+ * free SRQ slots, so wq.ci is unused, as are wq.dbrec and wq.db (an SRQ has
+ * no doorbell).
+ */
+struct ferroce_srq {
+	struct verbs_srq vsrq;
+	struct ferroce_wq wq;
+	struct ferroce_srq_dbrec *dbrec;
+	uint32_t srqn;
 };
 
 struct ferroce_ah {
@@ -159,6 +179,11 @@ static inline struct ferroce_qp *to_fqp_ex(struct ibv_qp_ex *ibqp)
 	return container_of(ibqp, struct ferroce_qp, vqp.qp_ex);
 }
 
+static inline struct ferroce_srq *to_fsrq(struct ibv_srq *ibsrq)
+{
+	return container_of(ibsrq, struct ferroce_srq, vsrq.srq);
+}
+
 static inline struct ferroce_ah *to_fah(struct ibv_ah *ibah)
 {
 	return container_of(ibah, struct ferroce_ah, ibv_ah);
@@ -168,6 +193,8 @@ static inline struct ferroce_ah *to_fah(struct ibv_ah *ibah)
 uint32_t ferroce_cq_depth(uint32_t cqe);
 int ferroce_sq_shift(uint32_t max_send_sge, uint32_t max_inline);
 int ferroce_rq_shift(uint32_t max_recv_sge);
+int ferroce_recv_ring_size(struct ferroce_context *ctx, uint32_t *max_wr,
+			   uint32_t *max_sge, uint32_t *depth, uint8_t *shift);
 
 /*
  * QP table (verbs.c); ferroce_find_qp is called by the poller, with the
@@ -201,6 +228,14 @@ int ferroce_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr,
 int ferroce_query_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr,
 		     int attr_mask, struct ibv_qp_init_attr *init_attr);
 int ferroce_destroy_qp(struct ibv_qp *ibqp);
+struct ibv_srq *ferroce_create_srq(struct ibv_pd *pd,
+				   struct ibv_srq_init_attr *attr);
+struct ibv_srq *ferroce_create_srq_ex(struct ibv_context *ibctx,
+				      struct ibv_srq_init_attr_ex *attr);
+int ferroce_modify_srq(struct ibv_srq *ibsrq, struct ibv_srq_attr *attr,
+		       int attr_mask);
+int ferroce_query_srq(struct ibv_srq *ibsrq, struct ibv_srq_attr *attr);
+int ferroce_destroy_srq(struct ibv_srq *ibsrq);
 struct ibv_ah *ferroce_create_ah(struct ibv_pd *pd, struct ibv_ah_attr *attr);
 int ferroce_destroy_ah(struct ibv_ah *ah);
 
@@ -220,5 +255,7 @@ int ferroce_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr,
 		      struct ibv_send_wr **bad_wr);
 int ferroce_post_recv(struct ibv_qp *ibqp, struct ibv_recv_wr *wr,
 		      struct ibv_recv_wr **bad_wr);
+int ferroce_post_srq_recv(struct ibv_srq *ibsrq, struct ibv_recv_wr *wr,
+			  struct ibv_recv_wr **bad_wr);
 
 #endif /* FERROCE_PROVIDER_H */

@@ -57,6 +57,34 @@ int ferroce_rq_shift(uint32_t max_recv_sge)
 	return -EINVAL;
 }
 
+/*
+ * A receive ring, a QP's RQ or an SRQ, for *max_wr WQEs (at least one) of
+ * *max_sge SGEs: its depth, a power of two, and log2 stride. *max_wr and
+ * *max_sge are updated to what the ring really holds, capped by the device.
+ */
+int ferroce_recv_ring_size(struct ferroce_context *ctx, uint32_t *max_wr,
+			   uint32_t *max_sge, uint32_t *depth, uint8_t *shift)
+{
+	uint32_t stride_sge;
+	int rq_shift;
+
+	if (*max_wr > ctx->max_qp_wr || *max_sge > ctx->max_sge)
+		return -EINVAL;
+	rq_shift = ferroce_rq_shift(max_t(uint32_t, *max_sge, 1));
+	if (rq_shift < 0)
+		return -EINVAL;
+	*depth = roundup_pow_of_two(max_t(uint32_t, *max_wr, 1));
+	if (*depth > ctx->max_qp_wr)
+		return -EINVAL;
+	*shift = rq_shift;
+
+	stride_sge = ((1U << rq_shift) - FERROCE_RQ_WQE_DATA_OFFSET) /
+		     sizeof(struct ferroce_sge);
+	*max_wr = *depth;
+	*max_sge = min_t(uint32_t, stride_sge, ctx->max_sge);
+	return 0;
+}
+
 /* ------------------------------------------------------------------------
  * Doorbell records: 8-byte slots carved out of dedicated 4 KiB pages, so
  * that the pages the driver pins hold nothing but records and can be
@@ -493,8 +521,9 @@ static void ferroce_free_wq(struct ferroce_context *ctx, struct ferroce_wq *wq)
 	ferroce_free_ring(wq->buf, wq->buf_size);
 }
 
-static int ferroce_alloc_wq(struct ferroce_context *ctx, struct ferroce_wq *wq,
-			    uint32_t depth, int shift)
+/* The ring of a queue: depth WQEs of 1 << shift bytes */
+static int ferroce_alloc_wq_ring(struct ferroce_wq *wq, uint32_t depth,
+				 int shift)
 {
 	wq->depth = depth;
 	wq->shift = shift;
@@ -502,6 +531,17 @@ static int ferroce_alloc_wq(struct ferroce_context *ctx, struct ferroce_wq *wq,
 	wq->buf = ferroce_alloc_ring(wq->buf_size);
 	if (!wq->buf)
 		return -errno;
+	return 0;
+}
+
+static int ferroce_alloc_wq(struct ferroce_context *ctx, struct ferroce_wq *wq,
+			    uint32_t depth, int shift)
+{
+	int ret;
+
+	ret = ferroce_alloc_wq_ring(wq, depth, shift);
+	if (ret)
+		return ret;
 	wq->dbrec = ferroce_alloc_dbrec(ctx);
 	if (!wq->dbrec) {
 		ferroce_free_ring(wq->buf, wq->buf_size);
@@ -514,18 +554,20 @@ static int ferroce_alloc_wq(struct ferroce_context *ctx, struct ferroce_wq *wq,
 /*
  * Check the requested capabilities of a QP of type qp_type (on an SRQ if
  * srq is set) and work out the queue geometry; cap is updated to what the
- * QP really provides.
+ * QP really provides. A QP on an SRQ has no RQ of its own (req's RQ fields
+ * stay 0) and its receive capabilities are ignored and reported as 0.
  */
 static int ferroce_qp_geometry(struct ferroce_context *ctx,
 			       enum ibv_qp_type qp_type, struct ibv_srq *srq,
 			       struct ibv_qp_cap *cap,
 			       struct ferroce_ureq_create_qp *req)
 {
-	int sq_shift, rq_shift = 0;
 	uint32_t stride_sge;
+	int sq_shift;
 
-	if (srq)
-		return -EOPNOTSUPP;
+	/* Only this context's SRQs are ferroce's: basic SRQs of CAP_SRQ */
+	if (srq && srq->context != &ctx->ibv_ctx.context)
+		return -EINVAL;
 	switch (qp_type) {
 	case IBV_QPT_RC:
 	case IBV_QPT_UD:
@@ -539,10 +581,11 @@ static int ferroce_qp_geometry(struct ferroce_context *ctx,
 		return -EOPNOTSUPP;
 	}
 	if (cap->max_send_wr > ctx->max_qp_wr ||
-	    cap->max_recv_wr > ctx->max_qp_wr ||
 	    cap->max_send_sge > ctx->max_sge ||
-	    cap->max_recv_sge > ctx->max_sge ||
 	    cap->max_inline_data > ctx->max_inline)
+		return -EINVAL;
+	if (!srq && (cap->max_recv_wr > ctx->max_qp_wr ||
+		     cap->max_recv_sge > ctx->max_sge))
 		return -EINVAL;
 
 	sq_shift = ferroce_sq_shift(cap->max_send_sge, cap->max_inline_data);
@@ -550,18 +593,10 @@ static int ferroce_qp_geometry(struct ferroce_context *ctx,
 		return -EINVAL;
 	req->sq_depth = roundup_pow_of_two(max_t(uint32_t, cap->max_send_wr, 1));
 	req->sq_wqe_shift = sq_shift;
-
-	if (cap->max_recv_wr) {
-		rq_shift = ferroce_rq_shift(max_t(uint32_t, cap->max_recv_sge, 1));
-		if (rq_shift < 0)
-			return -EINVAL;
-		req->rq_depth = roundup_pow_of_two(cap->max_recv_wr);
-		req->rq_wqe_shift = rq_shift;
-	}
-	if (req->sq_depth > ctx->max_qp_wr || req->rq_depth > ctx->max_qp_wr)
+	if (req->sq_depth > ctx->max_qp_wr)
 		return -EINVAL;
 
-	/* What the strides really hold, capped by the device. */
+	/* What the stride really holds, capped by the device. */
 	stride_sge = ((1U << sq_shift) - FERROCE_SQ_WQE_DATA_OFFSET) /
 		     sizeof(struct ferroce_sge);
 	cap->max_send_wr = req->sq_depth;
@@ -569,21 +604,21 @@ static int ferroce_qp_geometry(struct ferroce_context *ctx,
 	cap->max_inline_data = min_t(uint32_t,
 				     (1U << sq_shift) - FERROCE_SQ_WQE_DATA_OFFSET,
 				     ctx->max_inline);
-	if (req->rq_depth) {
-		stride_sge = ((1U << rq_shift) - FERROCE_RQ_WQE_DATA_OFFSET) /
-			     sizeof(struct ferroce_sge);
-		cap->max_recv_wr = req->rq_depth;
-		cap->max_recv_sge = min_t(uint32_t, stride_sge, ctx->max_sge);
-	} else {
+
+	if (srq || !cap->max_recv_wr) {
+		cap->max_recv_wr = 0;
 		cap->max_recv_sge = 0;
+		return 0;
 	}
-	return 0;
+	return ferroce_recv_ring_size(ctx, &cap->max_recv_wr, &cap->max_recv_sge,
+				      &req->rq_depth, &req->rq_wqe_shift);
 }
 
 /*
- * Supported: a PD (required) and the ibv_wr_* send operations of the QP's
- * type (ferroce_qp_send_ops). Not: XRC, SRQs, RSS, TSO, creation flags
- * (IBV_QP_INIT_ATTR_CREATE_FLAGS only with none set).
+ * Supported: a PD (required), the ibv_wr_* send operations of the QP's
+ * type (ferroce_qp_send_ops) and an SRQ of the context for RC, UC and UD.
+ * Not: XRC, RSS, TSO, creation flags (IBV_QP_INIT_ATTR_CREATE_FLAGS only
+ * with none set).
  */
 struct ibv_qp *ferroce_create_qp_ex(struct ibv_context *ibctx,
 				    struct ibv_qp_init_attr_ex *attr)
@@ -650,6 +685,11 @@ struct ibv_qp *ferroce_create_qp_ex(struct ibv_context *ibctx,
 	 */
 	kattr = *attr;
 	kattr.comp_mask &= ~IBV_QP_INIT_ATTR_CREATE_FLAGS;
+	/* On an SRQ the QP asks for no RQ, whatever the caller's cap says. */
+	if (attr->srq) {
+		kattr.cap.max_recv_wr = 0;
+		kattr.cap.max_recv_sge = 0;
+	}
 	ret = ibv_cmd_create_qp_ex(ibctx, &qp->vqp, &kattr, &cmd.ibv_cmd,
 				   sizeof(cmd), &resp.ibv_resp, sizeof(resp));
 	if (ret)
@@ -838,6 +878,199 @@ int ferroce_destroy_qp(struct ibv_qp *ibqp)
 	ferroce_free_wq(ctx, &qp->rq);
 	ferroce_free_wq(ctx, &qp->sq);
 	free(qp);
+	return 0;
+}
+
+/* ------------------------------------------------------------------------
+ * SRQ (device 1.6, CAP_SRQ): basic SRQs only, no XRC or tag matching
+ * ------------------------------------------------------------------------
+ */
+/*
+ * An SRQ of at least attr->max_wr WQEs of attr->max_sge SGEs, with its
+ * ring and record, not created yet; the request for the driver in req.
+ */
+static struct ferroce_srq *ferroce_alloc_srq(struct ferroce_context *ctx,
+					     const struct ibv_srq_attr *attr,
+					     struct ferroce_ureq_create_srq *req)
+{
+	uint32_t max_wr = attr->max_wr, max_sge = attr->max_sge;
+	struct ferroce_srq *srq;
+	int ret;
+
+	if (!(ctx->device_caps & FERROCE_CAP_SRQ)) {
+		errno = EOPNOTSUPP;
+		return NULL;
+	}
+	ret = ferroce_recv_ring_size(ctx, &max_wr, &max_sge, &req->depth,
+				     &req->wqe_shift);
+	if (ret) {
+		errno = -ret;
+		return NULL;
+	}
+
+	srq = calloc(1, sizeof(*srq));
+	if (!srq)
+		return NULL;
+	if (ferroce_alloc_wq_ring(&srq->wq, req->depth, req->wqe_shift))
+		goto err_free;
+	srq->wq.max_sge = max_sge;
+	/* pi and ci 0: the device writes its ci (0) at CREATE_SRQ */
+	srq->dbrec = ferroce_alloc_dbrec(ctx);
+	if (!srq->dbrec)
+		goto err_ring;
+
+	req->buf_va = (uintptr_t)srq->wq.buf;
+	req->dbrec_va = (uintptr_t)srq->dbrec;
+	return srq;
+
+err_ring:
+	ferroce_free_wq(ctx, &srq->wq);
+err_free:
+	free(srq);
+	return NULL;
+}
+
+static void ferroce_free_srq(struct ferroce_context *ctx,
+			     struct ferroce_srq *srq)
+{
+	ferroce_free_dbrec(ctx, srq->dbrec);
+	ferroce_free_wq(ctx, &srq->wq);
+	free(srq);
+}
+
+/* The driver created the SRQ: report the provider's real limits. */
+static void ferroce_srq_created(struct ferroce_srq *srq, uint32_t srqn,
+				struct ibv_srq_attr *attr)
+{
+	pthread_spin_init(&srq->wq.lock, PTHREAD_PROCESS_PRIVATE);
+	srq->srqn = srqn;
+	attr->max_wr = srq->wq.depth;
+	attr->max_sge = srq->wq.max_sge;
+}
+
+struct ibv_srq *ferroce_create_srq(struct ibv_pd *pd,
+				   struct ibv_srq_init_attr *attr)
+{
+	struct ferroce_context *ctx = to_fctx(pd->context);
+	struct ferroce_create_srq_resp resp = {};
+	struct ferroce_create_srq cmd = {};
+	struct ferroce_srq *srq;
+	int ret;
+
+	srq = ferroce_alloc_srq(ctx, &attr->attr, &cmd.drv_payload);
+	if (!srq)
+		return NULL;
+
+	ret = ibv_cmd_create_srq(pd, &srq->vsrq.srq, attr, &cmd.ibv_cmd,
+				 sizeof(cmd), &resp.ibv_resp, sizeof(resp));
+	if (ret) {
+		ferroce_free_srq(ctx, srq);
+		errno = ret;
+		return NULL;
+	}
+	ferroce_srq_created(srq, resp.srqn, &attr->attr);
+	return &srq->vsrq.srq;
+}
+
+/*
+ * ibv_create_srq_ex() comes here for what ibv_create_srq() cannot express:
+ * a basic SRQ with IBV_SRQ_INIT_ATTR_CQ (used by XRC and tag-matching SRQs
+ * only, so ignored, as the kernel does). Other SRQ types: not supported.
+ */
+struct ibv_srq *ferroce_create_srq_ex(struct ibv_context *ibctx,
+				      struct ibv_srq_init_attr_ex *attr)
+{
+	struct ferroce_context *ctx = to_fctx(ibctx);
+	struct ferroce_create_srq_ex_resp resp = {};
+	struct ferroce_create_srq_ex cmd = {};
+	struct ibv_srq_init_attr_ex kattr;
+	struct ferroce_srq *srq;
+	int ret;
+
+	if (attr->comp_mask & ~(IBV_SRQ_INIT_ATTR_PD | IBV_SRQ_INIT_ATTR_TYPE |
+				IBV_SRQ_INIT_ATTR_CQ) ||
+	    (attr->comp_mask & IBV_SRQ_INIT_ATTR_TYPE &&
+	     attr->srq_type != IBV_SRQT_BASIC)) {
+		errno = EOPNOTSUPP;
+		return NULL;
+	}
+	if (!(attr->comp_mask & IBV_SRQ_INIT_ATTR_PD) || !attr->pd) {
+		errno = EINVAL;
+		return NULL;
+	}
+	srq = ferroce_alloc_srq(ctx, &attr->attr, &cmd.drv_payload);
+	if (!srq)
+		return NULL;
+
+	/*
+	 * The type made explicit: libibverbs' write() fallback reads
+	 * srq_type whether IBV_SRQ_INIT_ATTR_TYPE is set or not.
+	 */
+	kattr = *attr;
+	kattr.comp_mask |= IBV_SRQ_INIT_ATTR_TYPE;
+	kattr.srq_type = IBV_SRQT_BASIC;
+	ret = ibv_cmd_create_srq_ex(ibctx, &srq->vsrq, &kattr, &cmd.ibv_cmd,
+				    sizeof(cmd), &resp.ibv_resp, sizeof(resp));
+	if (ret) {
+		ferroce_free_srq(ctx, srq);
+		errno = ret;
+		return NULL;
+	}
+	ferroce_srq_created(srq, resp.srqn, &attr->attr);
+	/* What libibverbs sets after ibv_create_srq() but not here */
+	srq->vsrq.srq.pd = attr->pd;
+	srq->vsrq.srq.srq_context = attr->srq_context;
+	srq->vsrq.srq.events_completed = 0;
+	return &srq->vsrq.srq;
+}
+
+/*
+ * The limit (0..depth, 0 disarms) only: the ring lives in process memory
+ * at a fixed size, so there is no resizing (IBV_SRQ_MAX_WR: EINVAL, as
+ * providers without IBV_DEVICE_SRQ_RESIZE answer).
+ */
+int ferroce_modify_srq(struct ibv_srq *ibsrq, struct ibv_srq_attr *attr,
+		       int attr_mask)
+{
+	struct ferroce_srq *srq = to_fsrq(ibsrq);
+	struct ibv_modify_srq cmd = {};
+
+	if (attr_mask & ~IBV_SRQ_LIMIT)
+		return EINVAL;
+	if (attr_mask & IBV_SRQ_LIMIT && attr->srq_limit > srq->wq.depth)
+		return EINVAL;
+	return ibv_cmd_modify_srq(ibsrq, attr, attr_mask, &cmd, sizeof(cmd));
+}
+
+int ferroce_query_srq(struct ibv_srq *ibsrq, struct ibv_srq_attr *attr)
+{
+	struct ferroce_srq *srq = to_fsrq(ibsrq);
+	struct ibv_query_srq cmd = {};
+	int ret;
+
+	ret = ibv_cmd_query_srq(ibsrq, attr, &cmd, sizeof(cmd));
+	if (ret)
+		return ret;
+
+	/* The provider owns the ring: report its real limits. */
+	attr->max_wr = srq->wq.depth;
+	attr->max_sge = srq->wq.max_sge;
+	return 0;
+}
+
+/* Refused (EBUSY by ib_core) while a QP is attached to the SRQ. */
+int ferroce_destroy_srq(struct ibv_srq *ibsrq)
+{
+	struct ferroce_context *ctx = to_fctx(ibsrq->context);
+	struct ferroce_srq *srq = to_fsrq(ibsrq);
+	int ret;
+
+	ret = ibv_cmd_destroy_srq(ibsrq);
+	if (ret)
+		return ret;
+
+	pthread_spin_destroy(&srq->wq.lock);
+	ferroce_free_srq(ctx, srq);
 	return 0;
 }
 

@@ -1,11 +1,12 @@
 // SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
 /*
  * libferroce unit test: queue sizing, CQE phase/polling, WQE building and
- * doorbell values, against fake queues in memory (no device, no kernel);
- * and the provider's control path against a fake kernel of the ABI's first
- * release (test_old_driver). Built and run by "make provider-check", also
- * with ThreadSanitizer (ferroce-unit-tsan), which reports any data race
- * test_threads provokes.
+ * doorbell values, SRQ posting against a record the test writes as the
+ * device, against fake queues in memory (no device, no kernel); and the
+ * provider's control path against a fake kernel of the ABI's first release
+ * (test_old_driver, and the SRQ commands of test_srq_create). Built and run
+ * by "make provider-check", also with ThreadSanitizer (ferroce-unit-tsan),
+ * which reports any data race test_threads or test_srq_threads provokes.
  */
 #include <endian.h>
 #include <errno.h>
@@ -729,6 +730,367 @@ static void test_uc_post(void)
 }
 
 /*
+ * Receive rings: an SRQ is sized as an RQ (power-of-two depth >= max_wr and
+ * >= 1, the RQ stride for max_sge), within the context's limits; max_wr and
+ * max_sge come back as what the ring holds.
+ */
+static void test_srq_sizing(void)
+{
+	struct ferroce_context ctx = { .max_qp_wr = 512, .max_sge = 8 };
+	uint32_t wr, sge, depth;
+	uint8_t shift;
+
+#define RING(w, s) (wr = (w), sge = (s), depth = 0, shift = 0,		\
+		    ferroce_recv_ring_size(&ctx, &wr, &sge, &depth, &shift))
+	CHECK(RING(0, 0) == 0);
+	CHECK(depth == 1 && shift == 5 && wr == 1 && sge == 1);
+	CHECK(RING(1, 1) == 0);
+	CHECK(depth == 1 && shift == 5 && wr == 1 && sge == 1);
+	CHECK(RING(5, 2) == 0);
+	/* 16 + 2 * 16 needs 64 bytes, which hold 3 SGEs */
+	CHECK(depth == 8 && shift == 6 && wr == 8 && sge == 3);
+	CHECK(RING(100, 4) == 0);
+	CHECK(depth == 128 && shift == 7 && wr == 128 && sge == 7);
+	CHECK(RING(512, 8) == 0);
+	CHECK(depth == 512 && shift == 8 && wr == 512 && sge == 8);
+	/* what the stride holds is capped by the device */
+	ctx.max_sge = 2;
+	CHECK(RING(3, 2) == 0);
+	CHECK(depth == 4 && shift == 6 && wr == 4 && sge == 2);
+	ctx.max_sge = 8;
+	/* beyond the device: max_wr, max_sge, or a depth past max_qp_wr */
+	CHECK(RING(513, 1) == -EINVAL);
+	CHECK(RING(1, 9) == -EINVAL);
+	ctx.max_qp_wr = 1000;
+	CHECK(RING(1000, 1) == -EINVAL);
+	CHECK(RING(512, 1) == 0 && depth == 512);
+	ctx.max_sge = 64;
+	CHECK(RING(1, 64) == -EINVAL);	/* more than a 1 KiB stride */
+#undef RING
+}
+
+/* An SRQ of the fake context with a ring of depth WQEs for max_sge SGEs */
+static void fake_srq_init(struct fake *f, struct ferroce_srq *srq,
+			  struct ferroce_srq_dbrec *rec, uint32_t depth,
+			  uint32_t max_sge)
+{
+	memset(srq, 0, sizeof(*srq));
+	memset(rec, 0, sizeof(*rec));
+	srq->vsrq.srq.context = &f->ctx->ibv_ctx.context;
+	srq->wq.depth = depth;
+	srq->wq.shift = ferroce_rq_shift(max_sge);
+	srq->wq.max_sge = max_sge;
+	srq->wq.buf = calloc(depth, 1U << srq->wq.shift);
+	srq->dbrec = rec;
+	srq->srqn = 1;
+	pthread_spin_init(&srq->wq.lock, PTHREAD_PROCESS_PRIVATE);
+}
+
+/* The device's side: it took n WQEs and writes the new ci to the record. */
+static void device_srq_take(struct ferroce_srq_dbrec *rec, unsigned int n)
+{
+	uint32_t ci = le32toh(__atomic_load_n(&rec->ci, __ATOMIC_RELAXED));
+
+	__atomic_store_n(&rec->ci, htole32((ci + n) & 0xffff),
+			 __ATOMIC_RELEASE);
+}
+
+static uint32_t srq_rec_pi(struct ferroce_srq_dbrec *rec)
+{
+	return le32toh(__atomic_load_n(&rec->pi, __ATOMIC_ACQUIRE));
+}
+
+static struct ferroce_rq_wqe_hdr *srq_wqe(struct ferroce_srq *srq,
+					  uint16_t idx)
+{
+	return (void *)((uint8_t *)srq->wq.buf +
+			((size_t)(idx & (srq->wq.depth - 1)) << srq->wq.shift));
+}
+
+/*
+ * post_srq_recv: RQ WQEs at pi, pi stored to the record, no doorbell;
+ * room is depth - (pi - ci) with ci the one the device wrote to the record,
+ * so slots come free when the device takes WQEs, not on completions.
+ */
+static void test_srq_post(void)
+{
+	struct ibv_sge sg[3] = {
+		{ .addr = 0x1000, .length = 64, .lkey = 0x100 },
+		{ .addr = 0x2000, .length = 32, .lkey = 0x200 },
+		{ .addr = 0x3000, .length = 16, .lkey = 0x300 },
+	};
+	struct ibv_recv_wr wr[6] = {}, *bad;
+	struct ferroce_rq_wqe_hdr *hdr;
+	struct ferroce_srq_dbrec rec;
+	struct ferroce_srq srq;
+	struct ferroce_sge *sge;
+	struct ibv_wc wc[1];
+	struct fake f;
+	size_t i;
+
+	fake_init(&f, 4, 4);
+	fake_srq_init(&f, &srq, &rec, 4, 2);
+	CHECK(srq.wq.shift == 6);
+	for (i = 0; i < ARRAY_SIZE(wr); i++) {
+		wr[i].wr_id = 300 + i;
+		wr[i].sg_list = sg;
+		wr[i].num_sge = i % 3;
+		wr[i].next = i + 1 < ARRAY_SIZE(wr) ? &wr[i + 1] : NULL;
+	}
+
+	/* A chain of three */
+	wr[2].next = NULL;
+	CHECK(ferroce_post_srq_recv(&srq.vsrq.srq, wr, &bad) == 0);
+	CHECK(srq_rec_pi(&rec) == 3 && srq.wq.pi == 3);
+	for (i = 0; i < 3; i++) {
+		hdr = srq_wqe(&srq, i);
+		sge = (struct ferroce_sge *)(hdr + 1);
+		CHECK(le64toh(hdr->wr_id) == 300 + i);
+		CHECK(hdr->num_sge == i % 3);
+		if (i % 3)
+			CHECK(le64toh(sge[0].addr) == 0x1000 &&
+			      le32toh(sge[0].length) == 64 &&
+			      le32toh(sge[0].lkey) == 0x100);
+		if (i % 3 == 2)
+			CHECK(le64toh(sge[1].addr) == 0x2000 &&
+			      le32toh(sge[1].lkey) == 0x200);
+	}
+	/* No doorbell of any kind */
+	for (i = 0; i < ARRAY_SIZE(f.db_page); i++)
+		CHECK(f.db_page[i] == 0);
+
+	/* Full: one slot left, the second WR of the chain fails */
+	wr[2].next = &wr[3];
+	wr[4].next = NULL;
+	bad = NULL;
+	CHECK(ferroce_post_srq_recv(&srq.vsrq.srq, &wr[3], &bad) == ENOMEM);
+	CHECK(bad == &wr[4]);
+	CHECK(srq_rec_pi(&rec) == 4 && le64toh(srq_wqe(&srq, 3)->wr_id) == 303);
+	bad = NULL;
+	CHECK(ferroce_post_srq_recv(&srq.vsrq.srq, &wr[4], &bad) == ENOMEM);
+	CHECK(bad == &wr[4] && srq_rec_pi(&rec) == 4);
+
+	/* Completions free nothing: the device's ci does. */
+	device_cqe(&f, 0, 300, IBV_WC_RECV, 0);
+	CHECK(ferroce_poll_cq(&f.cq.vcq.cq, 1, wc) == 1 && wc[0].wr_id == 300);
+	CHECK(ferroce_post_srq_recv(&srq.vsrq.srq, &wr[4], &bad) == ENOMEM);
+	/* The device took two: two slots, 0 and 1, are free again */
+	device_srq_take(&rec, 2);
+	wr[5].next = NULL;
+	wr[4].next = &wr[5];
+	CHECK(ferroce_post_srq_recv(&srq.vsrq.srq, &wr[4], &bad) == 0);
+	CHECK(srq_rec_pi(&rec) == 6 && srq.wq.pi == 6);
+	CHECK(le64toh(srq_wqe(&srq, 4)->wr_id) == 304);
+	CHECK(le64toh(srq_wqe(&srq, 5)->wr_id) == 305);
+	CHECK(le64toh(srq_wqe(&srq, 2)->wr_id) == 302);	/* not overwritten */
+	wr[4].next = NULL;
+	CHECK(ferroce_post_srq_recv(&srq.vsrq.srq, &wr[4], &bad) == ENOMEM);
+
+	/* Too many SGEs (max_sge 2), or a negative count: EINVAL, nothing posted */
+	device_srq_take(&rec, 1);
+	wr[0].num_sge = 3;
+	wr[0].next = NULL;
+	bad = NULL;
+	CHECK(ferroce_post_srq_recv(&srq.vsrq.srq, &wr[0], &bad) == EINVAL);
+	CHECK(bad == &wr[0] && srq_rec_pi(&rec) == 6);
+	wr[0].num_sge = -1;
+	CHECK(ferroce_post_srq_recv(&srq.vsrq.srq, &wr[0], &bad) == EINVAL);
+	/* ... also behind a good one, which is posted */
+	wr[0].num_sge = 3;
+	wr[1].next = &wr[0];
+	bad = NULL;
+	CHECK(ferroce_post_srq_recv(&srq.vsrq.srq, &wr[1], &bad) == EINVAL);
+	CHECK(bad == &wr[0] && srq_rec_pi(&rec) == 7);
+	CHECK(le64toh(srq_wqe(&srq, 6)->wr_id) == 301);
+
+	/* ci is bits 15:0 of the record; pi - ci wraps at 16 bits */
+	__atomic_store_n(&rec.ci, htole32(0xabcd0000 | 7), __ATOMIC_RELEASE);
+	wr[1].next = NULL;
+	for (i = 0; i < 4; i++)
+		CHECK(ferroce_post_srq_recv(&srq.vsrq.srq, &wr[1], &bad) == 0);
+	CHECK(ferroce_post_srq_recv(&srq.vsrq.srq, &wr[1], &bad) == ENOMEM);
+	CHECK(srq_rec_pi(&rec) == 11);
+	srq.wq.pi = 0xfffe;
+	__atomic_store_n(&rec.ci, htole32(0xfffe), __ATOMIC_RELEASE);
+	for (i = 0; i < 4; i++) {
+		wr[1].wr_id = 400 + i;
+		CHECK(ferroce_post_srq_recv(&srq.vsrq.srq, &wr[1], &bad) == 0);
+	}
+	CHECK(srq_rec_pi(&rec) == 2);
+	CHECK(ferroce_post_srq_recv(&srq.vsrq.srq, &wr[1], &bad) == ENOMEM);
+	CHECK(le64toh(srq_wqe(&srq, 0xfffe)->wr_id) == 400);
+	CHECK(le64toh(srq_wqe(&srq, 1)->wr_id) == 403);
+	device_srq_take(&rec, 3);	/* ci 0xfffe -> 1 */
+	CHECK(le32toh(rec.ci) == 1);
+	CHECK(ferroce_post_srq_recv(&srq.vsrq.srq, &wr[1], &bad) == 0);
+	CHECK(srq_rec_pi(&rec) == 3);
+
+	/* A record ci more than depth behind pi (not the device's): no room */
+	__atomic_store_n(&rec.ci, htole32(0x8000), __ATOMIC_RELEASE);
+	CHECK(ferroce_post_srq_recv(&srq.vsrq.srq, &wr[1], &bad) == ENOMEM);
+	CHECK(srq_rec_pi(&rec) == 3);
+
+	pthread_spin_destroy(&srq.wq.lock);
+	free(srq.wq.buf);
+	fake_fini(&f);
+}
+
+/*
+ * A QP on an SRQ has no RQ: post_recv is refused; its receive CQEs (with
+ * the SRQ's wqe_idx, flushed ones too) are polled with the wr_id of the
+ * CQE and touch no RQ index, while its send CQEs retire its SQ as usual.
+ */
+static void test_srq_poll(void)
+{
+	struct ibv_sge sg = { .addr = 0x1000, .length = 64, .lkey = 0x100 };
+	struct ibv_recv_wr rwr = { .wr_id = 1, .sg_list = &sg, .num_sge = 1 };
+	struct ibv_poll_cq_attr attr = {};
+	struct ferroce_srq_dbrec rec;
+	struct ibv_recv_wr *rbad;
+	struct ferroce_srq srq;
+	struct ibv_wc wc[4];
+	struct ibv_cq_ex *ex;
+	struct fake f;
+
+	fake_init(&f, 8, 8);
+	fake_srq_init(&f, &srq, &rec, 16, 1);
+	/* What create_qp makes of a QP on an SRQ: no RQ of its own */
+	free(f.qp.rq.buf);
+	f.qp.rq.buf = NULL;
+	f.qp.rq.dbrec = NULL;
+	f.qp.rq.depth = 0;
+	f.qp.rq.shift = 0;
+	f.qp.rq.max_sge = 0;
+	f.qp.vqp.qp.srq = &srq.vsrq.srq;
+
+	rbad = NULL;
+	CHECK(ferroce_post_recv(&f.qp.vqp.qp, &rwr, &rbad) == EINVAL);
+	CHECK(rbad == &rwr);
+	CHECK(f.db_page[FERROCE_DB_RQ / 8] == 0);
+	CHECK(ferroce_post_srq_recv(&srq.vsrq.srq, &rwr, &rbad) == 0);
+
+	/* SRQ indices 13, 9 (any order), a flushed one, and a send */
+	device_cqe(&f, 0, 900, IBV_WC_RECV, 13);
+	device_cqe(&f, 1, 901, IBV_WC_RECV_RDMA_WITH_IMM, 9);
+	f.cq.buf[1].flags = FERROCE_CQE_WITH_IMM;
+	f.cq.buf[1].imm_data = htobe32(0x77);
+	device_cqe(&f, 2, 902, IBV_WC_RECV, 10);
+	f.cq.buf[2].status = IBV_WC_WR_FLUSH_ERR;
+	device_cqe(&f, 3, 903, IBV_WC_SEND, 4);
+	CHECK(ferroce_poll_cq(&f.cq.vcq.cq, 4, wc) == 4);
+	CHECK(wc[0].wr_id == 900 && wc[0].opcode == IBV_WC_RECV &&
+	      wc[0].status == IBV_WC_SUCCESS && wc[0].qp_num == 0x123 &&
+	      wc[0].byte_len == 100);
+	CHECK(wc[1].wr_id == 901 && wc[1].opcode == IBV_WC_RECV_RDMA_WITH_IMM &&
+	      wc[1].wc_flags == IBV_WC_WITH_IMM && wc[1].imm_data == htobe32(0x77));
+	CHECK(wc[2].wr_id == 902 && wc[2].status == IBV_WC_WR_FLUSH_ERR);
+	CHECK(wc[3].wr_id == 903 && wc[3].opcode == IBV_WC_SEND);
+	CHECK(f.qp.rq.ci == 0 && f.qp.rq.pi == 0);
+	CHECK(f.qp.sq.ci == 5);
+	/* The SRQ is the device's business: untouched by polling */
+	CHECK(srq.wq.pi == 1 && srq_rec_pi(&rec) == 1 && rec.ci == 0);
+
+	/* The extended CQ takes the same way */
+	ferroce_cq_set_ex_ops(&f.cq, IBV_WC_EX_WITH_QP_NUM);
+	ex = &f.cq.vcq.cq_ex;
+	device_cqe(&f, 4, 904, IBV_WC_RECV, 15);
+	device_cqe(&f, 5, 905, IBV_WC_RECV, 0);
+	CHECK(ibv_start_poll(ex, &attr) == 0);
+	CHECK(ex->wr_id == 904 && ibv_wc_read_opcode(ex) == IBV_WC_RECV);
+	CHECK(ibv_wc_read_qp_num(ex) == 0x123);
+	CHECK(ibv_next_poll(ex) == 0 && ex->wr_id == 905);
+	CHECK(ibv_next_poll(ex) == ENOENT);
+	ibv_end_poll(ex);
+	CHECK(f.qp.rq.ci == 0 && f.qp.sq.ci == 5);
+	CHECK(le32toh(f.cq_dbrec.ci) == 6);
+
+	/* Cleaning the QP's CQEs (destroy, reset) needs no RQ either */
+	device_cqe(&f, 6, 906, IBV_WC_RECV, 1);
+	pthread_spin_lock(&f.cq.lock);
+	ferroce_cq_clean(&f.cq, f.qp.qpn);
+	pthread_spin_unlock(&f.cq.lock);
+	CHECK(ferroce_poll_cq(&f.cq.vcq.cq, 4, wc) == 0);
+
+	pthread_spin_destroy(&srq.wq.lock);
+	free(srq.wq.buf);
+	fake_fini(&f);
+}
+
+/*
+ * An application thread posting to a 4-deep SRQ while another plays the
+ * device: it takes the WQEs pi shows, in ring order, and writes ci back.
+ * Under ThreadSanitizer, the WQEs must be published by the pi store and
+ * reused only after the ci load (no race on the ring or the record).
+ */
+#define SRQ_THREAD_RECVS 20000
+
+struct srq_threads {
+	struct fake f;
+	struct ferroce_srq srq;
+	struct ferroce_srq_dbrec rec;
+	unsigned int taken;
+};
+
+static void *srq_poster(void *arg)
+{
+	struct srq_threads *t = arg;
+	struct ibv_sge sg = { .addr = 0x1000, .length = 8, .lkey = 1 };
+	struct ibv_recv_wr wr = { .sg_list = &sg, .num_sge = 1 }, *bad;
+	unsigned int i;
+	int ret;
+
+	for (i = 0; i < SRQ_THREAD_RECVS; i++) {
+		wr.wr_id = i;
+		while ((ret = ferroce_post_srq_recv(&t->srq.vsrq.srq, &wr,
+						    &bad)) == ENOMEM)
+			;
+		if (ret) {
+			CHECK(ret == 0);
+			break;
+		}
+	}
+	return NULL;
+}
+
+static void *srq_device(void *arg)
+{
+	struct srq_threads *t = arg;
+	struct ferroce_rq_wqe_hdr *hdr;
+	uint16_t pi, ci = 0;
+
+	while (t->taken < SRQ_THREAD_RECVS) {
+		pi = srq_rec_pi(&t->rec);
+		CHECK((uint16_t)(pi - ci) <= t->srq.wq.depth);
+		if (pi == ci)
+			continue;
+		hdr = srq_wqe(&t->srq, ci);
+		CHECK(le64toh(hdr->wr_id) == t->taken && hdr->num_sge == 1);
+		t->taken++;
+		device_srq_take(&t->rec, 1);
+		ci++;
+	}
+	return NULL;
+}
+
+static void test_srq_threads(void)
+{
+	struct srq_threads t = {};
+	pthread_t p, d;
+
+	fake_init(&t.f, 4, 4);
+	fake_srq_init(&t.f, &t.srq, &t.rec, 4, 1);
+	CHECK(pthread_create(&d, NULL, srq_device, &t) == 0);
+	CHECK(pthread_create(&p, NULL, srq_poster, &t) == 0);
+	pthread_join(p, NULL);
+	pthread_join(d, NULL);
+	CHECK(t.taken == SRQ_THREAD_RECVS);
+	CHECK(srq_rec_pi(&t.rec) == (uint16_t)SRQ_THREAD_RECVS);
+	pthread_spin_destroy(&t.srq.wq.lock);
+	free(t.srq.wq.buf);
+	fake_fini(&t.f);
+}
+
+/*
  * A driver of the ABI's first release (ferroce-abi.h as first committed):
  * its responses end where that release's structs ended, and it writes
  * min(offered, its size) bytes, nothing beyond. The ibv_cmd_* below
@@ -790,6 +1152,9 @@ static const struct v1_uresp_create_cq v1_cq = { .cqn = 77 };
 static const struct v1_uresp_create_qp v1_qp = { .qpn = 0x1234, .max_inline = 100 };
 static const struct v1_uresp_create_ah v1_ah = { .ahn = 9 };
 static int old_driver_calls;
+/* what the driver was asked for by the last create_qp */
+static struct ferroce_ureq_create_qp qp_req;
+static struct ibv_qp_cap qp_cap;
 
 /*
  * The old driver's answer: the provider's driver part of the response
@@ -864,8 +1229,12 @@ int ibv_cmd_create_qp_ex(struct ibv_context *context, struct verbs_qp *vqp,
 	qp->pd = attr->pd;
 	qp->send_cq = attr->send_cq;
 	qp->recv_cq = attr->recv_cq;
+	qp->srq = attr->srq;
 	qp->qp_type = attr->qp_type;
 	qp->qp_num = v1_qp.qpn;
+	CHECK(cmd_size == sizeof(struct ferroce_create_qp));
+	qp_req = container_of(cmd, struct ferroce_create_qp, ibv_cmd)->drv_payload;
+	qp_cap = attr->cap;
 	old_driver_respond(resp, resp_size, sizeof(*resp), &v1_qp, sizeof(v1_qp));
 	return 0;
 }
@@ -883,6 +1252,91 @@ int ibv_cmd_create_ah(struct ibv_pd *pd, struct ibv_ah *ah,
 int ibv_cmd_destroy_cq(struct ibv_cq *cq) { return 0; }
 int ibv_cmd_destroy_qp(struct ibv_qp *qp) { return 0; }
 int ibv_cmd_destroy_ah(struct ibv_ah *ah) { return 0; }
+
+/*
+ * The SRQ commands of a 1.6 driver (the SRQ structs' first release): the
+ * request is kept in srq_req, the SRQ is number 0x42, and the core
+ * response has sizes of the kernel's own, which libibverbs copies to the
+ * caller's attributes and the provider must replace with its ring's.
+ */
+static const struct ferroce_uresp_create_srq srq_resp = { .srqn = 0x42 };
+static struct ferroce_ureq_create_srq srq_req;
+static int srq_modify_calls, srq_modify_mask, srq_destroy_ret;
+static uint32_t srq_driver_limit;
+
+static void srq_driver_create(struct ibv_pd *pd, struct ibv_srq *srq,
+			      struct ibv_srq_attr *attr,
+			      const struct ferroce_ureq_create_srq *req,
+			      struct ib_uverbs_create_srq_resp *resp,
+			      size_t resp_size)
+{
+	srq->context = pd->context;
+	srq->handle = 7;
+	srq_req = *req;
+	srq_driver_limit = 0;
+	resp->max_wr = 1000;
+	resp->max_sge = 99;
+	attr->max_wr = resp->max_wr;
+	attr->max_sge = resp->max_sge;
+	old_driver_respond(resp, resp_size, sizeof(*resp), &srq_resp,
+			   sizeof(srq_resp));
+}
+
+int ibv_cmd_create_srq(struct ibv_pd *pd, struct ibv_srq *srq,
+		       struct ibv_srq_init_attr *attr,
+		       struct ibv_create_srq *cmd, size_t cmd_size,
+		       struct ib_uverbs_create_srq_resp *resp, size_t resp_size)
+{
+	CHECK(cmd_size == sizeof(struct ferroce_create_srq));
+	srq_driver_create(pd, srq, &attr->attr,
+			  &container_of(cmd, struct ferroce_create_srq,
+					ibv_cmd)->drv_payload,
+			  resp, resp_size);
+	return 0;
+}
+
+int ibv_cmd_create_srq_ex(struct ibv_context *context, struct verbs_srq *srq,
+			  struct ibv_srq_init_attr_ex *attr_ex,
+			  struct ibv_create_xsrq *cmd, size_t cmd_size,
+			  struct ib_uverbs_create_srq_resp *resp,
+			  size_t resp_size)
+{
+	CHECK(cmd_size == sizeof(struct ferroce_create_srq_ex));
+	CHECK(attr_ex->comp_mask & IBV_SRQ_INIT_ATTR_PD);
+	CHECK(attr_ex->comp_mask & IBV_SRQ_INIT_ATTR_TYPE &&
+	      attr_ex->srq_type == IBV_SRQT_BASIC);
+	srq_driver_create(attr_ex->pd, &srq->srq, &attr_ex->attr,
+			  &container_of(cmd, struct ferroce_create_srq_ex,
+					ibv_cmd)->drv_payload,
+			  resp, resp_size);
+	srq->srq_type = IBV_SRQT_BASIC;
+	return 0;
+}
+
+int ibv_cmd_modify_srq(struct ibv_srq *srq, struct ibv_srq_attr *srq_attr,
+		       int srq_attr_mask, struct ibv_modify_srq *cmd,
+		       size_t cmd_size)
+{
+	srq_modify_calls++;
+	srq_modify_mask = srq_attr_mask;
+	if (srq_attr_mask & IBV_SRQ_LIMIT)
+		srq_driver_limit = srq_attr->srq_limit;
+	return 0;
+}
+
+int ibv_cmd_query_srq(struct ibv_srq *srq, struct ibv_srq_attr *srq_attr,
+		      struct ibv_query_srq *cmd, size_t cmd_size)
+{
+	srq_attr->max_wr = 12345;
+	srq_attr->max_sge = 99;
+	srq_attr->srq_limit = srq_driver_limit;
+	return 0;
+}
+
+int ibv_cmd_destroy_srq(struct ibv_srq *srq)
+{
+	return srq_destroy_ret;
+}
 
 /*
  * A context of a fake ferroce device, created through the fake commands
@@ -1121,6 +1575,236 @@ out_ctx:
 	CHECK(atomic_load(&vdev.refcount) == 1);
 }
 
+/* A QP of each type that takes an SRQ, on srq, with no RQ of its own */
+static void check_srq_qp(struct ibv_pd *pd, struct ibv_cq *cq,
+			 struct ibv_srq *srq, enum ibv_qp_type type)
+{
+	struct ibv_qp_init_attr qattr = {
+		.send_cq = cq, .recv_cq = cq, .srq = srq, .qp_type = type,
+		.cap = { .max_send_wr = 8, .max_recv_wr = 64,
+			 .max_send_sge = 1, .max_recv_sge = 4 },
+	};
+	struct ibv_sge sg = { .addr = 0x1000, .length = 64, .lkey = 0x100 };
+	struct ibv_recv_wr rwr = { .wr_id = 1, .sg_list = &sg, .num_sge = 1 };
+	struct ibv_recv_wr *bad = NULL;
+	struct ibv_qp *qp;
+
+	memset(&qp_req, 0xff, sizeof(qp_req));
+	qp = ferroce_create_qp(pd, &qattr);
+	CHECK(qp);
+	if (!qp)
+		return;
+	/* The driver is asked for no RQ: rq fields and receive caps 0 */
+	CHECK(qp_req.rq_depth == 0 && qp_req.rq_wqe_shift == 0 &&
+	      qp_req.rq_buf_va == 0 && qp_req.rq_dbrec_va == 0);
+	CHECK(qp_req.sq_depth == 8 && qp_req.sq_buf_va != 0);
+	CHECK(qp_cap.max_recv_wr == 0 && qp_cap.max_recv_sge == 0);
+	CHECK(qattr.cap.max_recv_wr == 0 && qattr.cap.max_recv_sge == 0);
+	CHECK(qattr.cap.max_send_wr == 8);
+	CHECK(qp->srq == srq);
+	CHECK(to_fqp(qp)->rq.depth == 0 && !to_fqp(qp)->rq.buf &&
+	      !to_fqp(qp)->rq.dbrec);
+	qp->state = IBV_QPS_RTR;
+	CHECK(ferroce_post_recv(qp, &rwr, &bad) == EINVAL && bad == &rwr);
+	CHECK(ferroce_destroy_qp(qp) == 0);
+}
+
+/*
+ * SRQs through the provider's verbs, against the fake driver: only with
+ * CAP_SRQ; the ring sized as an RQ and handed over zeroed, with a zeroed
+ * record; what the caller gets back is the ring's size; the limit up to
+ * the depth, no resizing; QPs of RC, UC and UD on it, with no RQ.
+ */
+static void test_srq_create(void)
+{
+	static struct verbs_device vdev = { .ops = &ferroce_dev_ops };
+	struct ibv_srq_init_attr sattr = {
+		.srq_context = &sattr, .attr = { .max_wr = 5, .max_sge = 2 },
+	};
+	struct ibv_sge sg = { .addr = 0x1000, .length = 64, .lkey = 0x100 };
+	struct ibv_recv_wr rwr = { .wr_id = 1, .sg_list = &sg, .num_sge = 1 };
+	struct ibv_qp_init_attr qattr = { .qp_type = IBV_QPT_RC };
+	struct ibv_srq_init_attr_ex xattr;
+	struct ibv_context other_ctx = {};
+	struct ibv_srq other_srq = { .context = &other_ctx };
+	struct ibv_srq_attr attr;
+	struct ferroce_context *ctx;
+	struct verbs_context *vctx;
+	struct ibv_recv_wr *bad;
+	struct ferroce_srq *fsrq;
+	struct ibv_pd pd = {};
+	struct ibv_srq *srq;
+	struct ibv_cq *cq;
+	size_t i;
+	int calls;
+
+	vctx = old_driver_context(&vdev);
+	CHECK(vctx);
+	if (!vctx)
+		return;
+	ctx = to_fctx(&vctx->context);
+	pd.context = &vctx->context;
+	cq = ferroce_create_cq(&vctx->context, 16, NULL, 0);
+	CHECK(cq);
+	if (!cq)
+		goto out_ctx;
+	xattr = (struct ibv_srq_init_attr_ex){
+		.srq_context = &xattr, .attr = { .max_wr = 100, .max_sge = 1 },
+		.comp_mask = IBV_SRQ_INIT_ATTR_PD | IBV_SRQ_INIT_ATTR_TYPE |
+			     IBV_SRQ_INIT_ATTR_CQ,
+		.srq_type = IBV_SRQT_BASIC, .pd = &pd, .cq = cq,
+	};
+
+	/* No CAP_SRQ (the first release's device): nothing reaches the driver */
+	calls = old_driver_calls;
+	CHECK(!(ctx->device_caps & FERROCE_CAP_SRQ));
+	errno = 0;
+	CHECK(!ferroce_create_srq(&pd, &sattr) && errno == EOPNOTSUPP);
+	errno = 0;
+	CHECK(!ferroce_create_srq_ex(&vctx->context, &xattr) &&
+	      errno == EOPNOTSUPP);
+	CHECK(old_driver_calls == calls);
+
+	/* Beyond the device (max_qp_wr 512, max_sge 8) */
+	ctx->device_caps |= FERROCE_CAP_SRQ;
+	sattr.attr.max_wr = 513;
+	errno = 0;
+	CHECK(!ferroce_create_srq(&pd, &sattr) && errno == EINVAL);
+	sattr.attr.max_wr = 5;
+	sattr.attr.max_sge = 9;
+	errno = 0;
+	CHECK(!ferroce_create_srq(&pd, &sattr) && errno == EINVAL);
+	sattr.attr.max_sge = 2;
+	CHECK(old_driver_calls == calls);
+
+	srq = ferroce_create_srq(&pd, &sattr);
+	CHECK(srq);
+	CHECK(old_driver_calls == calls + 1);
+	if (!srq)
+		goto out_cq;
+	fsrq = to_fsrq(srq);
+	CHECK(fsrq->srqn == 0x42);
+	CHECK(srq_req.depth == 8 && srq_req.wqe_shift == 6);
+	CHECK(srq_req.comp_mask == 0 && srq_req.reserved2 == 0 &&
+	      !srq_req.reserved[0] && !srq_req.reserved[1] &&
+	      !srq_req.reserved[2]);
+	CHECK(srq_req.buf_va == (uintptr_t)fsrq->wq.buf &&
+	      srq_req.buf_va % FERROCE_PAGE_SIZE == 0);
+	CHECK(srq_req.dbrec_va == (uintptr_t)fsrq->dbrec &&
+	      srq_req.dbrec_va % 8 == 0);
+	CHECK(fsrq->wq.buf_size >= 8U << 6 &&
+	      fsrq->wq.buf_size % FERROCE_PAGE_SIZE == 0);
+	for (i = 0; i < fsrq->wq.buf_size; i++)
+		if (((uint8_t *)fsrq->wq.buf)[i])
+			break;
+	CHECK(i == fsrq->wq.buf_size);
+	CHECK(fsrq->dbrec->pi == 0 && fsrq->dbrec->ci == 0);
+	/* 8 WQEs of a 64-byte stride, which holds 3 SGEs */
+	CHECK(sattr.attr.max_wr == 8 && sattr.attr.max_sge == 3);
+	CHECK(fsrq->wq.max_sge == 3);
+	CHECK(ferroce_post_srq_recv(srq, &rwr, &bad) == 0);
+	CHECK(le32toh(fsrq->dbrec->pi) == 1);
+
+	/* The limit, up to the depth; no resizing; nothing else */
+	calls = srq_modify_calls;
+	attr = (struct ibv_srq_attr){ .max_wr = 16, .srq_limit = 4 };
+	CHECK(ferroce_modify_srq(srq, &attr, IBV_SRQ_MAX_WR) == EINVAL);
+	CHECK(ferroce_modify_srq(srq, &attr, IBV_SRQ_MAX_WR | IBV_SRQ_LIMIT) ==
+	      EINVAL);
+	CHECK(ferroce_modify_srq(srq, &attr, IBV_SRQ_LIMIT | 0x80) == EINVAL);
+	attr.srq_limit = 9;
+	CHECK(ferroce_modify_srq(srq, &attr, IBV_SRQ_LIMIT) == EINVAL);
+	CHECK(srq_modify_calls == calls);
+	attr.srq_limit = 8;
+	CHECK(ferroce_modify_srq(srq, &attr, IBV_SRQ_LIMIT) == 0);
+	CHECK(srq_modify_calls == calls + 1 && srq_modify_mask == IBV_SRQ_LIMIT);
+
+	/* Query: the ring's size, the driver's limit */
+	memset(&attr, 0, sizeof(attr));
+	CHECK(ferroce_query_srq(srq, &attr) == 0);
+	CHECK(attr.max_wr == 8 && attr.max_sge == 3 && attr.srq_limit == 8);
+
+	/* QPs on the SRQ: RC, UD, and UC with CAP_UC */
+	check_srq_qp(&pd, cq, srq, IBV_QPT_RC);
+	check_srq_qp(&pd, cq, srq, IBV_QPT_UD);
+	calls = old_driver_calls;
+	qattr.send_cq = cq;
+	qattr.recv_cq = cq;
+	qattr.srq = srq;
+	qattr.qp_type = IBV_QPT_UC;
+	qattr.cap = (struct ibv_qp_cap){ .max_send_wr = 8, .max_send_sge = 1 };
+	errno = 0;
+	CHECK(!ferroce_create_qp(&pd, &qattr) && errno == EOPNOTSUPP);
+	ctx->device_caps |= FERROCE_CAP_UC;
+	check_srq_qp(&pd, cq, srq, IBV_QPT_UC);
+	/* An SRQ that is not this context's is not ours */
+	qattr.qp_type = IBV_QPT_RC;
+	qattr.srq = &other_srq;
+	errno = 0;
+	CHECK(!ferroce_create_qp(&pd, &qattr) && errno == EINVAL);
+	CHECK(old_driver_calls == calls + 1);
+
+	/* A driver refusal (a QP still attached: EBUSY) keeps the SRQ */
+	srq_destroy_ret = EBUSY;
+	CHECK(ferroce_destroy_srq(srq) == EBUSY);
+	srq_destroy_ret = 0;
+	CHECK(ferroce_post_srq_recv(srq, &rwr, &bad) == 0);
+	CHECK(le32toh(fsrq->dbrec->pi) == 2);
+	CHECK(ferroce_destroy_srq(srq) == 0);
+
+	/* ibv_create_srq_ex(): a basic SRQ, its CQ ignored */
+	calls = old_driver_calls;
+	srq = ferroce_create_srq_ex(&vctx->context, &xattr);
+	CHECK(srq);
+	CHECK(old_driver_calls == calls + 1);
+	if (srq) {
+		CHECK(srq->context == &vctx->context && srq->pd == &pd &&
+		      srq->srq_context == &xattr);
+		CHECK(to_fsrq(srq)->srqn == 0x42);
+		CHECK(srq_req.depth == 128 && srq_req.wqe_shift == 5);
+		CHECK(xattr.attr.max_wr == 128 && xattr.attr.max_sge == 1);
+		CHECK(ferroce_destroy_srq(srq) == 0);
+	}
+	/* Without IBV_SRQ_INIT_ATTR_TYPE srq_type means nothing: basic */
+	xattr.comp_mask = IBV_SRQ_INIT_ATTR_PD | IBV_SRQ_INIT_ATTR_CQ;
+	xattr.srq_type = IBV_SRQT_XRC;
+	srq = ferroce_create_srq_ex(&vctx->context, &xattr);
+	CHECK(srq);
+	CHECK(old_driver_calls == calls + 2);
+	if (srq)
+		CHECK(ferroce_destroy_srq(srq) == 0);
+	calls = old_driver_calls;
+	xattr.comp_mask |= IBV_SRQ_INIT_ATTR_TYPE;
+
+	/* XRC and tag-matching SRQs are not supported; the PD is required */
+	xattr.srq_type = IBV_SRQT_XRC;
+	xattr.comp_mask |= IBV_SRQ_INIT_ATTR_XRCD;
+	errno = 0;
+	CHECK(!ferroce_create_srq_ex(&vctx->context, &xattr) &&
+	      errno == EOPNOTSUPP);
+	xattr.comp_mask &= ~IBV_SRQ_INIT_ATTR_XRCD;
+	errno = 0;
+	CHECK(!ferroce_create_srq_ex(&vctx->context, &xattr) &&
+	      errno == EOPNOTSUPP);
+	xattr.srq_type = IBV_SRQT_TM;
+	xattr.comp_mask |= IBV_SRQ_INIT_ATTR_TM;
+	xattr.tm_cap.max_num_tags = 4;
+	errno = 0;
+	CHECK(!ferroce_create_srq_ex(&vctx->context, &xattr) &&
+	      errno == EOPNOTSUPP);
+	xattr.srq_type = IBV_SRQT_BASIC;
+	xattr.comp_mask = IBV_SRQ_INIT_ATTR_TYPE | IBV_SRQ_INIT_ATTR_CQ;
+	errno = 0;
+	CHECK(!ferroce_create_srq_ex(&vctx->context, &xattr) && errno == EINVAL);
+	CHECK(old_driver_calls == calls);
+
+out_cq:
+	CHECK(ferroce_destroy_cq(cq) == 0);
+out_ctx:
+	ferroce_free_context(&vctx->context);
+	CHECK(atomic_load(&vdev.refcount) == 1);
+}
+
 int main(void)
 {
 	test_sizing();
@@ -1133,6 +1817,11 @@ int main(void)
 	test_old_driver();
 	test_uc_post();
 	test_uc_create();
+	test_srq_sizing();
+	test_srq_post();
+	test_srq_poll();
+	test_srq_threads();
+	test_srq_create();
 	if (failures) {
 		fprintf(stderr, "ferroce-unit: %d check(s) failed\n", failures);
 		return 1;
