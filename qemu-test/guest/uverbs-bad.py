@@ -33,10 +33,10 @@ CMD_CREATE_CQ = 18
 CMD_DESTROY_CQ = 20
 CMD_CREATE_QP = 24
 CMD_DESTROY_QP = 27
-CMD_CREATE_SRQ = 29
-CMD_MODIFY_SRQ = 30
-CMD_QUERY_SRQ = 31
-CMD_DESTROY_SRQ = 32
+CMD_CREATE_SRQ = 32
+CMD_MODIFY_SRQ = 33
+CMD_QUERY_SRQ = 34
+CMD_DESTROY_SRQ = 35
 SRQ_MAX_WR, SRQ_LIMIT = 1, 2  # enum ib_srq_attr_mask
 
 # include/uapi/rdma/rdma_user_ioctl_cmds.h, ib_user_ioctl_cmds.h: the ioctl
