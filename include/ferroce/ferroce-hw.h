@@ -117,6 +117,7 @@
 #define FERROCE_CAP_VLAN			0x00008000	/* 1.3: 802.1Q-tagged GID entries */
 #define FERROCE_CAP_UC				0x00010000	/* 1.5: UC QPs (SEND, RDMA WRITE, with immediate) */
 #define FERROCE_CAP_SRQ				0x00020000	/* 1.6: shared receive queues */
+#define FERROCE_CAP_MODIFY_MR			0x00040000	/* 1.6: MODIFY_MR */
 
 /* DEV_CTRL */
 #define FERROCE_CTRL_RESET			0x00000001	/* self-clearing */
@@ -221,6 +222,7 @@
 #define FERROCE_CMD_DEALLOC_PD			0x31
 #define FERROCE_CMD_REG_MR			0x40
 #define FERROCE_CMD_DEREG_MR			0x41
+#define FERROCE_CMD_MODIFY_MR			0x42	/* 1.6, CAP_MODIFY_MR */
 #define FERROCE_CMD_CREATE_QP			0x50
 #define FERROCE_CMD_DESTROY_QP			0x51
 #define FERROCE_CMD_MODIFY_QP			0x52
@@ -514,6 +516,18 @@ struct ferroce_cmd_dereg_mr {
 	struct ferroce_cmd_hdr hdr;
 	__le32 key;
 	__le32 reserved;
+};
+
+/* MODIFY_MR (1.6): changes a USER or PHYS MR in place, keeping its key */
+#define FERROCE_MODIFY_MR_PD			0x01	/* pdn is the new PD */
+#define FERROCE_MODIFY_MR_ACCESS		0x02	/* access is the new rights */
+
+struct ferroce_cmd_modify_mr {
+	struct ferroce_cmd_hdr hdr;
+	__le32 key;
+	__le32 flags;		/* FERROCE_MODIFY_MR_* */
+	__le32 pdn;
+	__le32 access;		/* FERROCE_ACCESS_*, ZERO_BASED as before */
 };
 
 /* QP types */
@@ -982,6 +996,7 @@ _Static_assert(sizeof(struct ferroce_cmd_alloc_pd) == 16, "alloc_pd");
 _Static_assert(sizeof(struct ferroce_cmd_dealloc_pd) == 16, "dealloc_pd");
 _Static_assert(sizeof(struct ferroce_cmd_reg_mr) == 64, "reg_mr");
 _Static_assert(sizeof(struct ferroce_cmd_dereg_mr) == 16, "dereg_mr");
+_Static_assert(sizeof(struct ferroce_cmd_modify_mr) == 24, "modify_mr");
 _Static_assert(sizeof(struct ferroce_cmd_create_qp) == 96, "create_qp");
 _Static_assert(sizeof(struct ferroce_cmd_destroy_qp) == 16, "destroy_qp");
 _Static_assert(sizeof(struct ferroce_cmd_create_srq) == 56, "create_srq");
