@@ -231,6 +231,7 @@
 #define FERROCE_CMD_DESTROY_SRQ			0x55	/* 1.6, CAP_SRQ */
 #define FERROCE_CMD_MODIFY_SRQ			0x56	/* 1.6, CAP_SRQ */
 #define FERROCE_CMD_QUERY_SRQ			0x57	/* 1.6, CAP_SRQ */
+#define FERROCE_CMD_RESIZE_SRQ			0x58	/* 1.6, CAP_SRQ */
 #define FERROCE_CMD_CREATE_AH			0x60
 #define FERROCE_CMD_DESTROY_AH			0x61
 #define FERROCE_CMD_SET_GID			0x70
@@ -621,6 +622,17 @@ struct ferroce_cmd_query_srq {
 	__le32 reserved;
 };
 
+/* RESIZE_SRQ: a new ring, WQEs not yet taken copied at the same indices */
+struct ferroce_cmd_resize_srq {
+	struct ferroce_cmd_hdr hdr;
+	struct ferroce_pbl buf;		/* depth << wqe_shift bytes */
+	__le32 srqn;
+	__le32 depth;			/* power of two, >= pi - ci, <= max_qp_wr */
+	__u8 wqe_shift;			/* the SRQ's */
+	__u8 reserved0[3];
+	__le32 reserved1;
+};
+
 /* QP states: same values as enum ib_qp_state / ibv_qp_state */
 #define FERROCE_QPS_RESET			0
 #define FERROCE_QPS_INIT			1
@@ -1003,6 +1015,7 @@ _Static_assert(sizeof(struct ferroce_cmd_create_srq) == 56, "create_srq");
 _Static_assert(sizeof(struct ferroce_cmd_destroy_srq) == 16, "destroy_srq");
 _Static_assert(sizeof(struct ferroce_cmd_modify_srq) == 16, "modify_srq");
 _Static_assert(sizeof(struct ferroce_cmd_query_srq) == 16, "query_srq");
+_Static_assert(sizeof(struct ferroce_cmd_resize_srq) == 40, "resize_srq");
 _Static_assert(sizeof(struct ferroce_av) == 40, "av");
 _Static_assert(sizeof(struct ferroce_qp_attr) == 88, "qp_attr");
 _Static_assert(sizeof(struct ferroce_cmd_modify_qp) == 96, "modify_qp");

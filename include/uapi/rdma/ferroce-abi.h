@@ -144,6 +144,21 @@ struct ferroce_uresp_create_srq {
 	__u32 comp_mask;		/* none defined: 0 */
 };
 
+/*
+ * modify_srq with IB_SRQ_MAX_WR (resize): the new ring, page aligned,
+ * depth << the SRQ's wqe_shift bytes, into which the provider has copied the
+ * WQEs the device has not taken yet (device.rst, "Shared receive queues",
+ * "Resizing"); it posts nothing meanwhile. Without IB_SRQ_MAX_WR the driver
+ * data may be absent.
+ */
+struct ferroce_ureq_modify_srq {
+	__aligned_u64 buf_va;
+	__u32 depth;			/* power of two, >= max_wr, <= max_qp_wr */
+	__u32 comp_mask;		/* none defined: 0 */
+};
+
+#define FERROCE_UREQ_MODIFY_SRQ_MIN_LEN	16
+
 /* create_ah: the device's handle, put in UD send WQEs (ahn). */
 struct ferroce_uresp_create_ah {
 	__u32 ahn;
