@@ -78,6 +78,7 @@ commands!(
     ferroce_cmd_destroy_cq = FERROCE_CMD_DESTROY_CQ,
     ferroce_cmd_reg_mr = FERROCE_CMD_REG_MR,
     ferroce_cmd_dereg_mr = FERROCE_CMD_DEREG_MR,
+    ferroce_cmd_modify_mr = FERROCE_CMD_MODIFY_MR,
     ferroce_cmd_create_qp = FERROCE_CMD_CREATE_QP,
     ferroce_cmd_destroy_qp = FERROCE_CMD_DESTROY_QP,
     ferroce_cmd_modify_qp = FERROCE_CMD_MODIFY_QP,
@@ -86,6 +87,7 @@ commands!(
     ferroce_cmd_destroy_srq = FERROCE_CMD_DESTROY_SRQ,
     ferroce_cmd_modify_srq = FERROCE_CMD_MODIFY_SRQ,
     ferroce_cmd_query_srq = FERROCE_CMD_QUERY_SRQ,
+    ferroce_cmd_resize_srq = FERROCE_CMD_RESIZE_SRQ,
     ferroce_cmd_create_ah = FERROCE_CMD_CREATE_AH,
     ferroce_cmd_destroy_ah = FERROCE_CMD_DESTROY_AH,
 );
@@ -111,6 +113,7 @@ abi_requests!(
     ferroce_ureq_create_cq,
     ferroce_ureq_create_qp,
     ferroce_ureq_create_srq,
+    ferroce_ureq_modify_srq,
 );
 impl crate::rdma::UserRequest for ferroce_ureq_alloc_ctx {
     const MIN_LEN: usize = FERROCE_UREQ_ALLOC_CTX_MIN_LEN as usize;
@@ -123,6 +126,9 @@ impl crate::rdma::UserRequest for ferroce_ureq_create_qp {
 }
 impl crate::rdma::UserRequest for ferroce_ureq_create_srq {
     const MIN_LEN: usize = FERROCE_UREQ_CREATE_SRQ_MIN_LEN as usize;
+}
+impl crate::rdma::UserRequest for ferroce_ureq_modify_srq {
+    const MIN_LEN: usize = FERROCE_UREQ_MODIFY_SRQ_MIN_LEN as usize;
 }
 // The first releases' sizes: what old providers send.
 const _: () = assert!(

@@ -154,6 +154,10 @@ impl rdma::Driver for IbDev {
             attr.max_fast_reg_page_list_len = hw::FERROCE_FAST_REG_MAX_PAGES;
             attr.max_pi_fast_reg_page_list_len = 0;
         }
+        if c.device_caps & hw::FERROCE_CAP_SRQ != 0 {
+            // User SRQs (RESIZE_SRQ); kernel SRQs are not resized.
+            flags |= hw::ib_device_cap_flags_IB_DEVICE_SRQ_RESIZE;
+        }
         attr.device_cap_flags = flags as u64;
         Ok(())
     }
@@ -304,6 +308,16 @@ impl rdma::Driver for IbDev {
         verbs::reg_user_mr(dev, pd, start, length, iova, access)
     }
 
+    fn rereg_user_mr(
+        dev: &rdma::Device<Self>,
+        mr: &Mr,
+        change: &rdma::MrRereg,
+        pd: &Pd,
+        _udata: &mut UData<'_>,
+    ) -> Result<Option<(Mr, u32)>> {
+        verbs::rereg_user_mr(dev, mr, change, pd)
+    }
+
     fn dereg_mr(dev: &rdma::Device<Self>, mr: &Mr) -> Result {
         verbs::dereg_mr(dev, mr)
     }
@@ -395,8 +409,9 @@ impl rdma::Driver for IbDev {
         srq: &Srq,
         max_wr: Option<u32>,
         limit: Option<u32>,
+        udata: Option<&mut UData<'_>>,
     ) -> Result {
-        srq::modify_srq(dev, srq, max_wr, limit)
+        srq::modify_srq(dev, srq, max_wr, limit, udata)
     }
 
     fn query_srq(dev: &rdma::Device<Self>, srq: &Srq) -> Result<rdma::SrqAttr> {

@@ -15,14 +15,25 @@ use crate::{
     rdma::{self, RecvWrs, SrqAttr, UData, Umem},
     verbs::{is_pow2_in, pin_dbrec, pin_ring, rq_wqe_sges, stride_shift, UContext, PAGE_SHIFT},
 };
-use kernel::prelude::*;
+use kernel::{new_mutex, prelude::*, sync::Mutex};
+
+/// A user SRQ's ring (which a resize replaces) and record, pinned.
+struct UserRing {
+    /// WQEs the ring holds.
+    depth: u32,
+    _ring: Umem,
+    _dbrec: Umem,
+}
 
 /// Where an SRQ's ring and record live.
 enum SrqMem {
-    /// In the process, pinned.
-    User { _ring: Umem, _dbrec: Umem },
-    /// In coherent memory of the driver.
-    Kernel(Pin<KBox<KernelSrq>>),
+    /// In the process; the lock serialises resizes.
+    User(Pin<KBox<Mutex<UserRing>>>),
+    /// In coherent memory of the driver (never resized).
+    Kernel {
+        ring: Pin<KBox<KernelSrq>>,
+        depth: u32,
+    },
 }
 
 /// Driver state of an SRQ.
@@ -30,11 +41,21 @@ pub(crate) struct Srq {
     pub(crate) srqn: u32,
     /// The PD, which QPs attached to the SRQ must share.
     pub(crate) pdn: u32,
-    /// WQEs the ring holds.
-    depth: u32,
+    /// log2 of the WQE stride.
+    shift: u32,
     /// SGEs per WQE.
     max_sge: u32,
     mem: SrqMem,
+}
+
+impl Srq {
+    /// WQEs the ring holds now.
+    fn depth(&self) -> u32 {
+        match &self.mem {
+            SrqMem::User(u) => u.lock().depth,
+            SrqMem::Kernel { depth, .. } => *depth,
+        }
+    }
 }
 
 /// What the caller asked for, checked against the device's limits (SRQs
@@ -93,6 +114,15 @@ fn create_user_srq(
     let (ring, pages) = pin_ring(dev, req.buf_va, len, 0)?;
     // The device writes its consumer index into the record.
     let (dbrec, dbrec_addr) = pin_dbrec(dev, req.dbrec_va, rdma::umem::access::LOCAL_WRITE)?;
+    // Allocated before the device has the SRQ: nothing fails after it.
+    let user = KBox::pin_init(
+        new_mutex!(UserRing {
+            depth: req.depth,
+            _ring: ring,
+            _dbrec: dbrec,
+        }),
+        GFP_KERNEL,
+    )?;
     let out = dev.shared.exec_with_lists(|lists| {
         Ok(hw::ferroce_cmd_create_srq {
             buf: lists.add(&pages, PAGE_SHIFT)?,
@@ -106,19 +136,16 @@ fn create_user_srq(
     let out = match out {
         Ok(out) => out,
         Err(e) => {
-            dev.shared.release_after_failure((ring, dbrec));
+            dev.shared.release_after_failure(user);
             return Err(e);
         }
     };
     let srq = Srq {
         srqn: out.out[0],
         pdn: pd.pdn,
-        depth: req.depth,
+        shift,
         max_sge,
-        mem: SrqMem::User {
-            _ring: ring,
-            _dbrec: dbrec,
-        },
+        mem: SrqMem::User(user),
     };
     if let Err(e) = udata.respond(&hw::ferroce_uresp_create_srq {
         srqn: srq.srqn,
@@ -127,7 +154,7 @@ fn create_user_srq(
         rdma::destroy_or_leak(srq, |srq| destroy_srq(dev, srq));
         return Err(e);
     }
-    attr.max_wr = srq.depth;
+    attr.max_wr = req.depth;
     attr.max_sge = max_sge;
     let srqn = srq.srqn;
     Ok((srq, srqn))
@@ -168,29 +195,29 @@ fn create_kernel_srq(dev: &rdma::Device<IbDev>, pd: &Pd, attr: &mut SrqAttr) -> 
     let srq = Srq {
         srqn: out.out[0],
         pdn: pd.pdn,
-        depth,
+        shift,
         max_sge,
-        mem: SrqMem::Kernel(ring),
+        mem: SrqMem::Kernel { ring, depth },
     };
     let srqn = srq.srqn;
     Ok((srq, srqn))
 }
 
-/// `modify_srq`: (re)arms the limit event. Resizing is not offered: the
-/// device has no command for it.
+/// `modify_srq`: resizes a user SRQ, then (re)arms the limit event.
 pub(crate) fn modify_srq(
     dev: &rdma::Device<IbDev>,
     srq: &Srq,
     max_wr: Option<u32>,
     limit: Option<u32>,
+    udata: Option<&mut UData<'_>>,
 ) -> Result {
-    if max_wr.is_some() {
-        return Err(EOPNOTSUPP);
+    if let Some(max_wr) = max_wr {
+        resize_srq(dev, srq, max_wr, udata)?;
     }
     let Some(limit) = limit else {
         return Ok(());
     };
-    if limit > srq.depth {
+    if limit > srq.depth() {
         return Err(EINVAL);
     }
     dev.shared.exec(&hw::ferroce_cmd_modify_srq {
@@ -201,6 +228,47 @@ pub(crate) fn modify_srq(
     Ok(())
 }
 
+/// Gives a user SRQ the ring the provider prepared (device.rst, "Shared
+/// receive queues", "Resizing"): it copied the WQEs the device has not
+/// taken into it and posts nothing until this returns. Kernel SRQs are
+/// not resized: no kernel consumer asks for it.
+fn resize_srq(
+    dev: &rdma::Device<IbDev>,
+    srq: &Srq,
+    max_wr: u32,
+    udata: Option<&mut UData<'_>>,
+) -> Result {
+    let (SrqMem::User(user), Some(udata)) = (&srq.mem, udata) else {
+        return Err(EOPNOTSUPP);
+    };
+    let req: hw::ferroce_ureq_modify_srq = udata.read()?;
+    if req.comp_mask != 0 {
+        return Err(EINVAL);
+    }
+    if max_wr == 0 || !is_pow2_in(req.depth, 1, dev.caps.max_qp_wr) || req.depth < max_wr {
+        return Err(EINVAL);
+    }
+    let mut cur = user.lock();
+    let (ring, pages) = pin_ring(dev, req.buf_va, u64::from(req.depth) << srq.shift, 0)?;
+    let r = dev.shared.exec_with_lists(|lists| {
+        Ok(hw::ferroce_cmd_resize_srq {
+            buf: lists.add(&pages, PAGE_SHIFT)?,
+            srqn: srq.srqn,
+            depth: req.depth,
+            wqe_shift: srq.shift as u8,
+            ..Default::default()
+        })
+    });
+    if let Err(e) = r {
+        dev.shared.release_after_failure(ring);
+        return Err(e);
+    }
+    // The device reads the new ring only; the old one is unpinned here.
+    cur.depth = req.depth;
+    cur._ring = ring;
+    Ok(())
+}
+
 /// `query_srq`: the capacities and the limit still armed on the device.
 pub(crate) fn query_srq(dev: &rdma::Device<IbDev>, srq: &Srq) -> Result<SrqAttr> {
     let out = dev.shared.exec(&hw::ferroce_cmd_query_srq {
@@ -208,7 +276,7 @@ pub(crate) fn query_srq(dev: &rdma::Device<IbDev>, srq: &Srq) -> Result<SrqAttr>
         ..Default::default()
     })?;
     Ok(SrqAttr {
-        max_wr: srq.depth,
+        max_wr: srq.depth(),
         max_sge: srq.max_sge,
         limit: out.out[hw::FERROCE_SRQ_OUT_LIMIT as usize],
     })
@@ -224,8 +292,8 @@ pub(crate) fn destroy_srq(dev: &rdma::Device<IbDev>, srq: &Srq) -> Result {
 /// `post_srq_recv` on a kernel SRQ.
 pub(crate) fn post_srq_recv(srq: &Srq, wrs: &mut RecvWrs<'_>) -> Result {
     match &srq.mem {
-        SrqMem::Kernel(k) => k.post(wrs),
-        SrqMem::User { .. } => Err(EINVAL),
+        SrqMem::Kernel { ring, .. } => ring.post(wrs),
+        SrqMem::User(_) => Err(EINVAL),
     }
 }
 
@@ -234,9 +302,9 @@ impl Srq {
     /// producer and the device's consumer index.
     pub(crate) fn fill_res(&self, msg: &mut rdma::ResMsg<'_>) -> Result {
         msg.put_u32(c"srqn", self.srqn)?;
-        msg.put_u32(c"srq_depth", self.depth)?;
-        if let SrqMem::Kernel(k) = &self.mem {
-            let (pi, ci) = k.indices();
+        msg.put_u32(c"srq_depth", self.depth())?;
+        if let SrqMem::Kernel { ring, .. } = &self.mem {
+            let (pi, ci) = ring.indices();
             msg.put_u32(c"pi", pi.into())?;
             msg.put_u32(c"ci", ci.into())?;
         }

@@ -273,16 +273,36 @@ pub(crate) struct FastRegPages {
 
 /// What an MR translates.
 enum MrMem {
-    /// Pinned user memory, in `pages` pages of `1 << page_shift` bytes.
+    /// Pinned user memory, in `pages` pages of `1 << page_shift` bytes,
+    /// registered with `reg` (what a re-registration keeps).
     User {
         _umem: Umem,
         pages: u32,
         page_shift: u32,
+        reg: UserReg,
     },
     /// Every DMA address (`get_dma_mr`).
     Dma,
     /// Pages a REG_MR work request gives it.
     FastReg(FastRegPages),
+}
+
+/// Rights for which ib_core pins user pages writable (`ib_access_writable`).
+const WRITABLE: u32 = hw::ib_access_flags_IB_ACCESS_LOCAL_WRITE
+    | hw::ib_access_flags_IB_ACCESS_REMOTE_WRITE
+    | hw::ib_access_flags_IB_ACCESS_REMOTE_ATOMIC
+    | hw::ib_access_flags_IB_ACCESS_MW_BIND;
+
+/// What a user MR was registered with: `reg_user_mr`'s arguments, the
+/// rights as changed in place since.
+#[derive(Debug)]
+pub(crate) struct UserReg {
+    start: u64,
+    length: u64,
+    iova: u64,
+    access: AtomicU32,
+    /// The pages were pinned writable (`IB_ACCESS_WRITABLE` rights).
+    writable: bool,
 }
 
 /// Driver state of an MR.
@@ -829,6 +849,13 @@ pub(crate) fn reg_user_mr(
     iova: u64,
     access: u32,
 ) -> Result<(Mr, u32)> {
+    let reg = UserReg {
+        start,
+        length,
+        iova,
+        access: AtomicU32::new(access),
+        writable: access & WRITABLE != 0,
+    };
     // Optional flags (relaxed ordering, ...) may be ignored by definition.
     let access = access & !hw::ib_access_flags_IB_ACCESS_OPTIONAL;
     if access & !hw::FERROCE_ACCESS_MR_MASK != 0 {
@@ -872,10 +899,60 @@ pub(crate) fn reg_user_mr(
                 _umem: umem,
                 pages: u32::try_from(pages.len()).unwrap_or(u32::MAX),
                 page_shift: pgsz.trailing_zeros(),
+                reg,
             },
         },
         key,
     ))
+}
+
+/// `rereg_user_mr`. A change of the PD and/or the rights is made in place
+/// with MODIFY_MR (device 1.6), keeping the key, as long as the pages were
+/// pinned writable if the new rights write. Anything else (a new
+/// translation, write rights over read-only pinned pages, an older device)
+/// registers a new MR, with a new key, as mlx5 does when it cannot change
+/// an MR in place. Either way a failure leaves the MR as it was.
+pub(crate) fn rereg_user_mr(
+    dev: &rdma::Device<IbDev>,
+    mr: &Mr,
+    change: &rdma::MrRereg,
+    pd: &crate::ib::Pd,
+) -> Result<Option<(Mr, u32)>> {
+    let MrMem::User { reg, .. } = &mr.mem else {
+        return Err(EINVAL);
+    };
+    let old_access = reg.access.load(Ordering::Relaxed);
+    let access = change.access.unwrap_or(old_access);
+    let in_place = change.trans.is_none()
+        && dev.caps.device_caps & hw::FERROCE_CAP_MODIFY_MR != 0
+        && (reg.writable || access & WRITABLE == 0);
+    if !in_place {
+        let (start, length, iova) = change.trans.unwrap_or((reg.start, reg.length, reg.iova));
+        return reg_user_mr(dev, pd, start, length, iova, access).map(Some);
+    }
+    let mut cmd = hw::ferroce_cmd_modify_mr {
+        key: mr.key,
+        ..Default::default()
+    };
+    if change.pd {
+        cmd.flags |= hw::FERROCE_MODIFY_MR_PD;
+        cmd.pdn = pd.pdn;
+    }
+    if change.access.is_some() {
+        // As reg_user_mr: optional flags dropped, others refused.
+        let dev_access = access & !hw::ib_access_flags_IB_ACCESS_OPTIONAL;
+        if dev_access & !hw::FERROCE_ACCESS_MR_MASK != 0 {
+            return Err(EOPNOTSUPP);
+        }
+        cmd.flags |= hw::FERROCE_MODIFY_MR_ACCESS;
+        cmd.access = dev_access;
+    }
+    if cmd.flags == 0 {
+        return Ok(None);
+    }
+    dev.shared.exec(&cmd)?;
+    reg.access.store(access, Ordering::Relaxed);
+    Ok(None)
 }
 
 pub(crate) fn dereg_mr(dev: &rdma::Device<IbDev>, mr: &Mr) -> Result {

@@ -165,6 +165,21 @@ pub(crate) trait Driver: Send + Sync + Sized + 'static {
         build_error!(VTABLE_DEFAULT_ERROR)
     }
 
+    /// Re-registers a user MR (`ibv_rereg_mr`) with what `change` says and
+    /// the PD `pd` (the MR's own unless `change.pd`). Either changes it in
+    /// place, keeping its key (`None`), or registers a new MR and returns
+    /// its state and key, which ib_core swaps in before it deregisters the
+    /// old one. On failure the MR is left as it was.
+    fn rereg_user_mr(
+        _dev: &Device<Self>,
+        _mr: &Self::Mr,
+        _change: &MrRereg,
+        _pd: &Self::Pd,
+        _udata: &mut UData<'_>,
+    ) -> Result<Option<(Self::Mr, u32)>> {
+        build_error!(VTABLE_DEFAULT_ERROR)
+    }
+
     /// Deregisters an MR; as [`Driver::destroy_cq`].
     fn dereg_mr(_dev: &Device<Self>, _mr: &Self::Mr) -> Result {
         build_error!(VTABLE_DEFAULT_ERROR)
@@ -260,12 +275,13 @@ pub(crate) trait Driver: Send + Sync + Sized + 'static {
     }
 
     /// Resizes an SRQ (`max_wr`) and/or (re)arms its limit event (`limit`,
-    /// 0 disarms).
+    /// 0 disarms); `udata` is the command's driver data for a user SRQ.
     fn modify_srq(
         _dev: &Device<Self>,
         _srq: &Self::Srq,
         _max_wr: Option<u32>,
         _limit: Option<u32>,
+        _udata: Option<&mut UData<'_>>,
     ) -> Result {
         build_error!(VTABLE_DEFAULT_ERROR)
     }
@@ -511,6 +527,18 @@ pub(super) type CqObj<T> = Obj<b::ib_cq, (u32, <T as Driver>::Cq)>;
 pub(super) type QpObj<T> = Obj<b::ib_qp, <T as Driver>::Qp>;
 pub(super) type AhObj<T> = Obj<b::ib_ah, <T as Driver>::Ah>;
 
+/// What `ibv_rereg_mr` changes of a user MR; `None` keeps the old value.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct MrRereg {
+    /// `IB_MR_REREG_PD`: the MR moves to the PD given with the change.
+    pub(crate) pd: bool,
+    /// `IB_MR_REREG_TRANS`: the new user address, length and I/O virtual
+    /// address.
+    pub(crate) trans: Option<(u64, u64, u64)>,
+    /// `IB_MR_REREG_ACCESS`: the new `IB_ACCESS_*` rights.
+    pub(crate) access: Option<u32>,
+}
+
 /// A driver-allocated `ib_mr` followed by the driver state (ib_core lets the
 /// driver allocate MRs).
 #[repr(C)]
@@ -728,6 +756,9 @@ impl<T: Driver> Adapter<T> {
         if T::HAS_REG_USER_MR {
             ops.reg_user_mr = Some(Self::reg_user_mr);
             ops.dereg_mr = Some(Self::dereg_mr);
+        }
+        if T::HAS_REREG_USER_MR {
+            ops.rereg_user_mr = Some(Self::rereg_user_mr);
         }
         if T::HAS_CREATE_AH {
             ops.create_user_ah = Some(Self::create_user_ah);
@@ -1657,6 +1688,58 @@ impl<T: Driver> Adapter<T> {
             let (data, key) =
                 T::reg_user_mr(dev, pd_data, start, length, iova, access, &mut udata)?;
             Ok(Self::new_mr(slot, data, key))
+        })())
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    extern "C" fn rereg_user_mr(
+        ibmr: *mut b::ib_mr,
+        flags: c_int,
+        start: u64,
+        length: u64,
+        iova: u64,
+        access: c_int,
+        pd: *mut b::ib_pd,
+        udata: *mut b::ib_udata,
+    ) -> *mut b::ib_mr {
+        // SAFETY: `ibmr` is a live user MR of ours (a `KBox<MrObj<T>>` that
+        // `reg_user_mr` or this function returned), its uobject held for
+        // writing for the call; `pd` is a live PD of our device created
+        // through our ops; `udata` is the command's driver data or NULL.
+        let (dev, mr, pd_data, udata) = unsafe {
+            (
+                Device::<T>::from_raw((*ibmr).device),
+                &(*ibmr.cast::<MrObj<T>>()).data,
+                (*pd.cast::<PdObj<T>>()).data.assume_init_ref(),
+                UData::from_raw(udata),
+            )
+        };
+        ptr_result((|| {
+            let mut udata = udata.ok_or(EOPNOTSUPP)?;
+            let flags = u32::try_from(flags).map_err(|_| EINVAL)?;
+            if flags & !b::ib_mr_rereg_flags_IB_MR_REREG_SUPPORTED != 0 {
+                return Err(EOPNOTSUPP);
+            }
+            let change = MrRereg {
+                pd: flags & b::ib_mr_rereg_flags_IB_MR_REREG_PD != 0,
+                trans: (flags & b::ib_mr_rereg_flags_IB_MR_REREG_TRANS != 0)
+                    .then_some((start, length, iova)),
+                access: if flags & b::ib_mr_rereg_flags_IB_MR_REREG_ACCESS != 0 {
+                    Some(u32::try_from(access).map_err(|_| EINVAL)?)
+                } else {
+                    None
+                },
+            };
+            // Allocated first, as in `reg_user_mr`.
+            let slot = KBox::<MrObj<T>>::new_uninit(GFP_KERNEL)?;
+            Ok(
+                match T::rereg_user_mr(dev, mr, &change, pd_data, &mut udata)? {
+                    Some((data, key)) => Self::new_mr(slot, data, key),
+                    // Changed in place: ib_core keeps the MR (and moves it
+                    // to the new PD).
+                    None => core::ptr::null_mut(),
+                },
+            )
         })())
     }
 

@@ -42,8 +42,8 @@ pub(crate) mod wr;
 
 pub(crate) use attr::{DeviceAttr, GidAttr, GidType, LinkLayer, NetDev, PortAttr, PortImmutable};
 pub(crate) use device::{
-    destroy_or_leak, Builder, Device, Driver, EventRef, PortEvent, QpAttrOut, Registration, RoceAv,
-    UContextInit,
+    destroy_or_leak, Builder, Device, Driver, EventRef, MrRereg, PortEvent, QpAttrOut,
+    Registration, RoceAv, UContextInit,
 };
 pub(crate) use gids::GidEntry;
 pub(crate) use mmap::MmioRegion;

@@ -121,15 +121,17 @@ impl<T: Driver> Adapter<T> {
         ibsrq: *mut b::ib_srq,
         attr: *mut b::ib_srq_attr,
         mask: b::ib_srq_attr_mask,
-        _udata: *mut b::ib_udata,
+        udata: *mut b::ib_udata,
     ) -> c_int {
         // SAFETY: an SRQ created by us, alive for the call; `attr` is
-        // ib_core's, valid for the call.
-        let (dev, srq, attr) = unsafe {
+        // ib_core's, valid for the call; `udata` is the command's driver
+        // data or NULL.
+        let (dev, srq, attr, mut udata) = unsafe {
             (
                 Device::<T>::from_raw((*ibsrq).device),
                 srq_data::<T>(ibsrq),
                 &*attr,
+                UData::from_raw(udata),
             )
         };
         from_result(|| {
@@ -139,7 +141,7 @@ impl<T: Driver> Adapter<T> {
             }
             let max_wr = (mask & b::ib_srq_attr_mask_IB_SRQ_MAX_WR != 0).then_some(attr.max_wr);
             let limit = (mask & b::ib_srq_attr_mask_IB_SRQ_LIMIT != 0).then_some(attr.srq_limit);
-            T::modify_srq(dev, srq, max_wr, limit).map(|()| 0)
+            T::modify_srq(dev, srq, max_wr, limit, udata.as_mut()).map(|()| 0)
         })
     }
 
