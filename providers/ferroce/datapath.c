@@ -334,11 +334,6 @@ void ferroce_cq_event(struct ibv_cq *ibcq)
  * Work queues
  * ------------------------------------------------------------------------
  */
-static inline void *ferroce_wqe(struct ferroce_wq *wq, uint16_t idx)
-{
-	return (uint8_t *)wq->buf + ((size_t)(idx & (wq->depth - 1)) << wq->shift);
-}
-
 static inline bool ferroce_wq_full(struct ferroce_wq *wq, uint16_t pi)
 {
 	uint16_t ci = __atomic_load_n(&wq->ci, __ATOMIC_ACQUIRE);
@@ -620,18 +615,12 @@ int ferroce_post_srq_recv(struct ibv_srq *ibsrq, struct ibv_recv_wr *wr,
 {
 	struct ferroce_srq *srq = to_fsrq(ibsrq);
 	struct ferroce_wq *wq = &srq->wq;
-	uint16_t pi, ci;
+	uint16_t pi;
 	int ret;
 
 	pthread_spin_lock(&wq->lock);
 	pi = wq->pi;
-	/*
-	 * The device read the WQEs below ci before it wrote ci: with the
-	 * acquire, their slots are rewritten only after that.
-	 */
-	ci = le32toh(__atomic_load_n(&srq->dbrec->ci, __ATOMIC_ACQUIRE)) &
-	     FERROCE_WQ_IDX_MASK;
-	ret = ferroce_write_recv_wqes(wq, ci, wr, bad_wr);
+	ret = ferroce_write_recv_wqes(wq, ferroce_srq_ci(srq), wr, bad_wr);
 	if (wq->pi != pi) {
 		udma_to_device_barrier();
 		/* one store: the device may read the record at any time */

@@ -48,6 +48,7 @@ static const struct verbs_context_ops ferroce_context_ops = {
 	.query_qp = ferroce_query_qp,
 	.query_srq = ferroce_query_srq,
 	.reg_mr = ferroce_reg_mr,
+	.rereg_mr = ferroce_rereg_mr,
 	.req_notify_cq = ferroce_req_notify_cq,
 };
 

@@ -9,6 +9,7 @@
 #ifndef FERROCE_PROVIDER_H
 #define FERROCE_PROVIDER_H
 
+#include <endian.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -37,6 +38,9 @@ DECLARE_DRV_CMD(ferroce_create_srq, IB_USER_VERBS_CMD_CREATE_SRQ,
 		ferroce_ureq_create_srq, ferroce_uresp_create_srq);
 DECLARE_DRV_CMD(ferroce_create_srq_ex, IB_USER_VERBS_CMD_CREATE_XSRQ,
 		ferroce_ureq_create_srq, ferroce_uresp_create_srq);
+/* modify_srq with IBV_SRQ_MAX_WR (resize) only: the limit alone has none */
+DECLARE_DRV_CMD(ferroce_modify_srq, IB_USER_VERBS_CMD_MODIFY_SRQ,
+		ferroce_ureq_modify_srq, empty);
 DECLARE_DRV_CMD(ferroce_create_ah, IB_USER_VERBS_CMD_CREATE_AH,
 		empty, ferroce_uresp_create_ah);
 
@@ -115,6 +119,12 @@ struct ferroce_wq {
 	uint16_t ci;			/* __atomic_* accesses only */
 };
 
+/* The slot of the WQE of index idx in a queue's ring */
+static inline void *ferroce_wqe(struct ferroce_wq *wq, uint16_t idx)
+{
+	return (uint8_t *)wq->buf + ((size_t)(idx & (wq->depth - 1)) << wq->shift);
+}
+
 struct ferroce_qp {
 	struct verbs_qp vqp;		/* ibv_qp, and ibv_qp_ex for ibv_wr_* */
 	struct ferroce_wq sq;
@@ -140,7 +150,8 @@ struct ferroce_qp {
  * the provider stores pi there, the device DMA-writes ci there when it
  * takes a WQE (device.rst, "Shared receive queues"). Completions do not
  * free SRQ slots, so wq.ci is unused, as are wq.dbrec and wq.db (an SRQ has
- * no doorbell).
+ * no doorbell). modify_srq's resize replaces wq.buf, wq.buf_size and
+ * wq.depth under wq.lock: read them with it held.
  */
 struct ferroce_srq {
 	struct verbs_srq vsrq;
@@ -148,6 +159,17 @@ struct ferroce_srq {
 	struct ferroce_srq_dbrec *dbrec;
 	uint32_t srqn;
 };
+
+/*
+ * The consumer index the device wrote to an SRQ's record (bits 15:0). The
+ * device read the WQEs below it before it wrote it: with the acquire, the
+ * caller reads or rewrites their slots only after that.
+ */
+static inline uint16_t ferroce_srq_ci(struct ferroce_srq *srq)
+{
+	return le32toh(__atomic_load_n(&srq->dbrec->ci, __ATOMIC_ACQUIRE)) &
+	       FERROCE_WQ_IDX_MASK;
+}
 
 struct ferroce_ah {
 	struct ibv_ah ibv_ah;
@@ -212,6 +234,8 @@ struct ibv_pd *ferroce_alloc_pd(struct ibv_context *ibctx);
 int ferroce_dealloc_pd(struct ibv_pd *pd);
 struct ibv_mr *ferroce_reg_mr(struct ibv_pd *pd, void *addr, size_t len,
 			      uint64_t hca_va, int access);
+int ferroce_rereg_mr(struct verbs_mr *vmr, int flags, struct ibv_pd *pd,
+		     void *addr, size_t len, int access);
 int ferroce_dereg_mr(struct verbs_mr *vmr);
 struct ibv_cq *ferroce_create_cq(struct ibv_context *ibctx, int cqe,
 				 struct ibv_comp_channel *channel,

@@ -11,6 +11,8 @@
 #include <string.h>
 #include <strings.h>
 
+#include <util/udma_barrier.h>
+
 #include "ferroce.h"
 
 /* ------------------------------------------------------------------------
@@ -347,6 +349,22 @@ struct ibv_mr *ferroce_reg_mr(struct ibv_pd *pd, void *addr, size_t len,
 		return NULL;
 	}
 	return &vmr->ibv_mr;
+}
+
+/*
+ * The driver registers a new MR with the changes and ib_core swaps it in for
+ * the old one, so the keys change (the response carries them); flags it
+ * does not know fail with EOPNOTSUPP there.
+ */
+int ferroce_rereg_mr(struct verbs_mr *vmr, int flags, struct ibv_pd *pd,
+		     void *addr, size_t len, int access)
+{
+	struct ib_uverbs_rereg_mr_resp resp;
+	struct ibv_rereg_mr cmd;
+
+	return ibv_cmd_rereg_mr(vmr, flags, addr, len, (uintptr_t)addr,
+				access, pd, &cmd, sizeof(cmd), &resp,
+				sizeof(resp));
 }
 
 int ferroce_dereg_mr(struct verbs_mr *vmr)
@@ -1024,10 +1042,92 @@ struct ibv_srq *ferroce_create_srq_ex(struct ibv_context *ibctx,
 	return &srq->vsrq.srq;
 }
 
+/* The SRQ's depth, which a resize may be changing */
+static uint32_t ferroce_srq_depth(struct ferroce_srq *srq)
+{
+	uint32_t depth;
+
+	pthread_spin_lock(&srq->wq.lock);
+	depth = srq->wq.depth;
+	pthread_spin_unlock(&srq->wq.lock);
+	return depth;
+}
+
 /*
- * The limit (0..depth, 0 disarms) only: the ring lives in process memory
- * at a fixed size, so there is no resizing (IBV_SRQ_MAX_WR: EINVAL, as
- * providers without IBV_DEVICE_SRQ_RESIZE answer).
+ * Resizing (device.rst, "Shared receive queues", "Resizing"): a new zeroed
+ * ring of the same stride, a power of two >= attr->max_wr (and >= 1) deep,
+ * into which every WQE the device may not have taken yet (from the ci of
+ * the record up to pi) is copied at the same index, then modify_srq with
+ * the ring as driver data (ferroce_ureq_modify_srq) and attr_mask as given:
+ * the limit, if set, against the new depth. The SRQ's lock is held from
+ * the ci read until the driver answered, so nothing is posted meanwhile.
+ * The device may take more WQEs after the ci read; their copies are never
+ * read, it goes on from its own ci. On success the old ring is freed, on
+ * failure the new one. A depth below the WQEs outstanding: EINVAL.
+ */
+static int ferroce_resize_srq(struct ferroce_srq *srq,
+			      struct ibv_srq_attr *attr, int attr_mask)
+{
+	struct ferroce_context *ctx = to_fctx(srq->vsrq.srq.context);
+	struct ferroce_wq *wq = &srq->wq;
+	struct ferroce_modify_srq cmd = {};
+	struct ferroce_wq ring = {};
+	size_t stride, old_size;
+	uint16_t ci, i, used;
+	uint32_t depth;
+	void *old_buf;
+	int ret;
+
+	if (!(ctx->device_caps & FERROCE_CAP_SRQ) ||
+	    attr->max_wr > ctx->max_qp_wr)
+		return EINVAL;
+	depth = roundup_pow_of_two(max_t(uint32_t, attr->max_wr, 1));
+	if (depth > ctx->max_qp_wr ||
+	    (attr_mask & IBV_SRQ_LIMIT && attr->srq_limit > depth))
+		return EINVAL;
+	/* The stride is the SRQ's, set at creation: no lock needed */
+	ret = ferroce_alloc_wq_ring(&ring, depth, wq->shift);
+	if (ret)
+		return -ret;
+	stride = (size_t)1 << wq->shift;
+
+	pthread_spin_lock(&wq->lock);
+	ci = ferroce_srq_ci(srq);
+	used = wq->pi - ci;
+	/* More than the ring held: a record ci that is not the device's */
+	if (used > depth || used > wq->depth) {
+		ret = EINVAL;
+		goto out;
+	}
+	for (i = ci; i != wq->pi; i++)
+		memcpy(ferroce_wqe(&ring, i), ferroce_wqe(wq, i), stride);
+	/* The copies before the command that hands the ring to the device */
+	udma_to_device_barrier();
+
+	cmd.buf_va = (uintptr_t)ring.buf;
+	cmd.depth = depth;
+	ret = ibv_cmd_modify_srq(&srq->vsrq.srq, attr, attr_mask, &cmd.ibv_cmd,
+				 sizeof(cmd));
+	if (!ret) {
+		/* The device takes WQEs from the new ring: the old is ours */
+		old_buf = wq->buf;
+		old_size = wq->buf_size;
+		wq->buf = ring.buf;
+		wq->buf_size = ring.buf_size;
+		wq->depth = depth;
+		ring.buf = old_buf;
+		ring.buf_size = old_size;
+	}
+out:
+	pthread_spin_unlock(&wq->lock);
+	ferroce_free_ring(ring.buf, ring.buf_size);
+	return ret;
+}
+
+/*
+ * IBV_SRQ_MAX_WR resizes (ferroce_resize_srq), with or without
+ * IBV_SRQ_LIMIT; the limit alone (0..depth, 0 disarms) takes no driver
+ * data.
  */
 int ferroce_modify_srq(struct ibv_srq *ibsrq, struct ibv_srq_attr *attr,
 		       int attr_mask)
@@ -1035,9 +1135,12 @@ int ferroce_modify_srq(struct ibv_srq *ibsrq, struct ibv_srq_attr *attr,
 	struct ferroce_srq *srq = to_fsrq(ibsrq);
 	struct ibv_modify_srq cmd = {};
 
-	if (attr_mask & ~IBV_SRQ_LIMIT)
+	if (attr_mask & ~(IBV_SRQ_MAX_WR | IBV_SRQ_LIMIT))
 		return EINVAL;
-	if (attr_mask & IBV_SRQ_LIMIT && attr->srq_limit > srq->wq.depth)
+	if (attr_mask & IBV_SRQ_MAX_WR)
+		return ferroce_resize_srq(srq, attr, attr_mask);
+	if (attr_mask & IBV_SRQ_LIMIT &&
+	    attr->srq_limit > ferroce_srq_depth(srq))
 		return EINVAL;
 	return ibv_cmd_modify_srq(ibsrq, attr, attr_mask, &cmd, sizeof(cmd));
 }
@@ -1053,7 +1156,7 @@ int ferroce_query_srq(struct ibv_srq *ibsrq, struct ibv_srq_attr *attr)
 		return ret;
 
 	/* The provider owns the ring: report its real limits. */
-	attr->max_wr = srq->wq.depth;
+	attr->max_wr = ferroce_srq_depth(srq);
 	attr->max_sge = srq->wq.max_sge;
 	return 0;
 }

@@ -6,12 +6,14 @@
  * provider's control path against a fake kernel of the ABI's first release
  * (test_old_driver, and the SRQ commands of test_srq_create). Built and run
  * by "make provider-check", also with ThreadSanitizer (ferroce-unit-tsan),
- * which reports any data race test_threads or test_srq_threads provokes.
+ * which reports any data race test_threads, test_srq_threads or
+ * test_srq_resize_threads provokes.
  */
 #include <endian.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -1313,12 +1315,45 @@ int ibv_cmd_create_srq_ex(struct ibv_context *context, struct verbs_srq *srq,
 	return 0;
 }
 
+/*
+ * modify_srq: with IBV_SRQ_MAX_WR (a resize) the command carries
+ * ferroce_ureq_modify_srq, kept in srq_modify_req; without it, no driver
+ * data. The driver runs while the SRQ's lock is held (srq_modify_locked:
+ * nothing is posted meanwhile), calls srq_modify_hook if set, and answers
+ * srq_modify_ret (0: the limit, if given, is armed).
+ */
+static struct ferroce_ureq_modify_srq srq_modify_req;
+static size_t srq_modify_size;
+static int srq_modify_ret;
+static bool srq_modify_locked;
+static void (*srq_modify_hook)(struct ferroce_srq *srq,
+			       const struct ferroce_ureq_modify_srq *req);
+
 int ibv_cmd_modify_srq(struct ibv_srq *srq, struct ibv_srq_attr *srq_attr,
 		       int srq_attr_mask, struct ibv_modify_srq *cmd,
 		       size_t cmd_size)
 {
+	struct ferroce_srq *fsrq = to_fsrq(srq);
+
 	srq_modify_calls++;
 	srq_modify_mask = srq_attr_mask;
+	srq_modify_size = cmd_size;
+	memset(&srq_modify_req, 0, sizeof(srq_modify_req));
+	if (srq_attr_mask & IBV_SRQ_MAX_WR) {
+		CHECK(cmd_size == sizeof(struct ferroce_modify_srq));
+		srq_modify_req = container_of(cmd, struct ferroce_modify_srq,
+					      ibv_cmd)->drv_payload;
+		CHECK(srq_modify_req.depth >= srq_attr->max_wr);
+	} else {
+		CHECK(cmd_size == sizeof(*cmd));
+	}
+	srq_modify_locked = pthread_spin_trylock(&fsrq->wq.lock) == EBUSY;
+	if (!srq_modify_locked)
+		pthread_spin_unlock(&fsrq->wq.lock);
+	if (srq_modify_hook)
+		srq_modify_hook(fsrq, &srq_modify_req);
+	if (srq_modify_ret)
+		return srq_modify_ret;
 	if (srq_attr_mask & IBV_SRQ_LIMIT)
 		srq_driver_limit = srq_attr->srq_limit;
 	return 0;
@@ -1613,7 +1648,8 @@ static void check_srq_qp(struct ibv_pd *pd, struct ibv_cq *cq,
  * SRQs through the provider's verbs, against the fake driver: only with
  * CAP_SRQ; the ring sized as an RQ and handed over zeroed, with a zeroed
  * record; what the caller gets back is the ring's size; the limit up to
- * the depth, no resizing; QPs of RC, UC and UD on it, with no RQ.
+ * the depth (resizing: test_srq_resize); QPs of RC, UC and UD on it, with
+ * no RQ.
  */
 static void test_srq_create(void)
 {
@@ -1705,19 +1741,19 @@ static void test_srq_create(void)
 	CHECK(ferroce_post_srq_recv(srq, &rwr, &bad) == 0);
 	CHECK(le32toh(fsrq->dbrec->pi) == 1);
 
-	/* The limit, up to the depth; no resizing; nothing else */
+	/* The limit, up to the depth, with no driver data; nothing else */
 	calls = srq_modify_calls;
 	attr = (struct ibv_srq_attr){ .max_wr = 16, .srq_limit = 4 };
-	CHECK(ferroce_modify_srq(srq, &attr, IBV_SRQ_MAX_WR) == EINVAL);
-	CHECK(ferroce_modify_srq(srq, &attr, IBV_SRQ_MAX_WR | IBV_SRQ_LIMIT) ==
-	      EINVAL);
 	CHECK(ferroce_modify_srq(srq, &attr, IBV_SRQ_LIMIT | 0x80) == EINVAL);
+	CHECK(ferroce_modify_srq(srq, &attr, IBV_SRQ_MAX_WR | 0x80) == EINVAL);
 	attr.srq_limit = 9;
 	CHECK(ferroce_modify_srq(srq, &attr, IBV_SRQ_LIMIT) == EINVAL);
 	CHECK(srq_modify_calls == calls);
 	attr.srq_limit = 8;
 	CHECK(ferroce_modify_srq(srq, &attr, IBV_SRQ_LIMIT) == 0);
 	CHECK(srq_modify_calls == calls + 1 && srq_modify_mask == IBV_SRQ_LIMIT);
+	CHECK(srq_modify_size == sizeof(struct ibv_modify_srq));
+	CHECK(!srq_modify_locked && srq_driver_limit == 8);
 
 	/* Query: the ring's size, the driver's limit */
 	memset(&attr, 0, sizeof(attr));
@@ -1805,6 +1841,342 @@ out_ctx:
 	CHECK(atomic_load(&vdev.refcount) == 1);
 }
 
+/*
+ * What the driver must find in the ring of a resize, checked when it is
+ * called: the WQEs of indices srq_resize_ci up to pi (not yet taken) copied
+ * from the old ring to their slots in the new one, every other slot zero,
+ * the old ring still the SRQ's. The device then takes srq_resize_take more
+ * WQEs (before the new ring is its), which changes nothing.
+ */
+static uint16_t srq_resize_ci;
+static unsigned int srq_resize_take, srq_resize_checks;
+
+static void srq_check_resize(struct ferroce_srq *srq,
+			     const struct ferroce_ureq_modify_srq *req)
+{
+	struct ferroce_wq ring = {
+		.buf = (void *)(uintptr_t)req->buf_va,
+		.depth = req->depth, .shift = srq->wq.shift,
+	};
+	size_t stride = (size_t)1 << ring.shift;
+	struct ferroce_wq want = ring;
+	uint16_t i;
+
+	srq_resize_checks++;
+	CHECK(srq_modify_locked);
+	CHECK(req->comp_mask == 0);
+	CHECK(ring.buf && ring.buf != srq->wq.buf);
+	CHECK(req->buf_va % FERROCE_PAGE_SIZE == 0);
+	CHECK(req->depth && !(req->depth & (req->depth - 1)));
+	want.buf = calloc(ring.depth, stride);
+	if (!ring.buf || !want.buf)
+		goto out;
+	for (i = srq_resize_ci; i != srq->wq.pi; i++)
+		memcpy(ferroce_wqe(&want, i), ferroce_wqe(&srq->wq, i), stride);
+	CHECK(memcmp(ring.buf, want.buf, ring.depth * stride) == 0);
+	device_srq_take(srq->dbrec, srq_resize_take);
+out:
+	free(want.buf);
+}
+
+/* Post WRs of wr_ids first.. one by one (one SGE each), expect ret */
+static void srq_post_n(struct ibv_srq *srq, uint64_t first, unsigned int n,
+		       int ret)
+{
+	struct ibv_sge sg = { .addr = 0x1000, .length = 64, .lkey = 0x100 };
+	struct ibv_recv_wr wr = { .sg_list = &sg, .num_sge = 1 }, *bad;
+	unsigned int i;
+
+	for (i = 0; i < n; i++) {
+		wr.wr_id = first + i;
+		CHECK(ferroce_post_srq_recv(srq, &wr, &bad) == ret);
+	}
+}
+
+static uint64_t srq_wr_id(struct ferroce_srq *srq, uint16_t idx)
+{
+	return le64toh(srq_wqe(srq, idx)->wr_id);
+}
+
+/*
+ * Resizing (IBV_SRQ_MAX_WR, with CAP_SRQ): a new ring of a power-of-two
+ * depth >= max_wr, the untaken WQEs copied to their slots (16-bit indices
+ * that wrap, a ci the device advanced), handed to the driver under the
+ * SRQ's lock as ferroce_ureq_modify_srq; the SRQ goes on in the new ring.
+ * A driver refusal keeps the old ring; a depth below the WQEs outstanding,
+ * beyond the device, or below the limit given with it: EINVAL, no command.
+ */
+static void test_srq_resize(void)
+{
+	static struct verbs_device vdev = { .ops = &ferroce_dev_ops };
+	struct ibv_srq_init_attr sattr = {
+		.attr = { .max_wr = 4, .max_sge = 1 },
+	};
+	struct ferroce_context *ctx;
+	struct verbs_context *vctx;
+	struct ibv_srq_attr attr;
+	struct ferroce_srq *fsrq;
+	struct ibv_pd pd = {};
+	struct ibv_srq *srq;
+	void *old_buf;
+	int calls;
+
+	vctx = old_driver_context(&vdev);
+	CHECK(vctx);
+	if (!vctx)
+		return;
+	ctx = to_fctx(&vctx->context);
+	ctx->device_caps |= FERROCE_CAP_SRQ;
+	pd.context = &vctx->context;
+	srq = ferroce_create_srq(&pd, &sattr);
+	CHECK(srq);
+	if (!srq)
+		goto out_ctx;
+	fsrq = to_fsrq(srq);
+	CHECK(fsrq->wq.depth == 4 && fsrq->wq.shift == 5);
+	srq_modify_hook = srq_check_resize;
+
+	/*
+	 * Indices 0xfffd..0 hold 100..103; the device took 0xfffd: 0xfffe,
+	 * 0xffff and 0 go to slots 6, 7 and 0 of 8, and the device takes
+	 * one more during the command.
+	 */
+	fsrq->wq.pi = 0xfffd;
+	fsrq->dbrec->pi = htole32(0xfffd);
+	fsrq->dbrec->ci = htole32(0xfffd);
+	srq_post_n(srq, 100, 4, 0);
+	srq_post_n(srq, 104, 1, ENOMEM);
+	CHECK(le32toh(fsrq->dbrec->pi) == 1);
+	device_srq_take(fsrq->dbrec, 1);
+	srq_resize_ci = 0xfffe;
+	srq_resize_take = 1;
+	srq_resize_checks = 0;
+	calls = srq_modify_calls;
+	old_buf = fsrq->wq.buf;
+	attr = (struct ibv_srq_attr){ .max_wr = 5, .srq_limit = 99 };
+	CHECK(ferroce_modify_srq(srq, &attr, IBV_SRQ_MAX_WR) == 0);
+	CHECK(srq_modify_calls == calls + 1 && srq_resize_checks == 1);
+	CHECK(srq_modify_mask == IBV_SRQ_MAX_WR);
+	CHECK(srq_modify_size == sizeof(struct ferroce_modify_srq));
+	CHECK(srq_modify_req.depth == 8 && srq_modify_req.comp_mask == 0);
+	CHECK(srq_modify_req.buf_va == (uintptr_t)fsrq->wq.buf);
+	CHECK(fsrq->wq.buf != old_buf && fsrq->wq.depth == 8);
+	CHECK(fsrq->wq.buf_size >= 8U << 5 &&
+	      fsrq->wq.buf_size % FERROCE_PAGE_SIZE == 0);
+	CHECK(srq_driver_limit == 0);	/* no limit asked for */
+	/* pi, the record and the stride stay */
+	CHECK(fsrq->wq.pi == 1 && le32toh(fsrq->dbrec->pi) == 1 &&
+	      le32toh(fsrq->dbrec->ci) == 0xffff);
+	CHECK(fsrq->wq.shift == 5 && fsrq->wq.max_sge == 1);
+	CHECK(srq_wr_id(fsrq, 0xfffe) == 101 && srq_wr_id(fsrq, 0xffff) == 102 &&
+	      srq_wr_id(fsrq, 0) == 103);
+	CHECK(ferroce_wqe(&fsrq->wq, 0xfffe) ==
+	      (uint8_t *)fsrq->wq.buf + 6 * 32);
+	memset(&attr, 0, sizeof(attr));
+	CHECK(ferroce_query_srq(srq, &attr) == 0 && attr.max_wr == 8);
+
+	/* Posting fills the new ring: 6 free slots (0xffff and 0 untaken) */
+	srq_post_n(srq, 200, 6, 0);
+	srq_post_n(srq, 206, 1, ENOMEM);
+	CHECK(fsrq->wq.pi == 7 && le32toh(fsrq->dbrec->pi) == 7);
+	CHECK(srq_wr_id(fsrq, 1) == 200 && srq_wr_id(fsrq, 6) == 205);
+	CHECK(srq_wr_id(fsrq, 0xffff) == 102 && srq_wr_id(fsrq, 0) == 103);
+
+	/* 8 outstanding: not into 4; beyond max_qp_wr (512); no command */
+	calls = srq_modify_calls;
+	old_buf = fsrq->wq.buf;
+	attr = (struct ibv_srq_attr){ .max_wr = 4 };
+	CHECK(ferroce_modify_srq(srq, &attr, IBV_SRQ_MAX_WR) == EINVAL);
+	attr.max_wr = 513;
+	CHECK(ferroce_modify_srq(srq, &attr, IBV_SRQ_MAX_WR) == EINVAL);
+	/* The limit given with it: up to the new depth */
+	attr = (struct ibv_srq_attr){ .max_wr = 9, .srq_limit = 17 };
+	CHECK(ferroce_modify_srq(srq, &attr,
+				 IBV_SRQ_MAX_WR | IBV_SRQ_LIMIT) == EINVAL);
+	/* Not without CAP_SRQ */
+	ctx->device_caps &= ~FERROCE_CAP_SRQ;
+	attr.srq_limit = 0;
+	CHECK(ferroce_modify_srq(srq, &attr, IBV_SRQ_MAX_WR) == EINVAL);
+	ctx->device_caps |= FERROCE_CAP_SRQ;
+	CHECK(srq_modify_calls == calls);
+	CHECK(fsrq->wq.buf == old_buf && fsrq->wq.depth == 8);
+
+	/* A driver refusal keeps the old ring, which posting goes on with */
+	device_srq_take(fsrq->dbrec, 3);	/* ci 2 */
+	srq_resize_ci = 2;
+	srq_resize_take = 0;
+	srq_modify_ret = ENOMEM;
+	attr = (struct ibv_srq_attr){ .max_wr = 16, .srq_limit = 3 };
+	CHECK(ferroce_modify_srq(srq, &attr,
+				 IBV_SRQ_MAX_WR | IBV_SRQ_LIMIT) == ENOMEM);
+	srq_modify_ret = 0;
+	CHECK(srq_modify_calls == calls + 1 && srq_modify_req.depth == 16);
+	CHECK(fsrq->wq.buf == old_buf && fsrq->wq.depth == 8);
+	CHECK(srq_driver_limit == 0);
+	CHECK(srq_wr_id(fsrq, 2) == 201 && srq_wr_id(fsrq, 6) == 205);
+	memset(&attr, 0, sizeof(attr));
+	CHECK(ferroce_query_srq(srq, &attr) == 0 && attr.max_wr == 8);
+	srq_post_n(srq, 300, 3, 0);
+	srq_post_n(srq, 303, 1, ENOMEM);
+	CHECK(fsrq->wq.pi == 10 && srq_wr_id(fsrq, 9) == 302);
+
+	/*
+	 * Shrinking to what is outstanding, with the limit: indices 8 and 9
+	 * (wr_ids 301, 302) go to slots 0 and 1 of 2, the limit is armed.
+	 */
+	device_srq_take(fsrq->dbrec, 6);	/* ci 8 */
+	srq_resize_ci = 8;
+	attr = (struct ibv_srq_attr){ .max_wr = 2, .srq_limit = 1 };
+	CHECK(ferroce_modify_srq(srq, &attr,
+				 IBV_SRQ_MAX_WR | IBV_SRQ_LIMIT) == 0);
+	CHECK(srq_modify_mask == (IBV_SRQ_MAX_WR | IBV_SRQ_LIMIT));
+	CHECK(srq_modify_req.depth == 2 && fsrq->wq.depth == 2);
+	CHECK(srq_driver_limit == 1);
+	CHECK(srq_wr_id(fsrq, 8) == 301 && srq_wr_id(fsrq, 9) == 302);
+	CHECK(ferroce_wqe(&fsrq->wq, 9) == (uint8_t *)fsrq->wq.buf + 32);
+	srq_post_n(srq, 400, 1, ENOMEM);
+	/* ... and to 1 once the device took one: max_wr 1 */
+	device_srq_take(fsrq->dbrec, 1);	/* ci 9 */
+	srq_resize_ci = 9;
+	attr = (struct ibv_srq_attr){ .max_wr = 1 };
+	CHECK(ferroce_modify_srq(srq, &attr, IBV_SRQ_MAX_WR) == 0);
+	CHECK(srq_modify_req.depth == 1 && fsrq->wq.depth == 1);
+	CHECK(srq_wr_id(fsrq, 9) == 302);
+	/* A record ci that is not the device's (past pi): EINVAL */
+	calls = srq_modify_calls;
+	fsrq->dbrec->ci = htole32(11);
+	attr.max_wr = 512;
+	CHECK(ferroce_modify_srq(srq, &attr, IBV_SRQ_MAX_WR) == EINVAL);
+	CHECK(srq_modify_calls == calls && fsrq->wq.depth == 1);
+	fsrq->dbrec->ci = htole32(10);
+	srq_post_n(srq, 500, 1, 0);
+	CHECK(srq_wr_id(fsrq, 10) == 500 && le32toh(fsrq->dbrec->pi) == 11);
+
+	srq_modify_hook = NULL;
+	CHECK(ferroce_destroy_srq(srq) == 0);
+out_ctx:
+	ferroce_free_context(&vctx->context);
+	CHECK(atomic_load(&vdev.refcount) == 1);
+}
+
+/*
+ * Resizing while an application thread posts and another plays the device,
+ * which takes WQEs from the ring it was last given (switched by the
+ * driver's command, srq_device_switch) in ring order and checks their
+ * wr_ids: none lost or reordered across resizes (the copies), and under
+ * ThreadSanitizer no race on the rings, the record or the SRQ's fields.
+ */
+struct srq_resize_threads {
+	struct fake f;
+	struct ferroce_srq srq;
+	struct ferroce_srq_dbrec rec;
+	pthread_mutex_t dev_lock;
+	struct ferroce_wq dev_ring;	/* under dev_lock */
+	unsigned int taken;
+	bool done;			/* __atomic_* accesses */
+};
+
+static void srq_device_switch(struct ferroce_srq *srq,
+			      const struct ferroce_ureq_modify_srq *req)
+{
+	struct srq_resize_threads *t =
+		container_of(srq, struct srq_resize_threads, srq);
+
+	pthread_mutex_lock(&t->dev_lock);
+	t->dev_ring.buf = (void *)(uintptr_t)req->buf_va;
+	t->dev_ring.depth = req->depth;
+	pthread_mutex_unlock(&t->dev_lock);
+}
+
+static void *srq_resize_poster(void *arg)
+{
+	struct srq_resize_threads *t = arg;
+	struct ibv_sge sg = { .addr = 0x1000, .length = 8, .lkey = 1 };
+	struct ibv_recv_wr wr = { .sg_list = &sg, .num_sge = 1 }, *bad;
+	unsigned int i;
+	int ret;
+
+	for (i = 0; i < SRQ_THREAD_RECVS; i++) {
+		wr.wr_id = i;
+		while ((ret = ferroce_post_srq_recv(&t->srq.vsrq.srq, &wr,
+						    &bad)) == ENOMEM)
+			sched_yield();
+		if (ret) {
+			CHECK(ret == 0);
+			break;
+		}
+	}
+	return NULL;
+}
+
+static void *srq_resize_device(void *arg)
+{
+	struct srq_resize_threads *t = arg;
+	struct ferroce_rq_wqe_hdr *hdr;
+	uint16_t pi, ci = 0;
+
+	while (t->taken < SRQ_THREAD_RECVS) {
+		pi = srq_rec_pi(&t->rec);
+		CHECK((uint16_t)(pi - ci) <= 16);
+		if (pi == ci) {
+			sched_yield();
+			continue;
+		}
+		pthread_mutex_lock(&t->dev_lock);
+		hdr = ferroce_wqe(&t->dev_ring, ci);
+		CHECK(le64toh(hdr->wr_id) == t->taken && hdr->num_sge == 1);
+		pthread_mutex_unlock(&t->dev_lock);
+		t->taken++;
+		device_srq_take(&t->rec, 1);
+		ci++;
+	}
+	__atomic_store_n(&t->done, true, __ATOMIC_RELEASE);
+	return NULL;
+}
+
+static void test_srq_resize_threads(void)
+{
+	static const uint32_t max_wr[] = { 8, 1, 16, 3, 2, 5 };
+	struct srq_resize_threads t = {};
+	struct ibv_srq_attr attr = {};
+	unsigned int i, resized = 0;
+	pthread_t p, d;
+	int ret;
+
+	fake_init(&t.f, 4, 4);
+	t.f.ctx->device_caps = FERROCE_CAP_SRQ;
+	t.f.ctx->max_qp_wr = 16;
+	fake_srq_init(&t.f, &t.srq, &t.rec, 4, 1);
+	pthread_mutex_init(&t.dev_lock, NULL);
+	t.dev_ring = (struct ferroce_wq){
+		.buf = t.srq.wq.buf, .depth = 4, .shift = t.srq.wq.shift,
+	};
+	srq_modify_hook = srq_device_switch;
+	CHECK(pthread_create(&d, NULL, srq_resize_device, &t) == 0);
+	CHECK(pthread_create(&p, NULL, srq_resize_poster, &t) == 0);
+	for (i = 0; !__atomic_load_n(&t.done, __ATOMIC_ACQUIRE); i++) {
+		attr.max_wr = max_wr[i % ARRAY_SIZE(max_wr)];
+		ret = ferroce_modify_srq(&t.srq.vsrq.srq, &attr,
+					 IBV_SRQ_MAX_WR);
+		/* EINVAL: more outstanding than the new depth holds */
+		CHECK(ret == 0 || ret == EINVAL);
+		resized += !ret;
+		sched_yield();
+	}
+	pthread_join(p, NULL);
+	pthread_join(d, NULL);
+	srq_modify_hook = NULL;
+	CHECK(resized > 0);
+	CHECK(t.taken == SRQ_THREAD_RECVS);
+	CHECK(srq_rec_pi(&t.rec) == (uint16_t)SRQ_THREAD_RECVS);
+	pthread_mutex_destroy(&t.dev_lock);
+	pthread_spin_destroy(&t.srq.wq.lock);
+	/* a ring of the provider's (ferroce_alloc_ring) */
+	ibv_dofork_range(t.srq.wq.buf, t.srq.wq.buf_size);
+	free(t.srq.wq.buf);
+	fake_fini(&t.f);
+}
+
 int main(void)
 {
 	test_sizing();
@@ -1822,6 +2194,8 @@ int main(void)
 	test_srq_poll();
 	test_srq_threads();
 	test_srq_create();
+	test_srq_resize();
+	test_srq_resize_threads();
 	if (failures) {
 		fprintf(stderr, "ferroce-unit: %d check(s) failed\n", failures);
 		return 1;
