@@ -261,9 +261,9 @@ class Ctx:
         h, mw, ms, _, dsrqn, _ = struct.unpack("<IIIIII", r)
         return 0, (h, mw, ms, dsrqn)
 
-    def modify_srq(self, h, max_wr, limit, mask):
+    def modify_srq(self, h, max_wr, limit, mask, drv=b""):
         return command(self.fd, CMD_MODIFY_SRQ, struct.pack("<IIII", h, mask, max_wr, limit),
-                       resp_ptr=False)[0]
+                       drv, resp_ptr=False)[0]
 
     def query_srq(self, h):
         """Returns (errno, (max_wr, max_sge, srq_limit))."""
@@ -629,8 +629,28 @@ def check_srq(c, pd, cq, b):
         check(f"QUERY_SRQ: limit {a[2]} = 0 (not armed at create)", a[2] == 0)
     check(f"CREATE_SRQ: max_wr {mw} = depth, max_sge {ms} = 1", (mw, ms) == (depth, 1))
     check(f"CREATE_SRQ: the driver's srqn {srqn} >= 1", srqn >= 1)
-    expect("MODIFY_SRQ: resize (EOPNOTSUPP: the device cannot resize)",
-           c.modify_srq(h, depth * 2, 0, SRQ_MAX_WR), errno.EOPNOTSUPP)
+    big = anon(max(PAGE, (depth * 2) << RQ_SHIFT_MIN))
+
+    def resize(name, want, max_wr, buf, d, comp_mask=0):
+        drv = struct.pack("<QII", buf, d, comp_mask)
+        return expect(f"MODIFY_SRQ: resize, {name} ({ename(want)})",
+                      c.modify_srq(h, max_wr, 0, SRQ_MAX_WR, drv), want)
+
+    expect("MODIFY_SRQ: resize without the new ring (EINVAL)",
+           c.modify_srq(h, depth * 2, 0, SRQ_MAX_WR), errno.EINVAL)
+    resize("unknown comp_mask bit", errno.EINVAL, depth * 2, big, depth * 2, comp_mask=1)
+    resize("ring depth below max_wr", errno.EINVAL, depth * 2, big, depth)
+    resize("ring depth not a power of two", errno.EINVAL, depth * 2, big, depth * 2 + 1)
+    resize("ring not page aligned", errno.EINVAL, depth * 2, big + 64, depth * 2)
+    resize("ring in unmapped memory", errno.EFAULT, depth * 2, hole(PAGE), depth * 2)
+    e, a = c.query_srq(h)
+    check(f"QUERY_SRQ after the refused resizes: max_wr {a and a[0]} = {depth}",
+          not e and a[0] == depth)
+    if resize(f"to {depth * 2} WQEs (an empty SRQ)", 0, depth * 2, big, depth * 2):
+        e, a = c.query_srq(h)
+        check(f"QUERY_SRQ after the resize: max_wr {a and a[0]} = {depth * 2}",
+              not e and a[0] == depth * 2)
+        depth *= 2
     expect("MODIFY_SRQ: limit above max_wr (EINVAL)",
            c.modify_srq(h, 0, depth + 1, SRQ_LIMIT), errno.EINVAL)
     expect("MODIFY_SRQ: limit 9", c.modify_srq(h, 0, 9, SRQ_LIMIT), 0)
