@@ -1033,9 +1033,9 @@ struct srq_threads {
 	unsigned int taken;
 };
 
-static void *srq_poster(void *arg)
+/* Posts SRQ_THREAD_RECVS receives (wr_id 0, 1, ...), waiting for room. */
+static void srq_post_all(struct ferroce_srq *srq)
 {
-	struct srq_threads *t = arg;
 	struct ibv_sge sg = { .addr = 0x1000, .length = 8, .lkey = 1 };
 	struct ibv_recv_wr wr = { .sg_list = &sg, .num_sge = 1 }, *bad;
 	unsigned int i;
@@ -1043,14 +1043,21 @@ static void *srq_poster(void *arg)
 
 	for (i = 0; i < SRQ_THREAD_RECVS; i++) {
 		wr.wr_id = i;
-		while ((ret = ferroce_post_srq_recv(&t->srq.vsrq.srq, &wr,
+		while ((ret = ferroce_post_srq_recv(&srq->vsrq.srq, &wr,
 						    &bad)) == ENOMEM)
-			;
+			sched_yield();
 		if (ret) {
 			CHECK(ret == 0);
 			break;
 		}
 	}
+}
+
+static void *srq_poster(void *arg)
+{
+	struct srq_threads *t = arg;
+
+	srq_post_all(&t->srq);
 	return NULL;
 }
 
@@ -2091,21 +2098,8 @@ static void srq_device_switch(struct ferroce_srq *srq,
 static void *srq_resize_poster(void *arg)
 {
 	struct srq_resize_threads *t = arg;
-	struct ibv_sge sg = { .addr = 0x1000, .length = 8, .lkey = 1 };
-	struct ibv_recv_wr wr = { .sg_list = &sg, .num_sge = 1 }, *bad;
-	unsigned int i;
-	int ret;
 
-	for (i = 0; i < SRQ_THREAD_RECVS; i++) {
-		wr.wr_id = i;
-		while ((ret = ferroce_post_srq_recv(&t->srq.vsrq.srq, &wr,
-						    &bad)) == ENOMEM)
-			sched_yield();
-		if (ret) {
-			CHECK(ret == 0);
-			break;
-		}
-	}
+	srq_post_all(&t->srq);
 	return NULL;
 }
 
