@@ -359,6 +359,25 @@ impl Shared {
         self.exec(&cmd)
     }
 
+    /// Executes a command that hands the device `mem` (rings, records,
+    /// pinned pages), built as in [`Self::exec_with_lists`] with a view of
+    /// `mem`. Returns the completion and `mem`, which the caller keeps for
+    /// the object's life; after a failure `mem` goes as
+    /// [`Self::release_after_failure`] says.
+    pub(crate) fn exec_create<C: Command, M>(
+        &self,
+        mem: M,
+        build: impl FnOnce(&mut PblBuilder<'_>, &M) -> Result<C>,
+    ) -> Result<(Completion, M)> {
+        match self.exec_with_lists(|lists| build(lists, &mem)) {
+            Ok(out) => Ok((out, mem)),
+            Err(e) => {
+                self.release_after_failure(mem);
+                Err(e)
+            }
+        }
+    }
+
     /// Executes a command whose result the device DMA-writes to
     /// `resp_addr` (`cmd` builds it from that address and the length of
     /// `R`). The response lands in the page-list area, whose lock

@@ -123,7 +123,7 @@ fn create_user_srq(
         }),
         GFP_KERNEL,
     )?;
-    let out = dev.shared.exec_with_lists(|lists| {
+    let (out, user) = dev.shared.exec_create(user, |lists, _| {
         Ok(hw::ferroce_cmd_create_srq {
             buf: lists.add(&pages, PAGE_SHIFT)?,
             dbrec_addr,
@@ -132,14 +132,7 @@ fn create_user_srq(
             wqe_shift: req.wqe_shift,
             ..Default::default()
         })
-    });
-    let out = match out {
-        Ok(out) => out,
-        Err(e) => {
-            dev.shared.release_after_failure(user);
-            return Err(e);
-        }
-    };
+    })?;
     let srq = Srq {
         srqn: out.out[0],
         pdn: pd.pdn,
@@ -173,7 +166,7 @@ fn create_kernel_srq(dev: &rdma::Device<IbDev>, pd: &Pd, attr: &mut SrqAttr) -> 
     )?;
     let max_sge = rq_wqe_sges(shift, c.max_sge);
     let (ring, pages, dbrec_addr) = KernelSrq::new(dev, u16::try_from(depth)?, shift, max_sge)?;
-    let out = dev.shared.exec_with_lists(|lists| {
+    let (out, ring) = dev.shared.exec_create(ring, |lists, _| {
         Ok(hw::ferroce_cmd_create_srq {
             buf: lists.add(&pages, PAGE_SHIFT)?,
             dbrec_addr,
@@ -182,14 +175,7 @@ fn create_kernel_srq(dev: &rdma::Device<IbDev>, pd: &Pd, attr: &mut SrqAttr) -> 
             wqe_shift: shift as u8,
             ..Default::default()
         })
-    });
-    let out = match out {
-        Ok(out) => out,
-        Err(e) => {
-            dev.shared.release_after_failure(ring);
-            return Err(e);
-        }
-    };
+    })?;
     attr.max_wr = depth;
     attr.max_sge = max_sge;
     let srq = Srq {

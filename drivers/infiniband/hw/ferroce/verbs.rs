@@ -447,7 +447,7 @@ pub(crate) fn create_cq(
     let len = u64::from(depth) * u64::from(hw::FERROCE_CQE_SIZE);
     let (ring, pages) = pin_ring(dev, req.buf_va, len, rdma::umem::access::LOCAL_WRITE)?;
     let (dbrec, dbrec_addr) = pin_dbrec(dev, req.dbrec_va, 0)?;
-    let out = dev.shared.exec_with_lists(|lists| {
+    let (out, (ring, dbrec)) = dev.shared.exec_create((ring, dbrec), |lists, _| {
         Ok(hw::ferroce_cmd_create_cq {
             buf: lists.add(&pages, PAGE_SHIFT)?,
             dbrec_addr,
@@ -457,14 +457,7 @@ pub(crate) fn create_cq(
             db_page: ctx.db_page,
             ..Default::default()
         })
-    });
-    let out = match out {
-        Ok(out) => out,
-        Err(e) => {
-            dev.shared.release_after_failure((ring, dbrec));
-            return Err(e);
-        }
-    };
+    })?;
     let cq = Cq {
         cqn: out.out[0],
         depth,
@@ -574,37 +567,32 @@ pub(crate) fn create_qp(
         None
     };
     let qp_type = hw_qp_type(init.qp_type);
-    let out = dev.shared.exec_with_lists(|lists| {
-        let mut cmd = hw::ferroce_cmd_create_qp {
-            sq_buf: lists.add(&sq_pages, PAGE_SHIFT)?,
-            sq_dbrec_addr,
-            pdn: init.pd.pdn,
-            send_cqn: init.send_cq.cqn,
-            recv_cqn: init.recv_cq.cqn,
-            sq_depth: req.sq_depth,
-            rq_depth: req.rq_depth,
-            db_page: ctx.db_page,
-            max_inline,
-            qp_type,
-            sq_wqe_shift: req.sq_wqe_shift,
-            rq_wqe_shift: req.rq_wqe_shift,
-            flags,
-            srqn,
-            ..Default::default()
-        };
-        if let Some((_, pages, _, dbrec)) = rq.as_ref() {
-            cmd.rq_buf = lists.add(pages, PAGE_SHIFT)?;
-            cmd.rq_dbrec_addr = *dbrec;
-        }
-        Ok(cmd)
-    });
-    let out = match out {
-        Ok(out) => out,
-        Err(e) => {
-            dev.shared.release_after_failure((sq, sq_dbrec, rq));
-            return Err(e);
-        }
-    };
+    let (out, (sq, sq_dbrec, rq)) =
+        dev.shared
+            .exec_create((sq, sq_dbrec, rq), |lists, (_, _, rq)| {
+                let mut cmd = hw::ferroce_cmd_create_qp {
+                    sq_buf: lists.add(&sq_pages, PAGE_SHIFT)?,
+                    sq_dbrec_addr,
+                    pdn: init.pd.pdn,
+                    send_cqn: init.send_cq.cqn,
+                    recv_cqn: init.recv_cq.cqn,
+                    sq_depth: req.sq_depth,
+                    rq_depth: req.rq_depth,
+                    db_page: ctx.db_page,
+                    max_inline,
+                    qp_type,
+                    sq_wqe_shift: req.sq_wqe_shift,
+                    rq_wqe_shift: req.rq_wqe_shift,
+                    flags,
+                    srqn,
+                    ..Default::default()
+                };
+                if let Some((_, pages, _, dbrec)) = rq.as_ref() {
+                    cmd.rq_buf = lists.add(pages, PAGE_SHIFT)?;
+                    cmd.rq_dbrec_addr = *dbrec;
+                }
+                Ok(cmd)
+            })?;
     let granted = QpCaps {
         max_send_wr: req.sq_depth,
         max_recv_wr: req.rq_depth,
@@ -872,7 +860,7 @@ pub(crate) fn reg_user_mr(
     let pgsz = umem.best_page_size(dev.caps.page_size_cap, virt)?;
     let pages = umem.dma_blocks(pgsz)?;
     let variant = dev.next_key_variant();
-    let out = dev.shared.exec_with_lists(|lists| {
+    let (out, umem) = dev.shared.exec_create(umem, |lists, _| {
         Ok(hw::ferroce_cmd_reg_mr {
             pbl: lists.add(&pages, pgsz.trailing_zeros())?,
             iova: if zero_based { 0 } else { iova },
@@ -883,14 +871,7 @@ pub(crate) fn reg_user_mr(
             key_variant: variant,
             ..Default::default()
         })
-    });
-    let out = match out {
-        Ok(out) => out,
-        Err(e) => {
-            dev.shared.release_after_failure(umem);
-            return Err(e);
-        }
-    };
+    })?;
     let key = out.out[0];
     Ok((
         Mr {
@@ -1020,7 +1001,7 @@ pub(crate) fn create_kernel_cq(
         return Err(EINVAL);
     }
     let (ring, pages) = KernelCq::new(dev, depth as u16)?;
-    let out = dev.shared.exec_with_lists(|lists| {
+    let (out, ring) = dev.shared.exec_create(ring, |lists, ring| {
         Ok(hw::ferroce_cmd_create_cq {
             buf: lists.add(&pages, PAGE_SHIFT)?,
             dbrec_addr: ring.dbrec_addr(),
@@ -1029,14 +1010,7 @@ pub(crate) fn create_kernel_cq(
             db_page: KERNEL_DB_PAGE,
             ..Default::default()
         })
-    });
-    let out = match out {
-        Ok(out) => out,
-        Err(e) => {
-            dev.shared.release_after_failure(ring);
-            return Err(e);
-        }
-    };
+    })?;
     let cq = Cq {
         cqn: out.out[0],
         depth,
@@ -1146,7 +1120,7 @@ pub(crate) fn create_kernel_qp(
     let geo = kernel_qp_geometry(dev, init)?;
     let path = PathDiag::new()?;
     let (rings, mem) = KernelQp::new(dev, geo)?;
-    let out = dev.shared.exec_with_lists(|lists| {
+    let (out, (rings, _)) = dev.shared.exec_create((rings, mem), |lists, (_, mem)| {
         let mut cmd = hw::ferroce_cmd_create_qp {
             sq_buf: lists.add(&mem.sq_pages, PAGE_SHIFT)?,
             sq_dbrec_addr: mem.sq_dbrec,
@@ -1169,14 +1143,7 @@ pub(crate) fn create_kernel_qp(
             cmd.rq_dbrec_addr = mem.rq_dbrec;
         }
         Ok(cmd)
-    });
-    let out = match out {
-        Ok(out) => out,
-        Err(e) => {
-            dev.shared.release_after_failure((rings, mem));
-            return Err(e);
-        }
-    };
+    })?;
     let granted = QpCaps {
         max_send_wr: geo.sq_depth,
         max_recv_wr: geo.rq_depth,
