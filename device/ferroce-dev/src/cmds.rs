@@ -92,6 +92,7 @@ impl State {
                 | CMD_DEALLOC_PD
                 | CMD_REG_MR
                 | CMD_DEREG_MR
+                | CMD_MODIFY_MR
                 | CMD_CREATE_QP
                 | CMD_DESTROY_QP
                 | CMD_MODIFY_QP
@@ -100,6 +101,7 @@ impl State {
                 | CMD_DESTROY_SRQ
                 | CMD_MODIFY_SRQ
                 | CMD_QUERY_SRQ
+                | CMD_RESIZE_SRQ
                 | CMD_CREATE_AH
                 | CMD_DESTROY_AH
                 | CMD_SET_GID
@@ -124,6 +126,7 @@ impl State {
             CMD_DEALLOC_PD => self.cmd_dealloc_pd(Self::parse(raw)?),
             CMD_REG_MR => self.cmd_reg_mr(Self::parse(raw)?),
             CMD_DEREG_MR => self.cmd_dereg_mr(Self::parse(raw)?),
+            CMD_MODIFY_MR => self.cmd_modify_mr(Self::parse(raw)?),
             CMD_CREATE_QP => self.cmd_create_qp(Self::parse(raw)?),
             CMD_DESTROY_QP => self.cmd_destroy_qp(Self::parse(raw)?),
             CMD_MODIFY_QP => self.cmd_modify_qp(Self::parse(raw)?),
@@ -132,6 +135,7 @@ impl State {
             CMD_DESTROY_SRQ => self.cmd_destroy_srq(Self::parse(raw)?),
             CMD_MODIFY_SRQ => self.cmd_modify_srq(Self::parse(raw)?),
             CMD_QUERY_SRQ => self.cmd_query_srq(Self::parse(raw)?),
+            CMD_RESIZE_SRQ => self.cmd_resize_srq(Self::parse(raw)?),
             CMD_CREATE_AH => self.cmd_create_ah(Self::parse(raw)?),
             CMD_DESTROY_AH => self.cmd_destroy_ah(Self::parse(raw)?),
             CMD_SET_GID => self.cmd_set_gid(Self::parse(raw)?),
@@ -385,14 +389,21 @@ impl State {
         rsvd_bytes(&c.reserved0)?;
         rsvd(c.reserved1)?;
         rsvd(c.pbl.reserved)?;
-        param(c.access & !ACCESS_MR_MASK == 0)?;
-        let remote_w = ACCESS_REMOTE_WRITE | ACCESS_REMOTE_ATOMIC;
-        param(c.access & remote_w == 0 || c.access & ACCESS_LOCAL_WRITE != 0)?;
+        Self::check_mr_access(c.access)?;
         let kind = MrKind::from_hw(c.mr_type, c.max_pages).ok_or(STATUS_BAD_PARAM)?;
         match kind {
             MrKind::User => self.reg_user_mr(c),
             MrKind::Phys | MrKind::FastReg { .. } => self.reg_pageless_mr(c, kind),
         }
+    }
+
+    /// The access flags of an MR (REG_MR, MODIFY_MR): only `ACCESS_*`
+    /// bits, and REMOTE_WRITE or REMOTE_ATOMIC only with LOCAL_WRITE
+    /// (IBTA rule).
+    fn check_mr_access(access: u32) -> Result<(), u8> {
+        param(access & !ACCESS_MR_MASK == 0)?;
+        let remote_w = ACCESS_REMOTE_WRITE | ACCESS_REMOTE_ATOMIC;
+        param(access & remote_w == 0 || access & ACCESS_LOCAL_WRITE != 0)
     }
 
     /// REG_MR of a page-list MR (`MR_TYPE_USER`, the only type of 1.0).
@@ -490,6 +501,52 @@ impl State {
             }
             _ => Err(STATUS_BAD_HANDLE),
         }
+    }
+
+    /// MODIFY_MR (1.6): moves a USER or PHYS MR to another PD and/or
+    /// gives it other rights, keeping its key, translation and bounds. It
+    /// takes effect as an invalidation does: translations the engine cached
+    /// (under the old PD and rights) are redone before their next use, and
+    /// every later access is checked against the new PD and rights.
+    fn cmd_modify_mr(&mut self, c: CmdModifyMr) -> CmdResult {
+        rsvd(c.flags & !(MODIFY_MR_PD | MODIFY_MR_ACCESS))?;
+        let new_pd = c.flags & MODIFY_MR_PD != 0;
+        let new_access = c.flags & MODIFY_MR_ACCESS != 0;
+        if !new_pd {
+            rsvd(c.pdn)?;
+        }
+        if !new_access {
+            rsvd(c.access)?;
+        }
+        param(new_pd || new_access)?;
+        if new_access {
+            Self::check_mr_access(c.access)?;
+        }
+        // The exact key, variant included (a stale key names no MR).
+        let idx = c.key >> KEY_INDEX_SHIFT;
+        let mr = self
+            .mrs
+            .get(idx)
+            .filter(|m| m.key == c.key)
+            .ok_or(STATUS_BAD_HANDLE)?;
+        // A fast-register MR gets its PD at REG_MR and its rights from
+        // REG_MR WQEs.
+        param(!mr.is_fast_reg())?;
+        // The address space does not change.
+        param(!new_access || (c.access ^ mr.access) & ACCESS_ZERO_BASED == 0)?;
+        if new_pd && !self.pds.contains(c.pdn) {
+            return Err(STATUS_BAD_HANDLE);
+        }
+        let mr = self.mrs.get_mut(idx).ok_or(STATUS_BAD_HANDLE)?;
+        if new_pd {
+            // DEALLOC_PD finds the MR under its new PD from now on.
+            mr.pdn = c.pdn;
+        }
+        if new_access {
+            mr.access = c.access;
+        }
+        self.mr_invalidated();
+        OK
     }
 
     fn cmd_create_qp(&mut self, c: CmdCreateQp) -> CmdResult {
@@ -673,6 +730,46 @@ impl State {
         out[SRQ_OUT_DEPTH] = srq.depth;
         out[SRQ_OUT_CI] = u32::from(srq.ci);
         Ok(out)
+    }
+
+    /// RESIZE_SRQ (1.6): the SRQ gets the ring `buf` of `depth` WQEs, into
+    /// which software copied the WQEs the device may not have taken yet, at
+    /// the same indices. The consumer index, the record and the armed limit
+    /// stay. The data path caches nothing of the ring (a take reads the
+    /// SRQ's pages and depth at that moment; a WQE taken was read whole),
+    /// so every take after the completion reads the new ring at
+    /// `ci & (depth - 1)`.
+    ///
+    /// Order: reserved fields; the SRQ-independent values (`depth`, a
+    /// `wqe_shift` no SRQ can have, the page list's fields and size);
+    /// the SRQ (BAD_HANDLE); its stride; its record's `pi` (DMA_ERROR if
+    /// unreadable; BAD_PARAM if more than the old or the new depth ahead
+    /// of `ci`); last the page list's pages (BAD_PARAM misaligned,
+    /// DMA_ERROR).
+    fn cmd_resize_srq(&mut self, c: CmdResizeSrq) -> CmdResult {
+        rsvd_bytes(&c.reserved0)?;
+        rsvd(c.reserved1)?;
+        rsvd(c.buf.reserved)?;
+        param(is_pow2_in(c.depth, 1, self.cfg.limits.max_qp_wr))?;
+        param((RQ_WQE_SHIFT_MIN..=RQ_WQE_SHIFT_MAX).contains(&c.wqe_shift))?;
+        Self::check_pbl(&c.buf, u64::from(c.depth) << c.wqe_shift)?;
+        let srq = self.srqs.get(c.srqn).ok_or(STATUS_BAD_HANDLE)?;
+        param(c.wqe_shift == srq.wqe_shift)?;
+        let (dbrec, ci, old_depth) = (srq.dbrec, srq.ci, srq.depth);
+        let pi_addr = dbrec.wrapping_add(core::mem::offset_of!(SrqDbrec, pi) as u64);
+        let mut b = [0u8; 4];
+        self.dma_read(pi_addr, &mut b)?;
+        // 16-bit indices; a `pi` the data path would not take from (more
+        // than the old depth ahead) is no valid state to resize from.
+        let pi = u32::from_le_bytes(b) as u16;
+        let outstanding = u32::from(pi.wrapping_sub(ci));
+        param(outstanding <= old_depth && outstanding <= c.depth)?;
+        let pages = self.read_pbl(&c.buf)?;
+        let srq = self.srqs.get_mut(c.srqn).ok_or(STATUS_BAD_HANDLE)?;
+        srq.depth = c.depth;
+        srq.page_shift = c.buf.page_shift;
+        srq.pages = pages;
+        OK
     }
 
     /// Checks an address vector against the GID table.

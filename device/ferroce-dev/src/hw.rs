@@ -214,6 +214,8 @@ hw_consts! {
     CAP_UC: u32 = 0x00010000;
     /// 1.6: shared receive queues
     CAP_SRQ: u32 = 0x00020000;
+    /// 1.6: MODIFY_MR
+    CAP_MODIFY_MR: u32 = 0x00040000;
     /// Self-clearing
     CTRL_RESET: u32 = 0x00000001;
     /// `FERROCE_CTRL_ENABLE`.
@@ -344,6 +346,8 @@ hw_consts! {
     CMD_REG_MR: u8 = 0x40;
     /// `FERROCE_CMD_DEREG_MR`.
     CMD_DEREG_MR: u8 = 0x41;
+    /// 1.6, CAP_MODIFY_MR
+    CMD_MODIFY_MR: u8 = 0x42;
     /// `FERROCE_CMD_CREATE_QP`.
     CMD_CREATE_QP: u8 = 0x50;
     /// `FERROCE_CMD_DESTROY_QP`.
@@ -360,6 +364,8 @@ hw_consts! {
     CMD_MODIFY_SRQ: u8 = 0x56;
     /// 1.6, CAP_SRQ
     CMD_QUERY_SRQ: u8 = 0x57;
+    /// 1.6, CAP_SRQ
+    CMD_RESIZE_SRQ: u8 = 0x58;
     /// `FERROCE_CMD_CREATE_AH`.
     CMD_CREATE_AH: u8 = 0x60;
     /// `FERROCE_CMD_DESTROY_AH`.
@@ -450,6 +456,10 @@ hw_consts! {
     MR_TYPE_FAST_REG: u8 = 2;
     /// `FERROCE_FAST_REG_MAX_PAGES`.
     FAST_REG_MAX_PAGES: u32 = 512;
+    /// 1.6: `pdn` is the new PD
+    MODIFY_MR_PD: u32 = 0x01;
+    /// 1.6: `access` is the new rights
+    MODIFY_MR_ACCESS: u32 = 0x02;
     /// `FERROCE_QPT_RC`.
     QPT_RC: u8 = 0;
     /// `FERROCE_QPT_UD`.
@@ -1112,6 +1122,20 @@ hw_structs! {
         /// reserved
         pub reserved: u32,
     }
+    /// `struct ferroce_cmd_modify_mr` (1.6, CAP_MODIFY_MR): changes a USER
+    /// or PHYS MR in place, keeping its key.
+    pub struct CmdModifyMr = "ferroce_cmd_modify_mr" {
+        /// hdr
+        pub hdr: CmdHdr,
+        /// key
+        pub key: u32,
+        /// FERROCE_MODIFY_MR_*
+        pub flags: u32,
+        /// pdn
+        pub pdn: u32,
+        /// FERROCE_ACCESS_*, ZERO_BASED as before
+        pub access: u32,
+    }
     /// `struct ferroce_cmd_create_qp`.
     pub struct CmdCreateQp = "ferroce_cmd_create_qp" {
         /// hdr
@@ -1209,6 +1233,24 @@ hw_structs! {
         pub srqn: u32,
         /// reserved
         pub reserved: u32,
+    }
+    /// `struct ferroce_cmd_resize_srq` (1.6, CAP_SRQ): a new ring, the
+    /// WQEs not yet taken copied at the same indices.
+    pub struct CmdResizeSrq = "ferroce_cmd_resize_srq" {
+        /// hdr
+        pub hdr: CmdHdr,
+        /// depth << wqe_shift bytes
+        pub buf: Pbl,
+        /// srqn
+        pub srqn: u32,
+        /// power of two, >= pi - ci, <= max_qp_wr
+        pub depth: u32,
+        /// the SRQ's
+        pub wqe_shift: u8,
+        /// reserved0
+        pub reserved0: [u8; 3],
+        /// reserved1
+        pub reserved1: u32,
     }
     /// `struct ferroce_av`.
     pub struct Av = "ferroce_av" {

@@ -226,6 +226,8 @@ fn spot_checks_of_the_layout() {
         std::mem::size_of::<hw::CmdDestroySrq>(),
         std::mem::size_of::<hw::CmdModifySrq>(),
         std::mem::size_of::<hw::CmdQuerySrq>(),
+        std::mem::size_of::<hw::CmdModifyMr>(),
+        std::mem::size_of::<hw::CmdResizeSrq>(),
     ] {
         assert!(size <= hw::CMD_SIZE);
     }
@@ -234,6 +236,26 @@ fn spot_checks_of_the_layout() {
     assert_eq!(hw::CAP_SRQ & 0x1ffff, 0);
     assert_eq!(hw::QP_FLAG_SRQ & hw::QP_FLAG_SQ_SIG_ALL, 0);
     const { assert!(hw::SRQ_OUT_CI < 5) };
+    // MODIFY_MR (1.6): a 24-byte command, its capability a free bit next
+    // to SRQ, its two flags distinct, its opcode next to DEREG_MR.
+    assert_eq!(std::mem::size_of::<hw::CmdModifyMr>(), 24);
+    assert_eq!(std::mem::offset_of!(hw::CmdModifyMr, key), 8);
+    assert_eq!(std::mem::offset_of!(hw::CmdModifyMr, access), 20);
+    assert_eq!(hw::CAP_MODIFY_MR & 0x3ffff, 0);
+    assert_eq!(hw::MODIFY_MR_PD & hw::MODIFY_MR_ACCESS, 0);
+    assert_eq!(hw::CMD_MODIFY_MR, hw::CMD_DEREG_MR + 1);
+    // RESIZE_SRQ (1.6): a 40-byte command, the page list where CREATE_SRQ
+    // has it, its opcode after QUERY_SRQ and before CREATE_AH.
+    assert_eq!(std::mem::size_of::<hw::CmdResizeSrq>(), 40);
+    assert_eq!(
+        std::mem::offset_of!(hw::CmdResizeSrq, buf),
+        std::mem::offset_of!(hw::CmdCreateSrq, buf)
+    );
+    assert_eq!(std::mem::offset_of!(hw::CmdResizeSrq, srqn), 24);
+    assert_eq!(std::mem::offset_of!(hw::CmdResizeSrq, wqe_shift), 32);
+    assert_eq!(std::mem::offset_of!(hw::CmdResizeSrq, reserved1), 36);
+    assert_eq!(hw::CMD_RESIZE_SRQ, hw::CMD_QUERY_SRQ + 1);
+    const { assert!(hw::CMD_RESIZE_SRQ < hw::CMD_CREATE_AH) };
 }
 
 /// The names spec 1.6 added are on both sides, so the comparison covers
@@ -247,12 +269,17 @@ fn spec_1_6_names_are_compared() {
         "FERROCE_CMD_DESTROY_SRQ",
         "FERROCE_CMD_MODIFY_SRQ",
         "FERROCE_CMD_QUERY_SRQ",
+        "FERROCE_CMD_RESIZE_SRQ",
         "FERROCE_QP_FLAG_SRQ",
         "FERROCE_FIRST_SRQN",
         "FERROCE_SRQ_OUT_LIMIT",
         "FERROCE_SRQ_OUT_DEPTH",
         "FERROCE_SRQ_OUT_CI",
         "FERROCE_EQE_SRQ_LIMIT_REACHED",
+        "FERROCE_CAP_MODIFY_MR",
+        "FERROCE_CMD_MODIFY_MR",
+        "FERROCE_MODIFY_MR_PD",
+        "FERROCE_MODIFY_MR_ACCESS",
     ] {
         assert!(c.consts.contains_key(name), "{name} not in C");
         assert_eq!(c.consts.get(name), r.consts.get(name), "{name}");
@@ -264,7 +291,9 @@ fn spec_1_6_names_are_compared() {
         "ferroce_cmd_destroy_srq",
         "ferroce_cmd_modify_srq",
         "ferroce_cmd_query_srq",
+        "ferroce_cmd_resize_srq",
         "ferroce_srq_dbrec",
+        "ferroce_cmd_modify_mr",
     ] {
         assert!(c.structs.contains_key(name), "{name} not in C");
         assert_eq!(c.structs.get(name), r.structs.get(name), "{name}");

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0
 //! Device 1.1 for kernel ULPs: physical MRs, fast-register MRs (REG_MR and
 //! LOCAL_INV WQEs), SEND with invalidate, and inline address vectors on
-//! UD/GSI QPs.
+//! UD/GSI QPs; and MODIFY_MR (1.6), which changes an MR's PD and rights in
+//! place.
 
 mod common;
 
@@ -226,7 +227,8 @@ fn version_1_6_advertises_the_new_capabilities() {
     assert_eq!(caps & CAP_ATOMIC, CAP_ATOMIC);
     assert_eq!(caps & CAP_UC, CAP_UC);
     assert_eq!(caps & CAP_SRQ, CAP_SRQ);
-    assert_eq!(caps, 0x3ffff, "device.rst: DEV_CAPS in 1.6");
+    assert_eq!(caps & CAP_MODIFY_MR, CAP_MODIFY_MR);
+    assert_eq!(caps, 0x7ffff, "device.rst: DEV_CAPS in 1.6");
 }
 
 #[test]
@@ -987,4 +989,425 @@ fn random_memory_wqes_never_panic() {
         assert_eq!(cqes.len(), posted, "seed {seed}");
         b.poll();
     }
+}
+
+// ------------------------------------------------------------ MODIFY_MR
+
+/// The MRs of `n` as the device dumps them (key, type, PD, rights, range).
+fn mrs_json(n: &Node) -> String {
+    serde_json::to_string(&n.h.dev.objects().mrs).unwrap()
+}
+
+/// The (PD, rights) of the MR with `key`'s index.
+fn mr_pd_access(n: &Node, key: u32) -> (u32, u32) {
+    let objects = n.h.dev.objects();
+    let e = objects
+        .mrs
+        .iter()
+        .find(|e| e.handle == key >> KEY_INDEX_SHIFT)
+        .expect("MR");
+    assert_eq!(e.obj.key, key, "the key stays");
+    (e.obj.pdn, e.obj.access)
+}
+
+fn dealloc_pd(n: &mut Node, pdn: u32) -> u8 {
+    let mut c = CmdDeallocPd::zeroed();
+    c.hdr.opcode = CMD_DEALLOC_PD;
+    c.pdn = pdn;
+    n.h.cmd(&c).0
+}
+
+/// A zero-based USER MR of one page in `n`'s PD.
+fn zero_based_mr(n: &mut Node, access: u32) -> u32 {
+    let gpa = n.h.alloc(4096, 4096);
+    let mut c = reg_mr_cmd(n.pdn, MR_TYPE_USER, access | ACCESS_ZERO_BASED, 0);
+    c.pbl = n.h.pbl_contig(gpa, 1, 12);
+    c.length = 4096;
+    n.h.ok(&c)
+}
+
+/// Creates an RC QP of `n` in PD `pdn` (not `n`'s own); returns its index.
+fn qp_in_pd(n: &mut Node, pdn: u32) -> usize {
+    let own = std::mem::replace(&mut n.pdn, pdn);
+    let qi = n.create_qp(QPT_RC);
+    n.pdn = own;
+    qi
+}
+
+/// device.rst, Commands, MODIFY_MR: every refusal has its status and
+/// changes nothing; a change keeps the key.
+#[test]
+fn modify_mr_checks_its_fields() {
+    let mut n = Node::new(36);
+    let pdn = n.pdn;
+    let other = n.h.alloc_pd();
+    let user = n.reg_mr(4096, ALL_ACCESS).key;
+    let phys = phys_mr(&mut n, ACCESS_LOCAL_WRITE);
+    let zero = zero_based_mr(&mut n, ACCESS_LOCAL_WRITE);
+    let fast = fast_reg_mr(&mut n, pdn, 4);
+    let gone = n.reg_mr(4096, ALL_ACCESS).key;
+    let mut dereg = CmdDeregMr::zeroed();
+    dereg.hdr.opcode = CMD_DEREG_MR;
+    dereg.key = gone;
+    n.h.ok(&dereg);
+    let (pd, acc, both) = (
+        MODIFY_MR_PD,
+        MODIFY_MR_ACCESS,
+        MODIFY_MR_PD | MODIFY_MR_ACCESS,
+    );
+    let lw = ACCESS_LOCAL_WRITE;
+    let cases: Vec<(&str, CmdModifyMr, u8)> = vec![
+        // flags: at least one, no other bits.
+        ("no flag", modify_mr(user, 0, 0, 0), STATUS_BAD_PARAM),
+        ("flag bit 2", modify_mr(user, 4, 0, 0), STATUS_BAD_RESERVED),
+        (
+            "flag bit 31",
+            modify_mr(user, acc | 1 << 31, 0, lw),
+            STATUS_BAD_RESERVED,
+        ),
+        // pdn and access only with their flag.
+        (
+            "pdn without PD",
+            modify_mr(user, acc, other, lw),
+            STATUS_BAD_RESERVED,
+        ),
+        (
+            "access without ACCESS",
+            modify_mr(user, pd, other, lw),
+            STATUS_BAD_RESERVED,
+        ),
+        (
+            "both without flags",
+            modify_mr(user, 0, other, lw),
+            STATUS_BAD_RESERVED,
+        ),
+        // The new PD must exist.
+        (
+            "no such PD",
+            modify_mr(user, pd, other + 50, 0),
+            STATUS_BAD_HANDLE,
+        ),
+        ("PD 0", modify_mr(user, both, 0, lw), STATUS_BAD_HANDLE),
+        // Rights checked as REG_MR checks them.
+        (
+            "access bit 4",
+            modify_mr(user, acc, 0, lw | 0x10),
+            STATUS_BAD_PARAM,
+        ),
+        (
+            "access bit 6",
+            modify_mr(user, acc, 0, lw | 0x40),
+            STATUS_BAD_PARAM,
+        ),
+        (
+            "REMOTE_WRITE without LOCAL_WRITE",
+            modify_mr(user, acc, 0, ACCESS_REMOTE_WRITE),
+            STATUS_BAD_PARAM,
+        ),
+        (
+            "REMOTE_ATOMIC without LOCAL_WRITE",
+            modify_mr(user, both, other, ACCESS_REMOTE_ATOMIC | ACCESS_REMOTE_READ),
+            STATUS_BAD_PARAM,
+        ),
+        // The address space stays: ZERO_BASED neither added nor dropped.
+        (
+            "ZERO_BASED added",
+            modify_mr(user, acc, 0, lw | ACCESS_ZERO_BASED),
+            STATUS_BAD_PARAM,
+        ),
+        (
+            "ZERO_BASED dropped",
+            modify_mr(zero, acc, 0, lw),
+            STATUS_BAD_PARAM,
+        ),
+        (
+            "ZERO_BASED on a PHYS MR",
+            modify_mr(phys, acc, 0, lw | ACCESS_ZERO_BASED),
+            STATUS_BAD_PARAM,
+        ),
+        // The key: exact, of a USER or PHYS MR.
+        (
+            "stale variant",
+            modify_mr(with_variant(user, 0x12), acc, 0, lw),
+            STATUS_BAD_HANDLE,
+        ),
+        (
+            "deregistered",
+            modify_mr(gone, acc, 0, lw),
+            STATUS_BAD_HANDLE,
+        ),
+        (
+            "no such index",
+            modify_mr(0x4211, acc, 0, lw),
+            STATUS_BAD_HANDLE,
+        ),
+        ("key 0", modify_mr(0, pd, other, 0), STATUS_BAD_HANDLE),
+        ("FAST_REG", modify_mr(fast, pd, other, 0), STATUS_BAD_PARAM),
+        // The exact key first: a stale variant names no MR, whatever type.
+        (
+            "FAST_REG, stale variant",
+            modify_mr(with_variant(fast, 0x12), pd, other, 0),
+            STATUS_BAD_HANDLE,
+        ),
+        (
+            "FAST_REG rights",
+            modify_mr(fast, acc, 0, lw),
+            STATUS_BAD_PARAM,
+        ),
+    ];
+    let before = mrs_json(&n);
+    for (what, cmd, status) in &cases {
+        let (got, _) = n.h.cmd(cmd);
+        assert_eq!(got, *status, "{what}");
+        assert_eq!(mrs_json(&n), before, "{what} changed an MR");
+    }
+    let mut header = modify_mr(user, acc, 0, lw);
+    header.hdr.flags = 1;
+    n.h.expect(&header, STATUS_BAD_RESERVED);
+    // Accepted: rights, PD, both; ZERO_BASED kept; the same rights again.
+    n.h.ok(&modify_mr(user, acc, 0, ACCESS_REMOTE_READ));
+    assert_eq!(mr_pd_access(&n, user), (pdn, ACCESS_REMOTE_READ));
+    n.h.ok(&modify_mr(user, pd, other, 0));
+    assert_eq!(mr_pd_access(&n, user), (other, ACCESS_REMOTE_READ));
+    n.h.ok(&modify_mr(
+        user,
+        both,
+        pdn,
+        ALL_ACCESS | ACCESS_REMOTE_ATOMIC,
+    ));
+    assert_eq!(
+        mr_pd_access(&n, user),
+        (pdn, ALL_ACCESS | ACCESS_REMOTE_ATOMIC)
+    );
+    n.h.ok(&modify_mr(user, both, pdn, ALL_ACCESS));
+    n.h.ok(&modify_mr(user, both, pdn, ALL_ACCESS));
+    assert_eq!(mr_pd_access(&n, user), (pdn, ALL_ACCESS));
+    n.h.ok(&modify_mr(zero, acc, 0, ALL_ACCESS | ACCESS_ZERO_BASED));
+    assert_eq!(
+        mr_pd_access(&n, zero),
+        (pdn, ALL_ACCESS | ACCESS_ZERO_BASED)
+    );
+    n.h.ok(&modify_mr(phys, both, other, ALL_ACCESS));
+    assert_eq!(mr_pd_access(&n, phys), (other, ALL_ACCESS));
+    // The translation and the bounds stayed.
+    let objects = n.h.dev.objects();
+    let e = objects
+        .mrs
+        .iter()
+        .find(|e| e.handle == user >> KEY_INDEX_SHIFT)
+        .unwrap();
+    assert_eq!(
+        (e.obj.kind, e.obj.length, e.obj.page_count),
+        (MrKind::User, 4096, 1)
+    );
+}
+
+/// Rights removed in place: an incoming RDMA WRITE with the same rkey is
+/// NAKed with a remote access error; rights added in place: it succeeds
+/// with the same key.
+#[test]
+fn modify_mr_changes_rights_in_place() {
+    let (mut a, mut b) = pair();
+    a.create_qp(QPT_RC);
+    b.create_qp(QPT_RC);
+    connect_pair(&mut a, 1, &mut b, 1, |_| {});
+    let src = a.reg_mr(4096, ACCESS_LOCAL_WRITE);
+    a.fill(src.gpa, &pattern(1, 4096));
+    let dst = b.reg_mr(4096, ACCESS_LOCAL_WRITE | ACCESS_REMOTE_READ);
+    let key = dst.key;
+    // No REMOTE_WRITE yet: added in place, the key works for a WRITE.
+    b.h.ok(&modify_mr(key, MODIFY_MR_ACCESS, 0, ALL_ACCESS));
+    assert_eq!(mr_pd_access(&b, key).1, ALL_ACCESS);
+    a.post_send(0, &write_wr(1, &src, 100, dst.va(0), key));
+    run(&a, &b);
+    assert_eq!(statuses(&a.poll()), vec![(1, WC_RDMA_WRITE, 0)]);
+    assert_eq!(b.bytes(dst.gpa, 100), pattern(1, 100));
+    // REMOTE_WRITE removed: the same WRITE is NAKed, nothing lands.
+    b.h.ok(&modify_mr(
+        key,
+        MODIFY_MR_ACCESS,
+        0,
+        ACCESS_LOCAL_WRITE | ACCESS_REMOTE_READ,
+    ));
+    let naks = b.h.dev.counters().data.err_naks_sent;
+    a.post_send(0, &write_wr(2, &src, 100, dst.va(200), key));
+    run(&a, &b);
+    assert_eq!(
+        statuses(&a.poll()),
+        vec![(2, WC_RDMA_WRITE, WC_REM_ACCESS_ERR)]
+    );
+    assert_eq!(b.h.dev.counters().data.err_naks_sent, naks + 1);
+    assert_eq!(b.bytes(dst.gpa + 200, 100), vec![0; 100]);
+    assert_eq!(b.h.dev.qp_state(b.qps[0].qpn), Some(QPS_ERR));
+    // The rights it kept still serve: a READ through the same key.
+    let mut read = wr(3, WR_RDMA_READ);
+    read.sges = vec![(src.va(2048), 100, src.key)];
+    (read.remote_addr, read.rkey) = (dst.va(0), key);
+    a.post_send(1, &read);
+    run(&a, &b);
+    assert_eq!(statuses(&a.poll()), vec![(3, WC_RDMA_READ, 0)]);
+    assert_eq!(a.bytes(src.at(2048), 100), pattern(1, 100));
+    // REMOTE_WRITE back: the same key writes again (the other QP pair).
+    b.h.ok(&modify_mr(key, MODIFY_MR_ACCESS, 0, ALL_ACCESS));
+    a.post_send(1, &write_wr(4, &src, 100, dst.va(200), key));
+    run(&a, &b);
+    assert_eq!(statuses(&a.poll()), vec![(4, WC_RDMA_WRITE, 0)]);
+    assert_eq!(b.bytes(dst.gpa + 200, 100), pattern(1, 100));
+    // A local SGE needs LOCAL_WRITE to be written by a READ response: the
+    // requester's buffer loses it in place.
+    a.h.ok(&modify_mr(src.key, MODIFY_MR_ACCESS, 0, 0));
+    a.post_send(1, &read);
+    assert_eq!(
+        statuses(&a.poll()),
+        vec![(3, WC_RDMA_READ, WC_LOC_PROT_ERR)]
+    );
+    assert_eq!(mr_pd_access(&a, src.key), (a.pdn, 0));
+}
+
+/// MODIFY_MR with PD: the MR belongs to the new PD (DEALLOC_PD of the old
+/// one succeeds, of the new one is BUSY) and serves only its QPs; the key
+/// stays.
+#[test]
+fn modify_mr_moves_an_mr_to_another_pd() {
+    // The bookkeeping DEALLOC_PD relies on.
+    let mut n = Node::new(36);
+    let (p1, p2) = (n.h.alloc_pd(), n.h.alloc_pd());
+    n.pdn = p1;
+    let key = n.reg_mr(4096, ALL_ACCESS).key;
+    assert_eq!(dealloc_pd(&mut n, p1), STATUS_BUSY);
+    n.h.ok(&modify_mr(key, MODIFY_MR_PD, p2, 0));
+    assert_eq!(mr_pd_access(&n, key), (p2, ALL_ACCESS));
+    assert_eq!(dealloc_pd(&mut n, p2), STATUS_BUSY);
+    assert_eq!(dealloc_pd(&mut n, p1), STATUS_SUCCESS);
+    n.h.expect(&modify_mr(key, MODIFY_MR_PD, p1, 0), STATUS_BAD_HANDLE);
+    let mut dereg = CmdDeregMr::zeroed();
+    dereg.hdr.opcode = CMD_DEREG_MR;
+    dereg.key = key;
+    n.h.ok(&dereg);
+    assert_eq!(dealloc_pd(&mut n, p2), STATUS_SUCCESS);
+
+    // The data path: b's QP 0 is in b's PD, QP 1 in PD `moved`.
+    let (mut a, mut b) = pair();
+    let moved = b.h.alloc_pd();
+    a.create_qp(QPT_RC);
+    qp_in_pd(&mut b, moved);
+    connect_pair(&mut a, 1, &mut b, 1, |_| {});
+    let src = a.reg_mr(4096, ACCESS_LOCAL_WRITE);
+    a.fill(src.gpa, &pattern(2, 4096));
+    let dst = b.reg_mr(4096, ALL_ACCESS);
+    a.post_send(0, &write_wr(1, &src, 64, dst.va(0), dst.key));
+    run(&a, &b);
+    assert_eq!(statuses(&a.poll()), vec![(1, WC_RDMA_WRITE, 0)]);
+    b.h.ok(&modify_mr(dst.key, MODIFY_MR_PD, moved, 0));
+    assert_eq!(mr_pd_access(&b, dst.key), (moved, ALL_ACCESS));
+    // Accepted for a QP of the new PD, with the same key.
+    a.post_send(1, &write_wr(2, &src, 64, dst.va(64), dst.key));
+    run(&a, &b);
+    assert_eq!(statuses(&a.poll()), vec![(2, WC_RDMA_WRITE, 0)]);
+    assert_eq!(b.bytes(dst.gpa + 64, 64), pattern(2, 64));
+    // Refused for a QP of the old one.
+    a.post_send(0, &write_wr(3, &src, 64, dst.va(128), dst.key));
+    run(&a, &b);
+    assert_eq!(
+        statuses(&a.poll()),
+        vec![(3, WC_RDMA_WRITE, WC_REM_ACCESS_ERR)]
+    );
+    assert_eq!(b.bytes(dst.gpa + 128, 64), vec![0; 64]);
+    assert_eq!(b.h.dev.qp_state(b.qps[0].qpn), Some(QPS_ERR));
+    // The old PD still has b's QP 0; without it, it could go.
+    let mut destroy = CmdDestroyQp::zeroed();
+    destroy.hdr.opcode = CMD_DESTROY_QP;
+    destroy.qpn = b.qps[0].qpn;
+    b.h.ok(&destroy);
+    let bpdn = b.pdn;
+    assert_eq!(dealloc_pd(&mut b, moved), STATUS_BUSY);
+    assert_eq!(dealloc_pd(&mut b, bpdn), STATUS_SUCCESS);
+    // A local SGE: the source MR moved away from a's QP's PD.
+    let elsewhere = a.h.alloc_pd();
+    a.h.ok(&modify_mr(src.key, MODIFY_MR_PD, elsewhere, 0));
+    a.post_send(1, &write_wr(4, &src, 64, dst.va(0), dst.key));
+    assert!(a.h.dev.take_tx().is_empty());
+    assert_eq!(
+        statuses(&a.poll()),
+        vec![(4, WC_RDMA_WRITE, WC_LOC_PROT_ERR)]
+    );
+}
+
+/// MODIFY_MR takes effect as an invalidation does: for the rest of a
+/// WRITE under way, for a receive WQE a multi-packet SEND is filling, and
+/// for the source of a retransmission.
+#[test]
+fn modify_mr_reaches_requests_under_way() {
+    // The rest of a WRITE after REMOTE_WRITE was taken away.
+    let (mut a, mut b) = pair();
+    let src = a.reg_mr(8192, ACCESS_LOCAL_WRITE);
+    a.fill(src.gpa, &pattern(3, 4000));
+    let dst = b.reg_mr(8192, ALL_ACCESS);
+    a.post_send(0, &write_wr(1, &src, 4000, dst.va(0), dst.key));
+    let frames = a.h.dev.take_tx();
+    assert_eq!(frames.len(), 4, "four 1024-byte packets");
+    b.h.dev.receive_batch(frames[..1].iter().map(Vec::as_slice));
+    b.h.ok(&modify_mr(dst.key, MODIFY_MR_ACCESS, 0, ACCESS_LOCAL_WRITE));
+    b.h.dev.receive_batch(frames[1..].iter().map(Vec::as_slice));
+    run(&a, &b);
+    assert_eq!(
+        statuses(&a.poll()),
+        vec![(1, WC_RDMA_WRITE, WC_REM_ACCESS_ERR)]
+    );
+    assert_eq!(b.bytes(dst.gpa, 1024), pattern(3, 1024));
+    assert_eq!(b.bytes(dst.gpa + 1024, 8), vec![0; 8]);
+
+    // A SEND whose receive buffer moves to another PD between packets (or
+    // loses LOCAL_WRITE): the translation the receive WQE cached is redone
+    // and refused.
+    for case in ["PD", "rights"] {
+        let (mut a, mut b) = pair();
+        let src = a.reg_mr(4096, ACCESS_LOCAL_WRITE);
+        a.fill(src.gpa, &pattern(4, 3000));
+        let bm = b.reg_mr(4096, ACCESS_LOCAL_WRITE);
+        b.post_recv(0, 60, &[(bm.va(0), 4096, bm.key)]);
+        let mut send = wr(1, WR_SEND);
+        send.sges = vec![(src.va(0), 3000, src.key)];
+        a.post_send(0, &send);
+        let frames = a.h.dev.take_tx();
+        assert_eq!(frames.len(), 3, "{case}");
+        b.h.dev.receive_batch(frames[..1].iter().map(Vec::as_slice));
+        let modify = if case == "PD" {
+            let other = b.h.alloc_pd();
+            modify_mr(bm.key, MODIFY_MR_PD, other, 0)
+        } else {
+            modify_mr(bm.key, MODIFY_MR_ACCESS, 0, 0)
+        };
+        b.h.ok(&modify);
+        b.h.dev.receive_batch(frames[1..].iter().map(Vec::as_slice));
+        run(&a, &b);
+        assert_eq!(
+            statuses(&a.poll()),
+            vec![(1, WC_SEND, WC_REM_OP_ERR)],
+            "{case}"
+        );
+        assert_eq!(
+            statuses(&b.poll()),
+            vec![(60, WC_RECV, WC_LOC_PROT_ERR)],
+            "{case}"
+        );
+        assert_eq!(b.bytes(bm.gpa + 1024, 8), vec![0; 8], "{case}");
+    }
+
+    // A WRITE whose first transmission was lost, its source moved to
+    // another PD: the retransmission reads nothing, the WQE fails locally.
+    let (mut a, mut b) = pair();
+    let src = a.reg_mr(4096, ACCESS_LOCAL_WRITE);
+    let dst = b.reg_mr(4096, ALL_ACCESS);
+    a.post_send(0, &write_wr(1, &src, 100, dst.va(0), dst.key));
+    assert_eq!(a.h.dev.take_tx().len(), 1);
+    let other = a.h.alloc_pd();
+    a.h.ok(&modify_mr(src.key, MODIFY_MR_PD, other, 0));
+    let t = a.h.dev.next_timer().unwrap();
+    a.h.dev.tick(t);
+    assert!(a.h.dev.take_tx().is_empty(), "no retransmission");
+    assert_eq!(
+        statuses(&a.poll()),
+        vec![(1, WC_RDMA_WRITE, WC_LOC_PROT_ERR)]
+    );
 }

@@ -4,12 +4,18 @@
 //! every status they document; RC, UC and UD QPs taking receive WQEs from
 //! one SRQ (multi-packet SENDs, WRITE with immediate, RNR on an empty SRQ),
 //! the consumer index written back when a WQE is taken, the limit event,
-//! a QP entering ERR (only its own WQE flushed, LAST_WQE_REACHED), and
-//! WQEs or records that are malformed, unreadable or too far ahead.
+//! a QP entering ERR (only its own WQE flushed, LAST_WQE_REACHED),
+//! WQEs or records that are malformed, unreadable or too far ahead, and
+//! RESIZE_SRQ (every status; the WQEs not taken yet, copied by software to
+//! the same indices of the new ring, taken from there; the consumer index
+//! across the resize and the 16-bit wrap; the armed limit; the old ring
+//! never read again).
 
 mod common;
 #[path = "common/holed.rs"]
 mod holed;
+#[path = "common/recording.rs"]
+mod recording;
 
 use std::sync::Arc;
 
@@ -19,6 +25,7 @@ use ferroce_dev::hw::*;
 use ferroce_dev::wire::{decode, op};
 use ferroce_dev::{FakeMemory, GuestMemory, Limits};
 use holed::HoledMemory;
+use recording::RecordingMemory;
 
 const ALL_ACCESS: u32 = ACCESS_LOCAL_WRITE | ACCESS_REMOTE_WRITE | ACCESS_REMOTE_READ;
 /// A key no MR has.
@@ -936,4 +943,559 @@ fn unreadable_srq_record_or_wqe() {
     );
     assert_eq!(places(&c), vec![(b.qps[0].qpn, 0), (b.qps[0].qpn, 1)]);
     assert_eq!(b.srq_ci(0), 2);
+}
+
+// ------------------------------------------------------------ RESIZE_SRQ
+
+/// The base of WQE `i`'s slot in a ring of `depth` 64-byte WQEs at `ring`.
+fn slot_at(ring: u64, depth: u32, i: u16) -> u64 {
+    ring + (u64::from(u32::from(i) & (depth - 1)) << SRQ_WQE_SHIFT)
+}
+
+/// Resizes SRQ `si` of `n` to `depth` as software does: a new ring, every
+/// WQE posted that the device may not have taken (from the `ci` in the
+/// record up to `pi`) copied to the same index of it, then RESIZE_SRQ;
+/// the node posts to the new ring from then on. Returns the old ring's
+/// base.
+fn resize(n: &mut Node, si: usize, depth: u32) -> u64 {
+    let s = n.srqs[si];
+    let (c, ring) = n.h.srq_resize_cmd(s.srqn, depth);
+    let mut i = n.srq_ci(si) as u16;
+    while i != s.pi {
+        let wqe = n.bytes(slot_at(s.ring, s.depth, i), 1 << SRQ_WQE_SHIFT);
+        n.fill(slot_at(ring, depth, i), &wqe);
+        i = i.wrapping_add(1);
+    }
+    assert_eq!(n.h.cmd(&c).0, STATUS_SUCCESS);
+    n.srqs[si].ring = ring;
+    n.srqs[si].depth = depth;
+    s.ring
+}
+
+/// Software reuses the old ring of `depth` WQEs at `ring` for something
+/// else: every byte 0xff (a WQE with 255 SGEs, malformed for any stride,
+/// and a wr_id no test uses).
+fn scribble(n: &Node, ring: u64, depth: u32) {
+    n.fill(ring, &vec![0xff; (depth as usize) << SRQ_WQE_SHIFT]);
+}
+
+/// RESIZE_SRQ: every documented status, in the order the device checks
+/// them; a failed resize changes nothing (depth, limit, ci, the record);
+/// `pi` is read from the record when the command runs; a resize to
+/// exactly `pi − ci` WQEs and one to max_qp_wr succeed and the dump and
+/// QUERY_SRQ show the new depth, the limit and ci as before.
+#[test]
+fn resize_srq_checks_every_field() {
+    type Case = (Box<dyn Fn(&mut CmdResizeSrq)>, u8);
+    let mem = Arc::new(FakeMemory::new());
+    mem.add_region(RAM, RAM_SIZE);
+    let holed = Arc::new(HoledMemory::new(mem.clone()));
+    let mut h = Harness::enabled_over(mem, holed.clone(), Limits::default(), 16, 64);
+    let pdn = h.alloc_pd();
+    let (c, _) = h.srq_cmd(pdn, 16, 5);
+    let srqn = h.ok(&c);
+    let dbrec = c.dbrec_addr;
+    let (c2, _) = h.srq_cmd(pdn, 16, 0);
+    let gone = h.ok(&c2);
+    assert_eq!(destroy_srq(&mut h, gone), STATUS_SUCCESS);
+    // Three WQEs posted, none taken.
+    h.mem.write_u32(dbrec, 3);
+    // A one-page ring (level 0) for 8 WQEs; it would hold 64.
+    let (base, _) = h.srq_resize_cmd(srqn, 8);
+    assert_eq!(base.buf.level, PBL_LEVEL_0);
+    let cases: Vec<Case> = vec![
+        (Box::new(|c| c.hdr.flags = 1), STATUS_BAD_RESERVED),
+        (Box::new(|c| c.reserved0[0] = 1), STATUS_BAD_RESERVED),
+        (Box::new(|c| c.reserved0[2] = 0x80), STATUS_BAD_RESERVED),
+        (Box::new(|c| c.reserved1 = 1 << 31), STATUS_BAD_RESERVED),
+        (Box::new(|c| c.buf.reserved = 1), STATUS_BAD_RESERVED),
+        (Box::new(|c| c.depth = 0), STATUS_BAD_PARAM),
+        (Box::new(|c| c.depth = 24), STATUS_BAD_PARAM),
+        (Box::new(|c| c.depth = 32768), STATUS_BAD_PARAM), // > max_qp_wr
+        (Box::new(|c| c.wqe_shift = 4), STATUS_BAD_PARAM),
+        (Box::new(|c| c.wqe_shift = 11), STATUS_BAD_PARAM),
+        (Box::new(|c| c.wqe_shift = 255), STATUS_BAD_PARAM),
+        // A stride of the range, not the SRQ's (64 B).
+        (Box::new(|c| c.wqe_shift = 5), STATUS_BAD_PARAM),
+        (Box::new(|c| c.wqe_shift = 7), STATUS_BAD_PARAM),
+        (Box::new(|c| c.depth = 128), STATUS_BAD_PARAM), // ring too small
+        (Box::new(|c| c.buf.page_shift = 11), STATUS_BAD_PARAM),
+        (Box::new(|c| c.buf.page_count = 0), STATUS_BAD_PARAM),
+        (Box::new(|c| c.buf.level = 3), STATUS_BAD_PARAM),
+        (Box::new(|c| c.buf.addr += 8), STATUS_BAD_PARAM), // misaligned page
+        (Box::new(|c| c.srqn = 0), STATUS_BAD_HANDLE),
+        (Box::new(|c| c.srqn = 99), STATUS_BAD_HANDLE),
+        (Box::new(|c| c.srqn = 1 << 24), STATUS_BAD_HANDLE),
+        (Box::new(move |c| c.srqn = gone), STATUS_BAD_HANDLE),
+        (Box::new(|c| c.buf.addr = UNMAPPED), STATUS_DMA_ERROR),
+        // The first check that fails decides.
+        (
+            Box::new(|c| {
+                c.reserved1 = 1;
+                c.depth = 3;
+            }),
+            STATUS_BAD_RESERVED,
+        ),
+        (
+            Box::new(|c| {
+                c.depth = 3;
+                c.srqn = 99;
+            }),
+            STATUS_BAD_PARAM,
+        ),
+        (
+            Box::new(|c| {
+                c.wqe_shift = 11;
+                c.srqn = 99;
+            }),
+            STATUS_BAD_PARAM,
+        ),
+        // Whether the stride is the SRQ's needs the SRQ.
+        (
+            Box::new(|c| {
+                c.wqe_shift = 7;
+                c.srqn = 99;
+            }),
+            STATUS_BAD_HANDLE,
+        ),
+        (
+            Box::new(|c| {
+                c.srqn = 99;
+                c.buf.addr = UNMAPPED;
+            }),
+            STATUS_BAD_HANDLE,
+        ),
+        (
+            Box::new(|c| {
+                c.wqe_shift = 7;
+                c.buf.addr = UNMAPPED;
+            }),
+            STATUS_BAD_PARAM,
+        ),
+    ];
+    let check = |h: &mut Harness, i: &str| {
+        assert_eq!(query_srq(h, srqn), (5, 16, 0), "{i}");
+        assert_eq!(h.mem.read_u32(dbrec + 4), 0, "{i}");
+        let objects = h.dev.objects();
+        let srq = objects.srqs.iter().find(|s| s.handle == srqn).unwrap();
+        assert_eq!(
+            (srq.obj.depth, srq.obj.wqe_shift),
+            (16, SRQ_WQE_SHIFT),
+            "{i}"
+        );
+    };
+    for (i, (f, status)) in cases.iter().enumerate() {
+        let mut c = base;
+        f(&mut c);
+        assert_eq!(h.cmd(&c).0, *status, "case {i}");
+        check(&mut h, &format!("case {i}"));
+    }
+
+    // pi - ci (16-bit) more than the new depth, or more than the old depth
+    // (no state the data path takes from; the new ring would hold it), or
+    // pi behind ci: BAD_PARAM, read from the record when the command runs.
+    // A bad pi decides before a bad ring; a good one lets the ring's pages
+    // be checked (bits 31:16 of the record's word are not pi).
+    let mut c32 = base;
+    c32.depth = 32;
+    let mut bad_ring = base;
+    bad_ring.buf.addr = UNMAPPED;
+    for (i, (pi, c, status)) in [
+        (9, base, STATUS_BAD_PARAM),
+        (17, c32, STATUS_BAD_PARAM),
+        (0xffff, c32, STATUS_BAD_PARAM),
+        (9, bad_ring, STATUS_BAD_PARAM),
+        (8, bad_ring, STATUS_DMA_ERROR),
+        (0x1_0003, bad_ring, STATUS_DMA_ERROR),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        h.mem.write_u32(dbrec, pi);
+        assert_eq!(h.cmd(&c).0, status, "pi case {i}");
+        check(&mut h, &format!("pi case {i}"));
+    }
+
+    // A record that cannot be read: DMA_ERROR, counted; it decides before
+    // the pi and the ring, after the SRQ and its stride.
+    h.mem.write_u32(dbrec, 3);
+    holed.set_hole(Some((dbrec, 8)));
+    let bad_dma = h.dev.counters().hw.bad_dma;
+    let mut c = base;
+    assert_eq!(h.cmd(&c).0, STATUS_DMA_ERROR);
+    assert_eq!(h.dev.counters().hw.bad_dma, bad_dma + 1);
+    c.depth = 2; // fewer than the 3 posted, were pi readable
+    assert_eq!(h.cmd(&c).0, STATUS_DMA_ERROR);
+    c.wqe_shift = 7;
+    assert_eq!(h.cmd(&c).0, STATUS_BAD_PARAM);
+    c.srqn = 99;
+    assert_eq!(h.cmd(&c).0, STATUS_BAD_HANDLE);
+    holed.set_hole(None);
+    check(&mut h, "hole");
+
+    // Exactly pi - ci WQEs: the new ring is full. The limit (5, above the
+    // new depth) and ci stay, the record is not written.
+    h.mem.write_u32(dbrec, 8);
+    h.ok(&base);
+    assert_eq!(query_srq(&mut h, srqn), (5, 8, 0));
+    assert_eq!(h.mem.read_u32(dbrec), 8);
+    assert_eq!(h.mem.read_u32(dbrec + 4), 0);
+    let objects = h.dev.objects();
+    let srq = objects.srqs.iter().find(|s| s.handle == srqn).unwrap();
+    assert_eq!((srq.obj.depth, srq.obj.ci, srq.obj.limit), (8, 0, 5));
+    let v = ferroce_dev::ctl::handle_line(&h.dev, r#"{"cmd":"objects"}"#);
+    assert_eq!(v["data"]["srqs"][0]["handle"], srqn);
+    assert_eq!(v["data"]["srqs"][0]["depth"], 8);
+    // The same ring again is a resize like any other; now a 1-WQE SRQ
+    // cannot take 8.
+    h.ok(&base);
+    let (one, _) = h.srq_resize_cmd(srqn, 1);
+    h.expect(&one, STATUS_BAD_PARAM);
+    // max_qp_wr WQEs (a 1 MiB ring of 256 pages, level 1).
+    let (max, _) = h.srq_resize_cmd(srqn, Limits::default().max_qp_wr);
+    assert_eq!(max.buf.level, PBL_LEVEL_1);
+    h.ok(&max);
+    assert_eq!(query_srq(&mut h, srqn), (5, 16384, 0));
+    // One WQE, none outstanding.
+    h.mem.write_u32(dbrec, 0);
+    h.ok(&one);
+    assert_eq!(query_srq(&mut h, srqn), (5, 1, 0));
+    // MODIFY_SRQ checks limits against the new depth.
+    assert_eq!(modify_srq(&mut h, srqn, 2), STATUS_BAD_PARAM);
+    assert_eq!(modify_srq(&mut h, srqn, 1), STATUS_SUCCESS);
+    assert_eq!(query_srq(&mut h, srqn), (1, 1, 0));
+}
+
+/// A resize with WQEs outstanding, over RC: software copies the WQEs not
+/// taken yet to the same indices of a ring twice as large (other slots
+/// than in the old ring: the indices are past the old depth) and reuses
+/// the old ring at once. The WQE a QP took before the resize, for a SEND
+/// under way, is the QP's: the rest of the SEND lands in it. Every later
+/// SEND takes the next WQE from the new ring in order, at `ci & 15`, data
+/// byte-exact, also with more WQEs outstanding than the old depth; ci goes
+/// on counting; the device never reads the old ring again.
+#[test]
+fn a_resize_moves_the_untaken_wqes_to_the_new_ring() {
+    let mem = Arc::new(FakeMemory::new());
+    mem.add_region(RAM, RAM_SIZE);
+    let recording = Arc::new(RecordingMemory::new(mem.clone()));
+    let h = Harness::enabled_over_mac(
+        mem,
+        recording.clone(),
+        Limits::default(),
+        16,
+        256,
+        node_mac(37),
+    );
+    let mut a = Node::new(36);
+    let mut b = Node::on(37, h);
+    let si = b.create_srq(8, 0);
+    let srqn = b.srqs[si].srqn;
+    a.create_qp(QPT_RC);
+    b.create_srq_qp(QPT_RC, si);
+    connect_pair(&mut a, 0, &mut b, 0, |_| {});
+    let bq = b.qps[0].qpn;
+    let src = a.reg_mr(1 << 17, ACCESS_LOCAL_WRITE);
+    let dst = b.reg_mr(1 << 17, ACCESS_LOCAL_WRITE);
+    // Message k: pattern k at src 8 KiB * k; WQE j: dst 8 KiB * j.
+    let len = |k: u64| if k == 6 { 3000 } else { 100 + 10 * k as usize };
+    for k in 0..16u64 {
+        a.fill(src.gpa + k * 8192, &pattern(len(k), k as u8));
+    }
+    let post = |b: &mut Node, j: u64| {
+        b.post_srq_recv(si, 100 + j, &[(dst.va(j * 8192), 8192, dst.key)]);
+    };
+    let send = |a: &mut Node, k: u64| {
+        a.post_send(0, &send_wr(k, &src, k * 8192, len(k) as u32));
+    };
+
+    // WQEs 0..7 posted, 0..5 taken, 8..11 posted (old slots 0..3).
+    for j in 0..8 {
+        post(&mut b, j);
+    }
+    for k in 0..6 {
+        send(&mut a, k);
+    }
+    run(&a, &b);
+    let c = b.poll();
+    assert_eq!(c.len(), 6);
+    assert!(c.iter().all(|c| c.status == WC_SUCCESS));
+    for j in 8..12 {
+        post(&mut b, j);
+    }
+    // The FIRST packet of a 3-packet SEND takes WQE 6.
+    send(&mut a, 6);
+    let fa = a.h.dev.take_tx();
+    assert_eq!(fa.len(), 3);
+    deliver(&b, &fa[..1]);
+    assert_eq!(b.srq_ci(si), 7);
+    assert!(b.poll().is_empty());
+
+    // Resize to 16: WQEs 7..11 copied to new slots 7..11, the old ring
+    // reused at once.
+    recording.take();
+    let old = resize(&mut b, si, 16);
+    scribble(&b, old, 8);
+    assert_eq!(query_srq(&mut b.h, srqn), (0, 16, 7));
+    assert_eq!(b.srq_ci(si), 7);
+
+    // The rest of the SEND goes to WQE 6, which the QP holds.
+    deliver(&b, &fa[1..]);
+    let c = b.poll();
+    assert_eq!(cqes(&c), vec![(106, WC_RECV, WC_SUCCESS)]);
+    assert_eq!(places(&c), vec![(bq, 6)]);
+    assert_eq!(c[0].byte_len, 3000);
+    assert_eq!(b.bytes(dst.gpa + 6 * 8192, 3000), pattern(3000, 6));
+    run(&a, &b);
+
+    // WQEs 12..15 to the new ring: 9 outstanding, more than the old depth.
+    for j in 12..16 {
+        post(&mut b, j);
+    }
+    assert_eq!(b.srqs[si].pi, 16);
+    for k in 7..16 {
+        send(&mut a, k);
+    }
+    run(&a, &b);
+    let c = b.poll();
+    let want: Vec<_> = (7..16).map(|j| (100 + j, WC_RECV, WC_SUCCESS)).collect();
+    assert_eq!(cqes(&c), want);
+    let at: Vec<_> = (7..16).map(|j| (bq, j as u16)).collect();
+    assert_eq!(places(&c), at);
+    for (cqe, j) in c.iter().zip(7..16u64) {
+        assert_eq!(cqe.byte_len as usize, len(j));
+        assert_eq!(
+            b.bytes(dst.gpa + j * 8192, len(j)),
+            pattern(len(j), j as u8)
+        );
+    }
+    assert_eq!(b.srq_ci(si), 16);
+    assert_eq!(query_srq(&mut b.h, srqn), (0, 16, 16));
+    let sent = cqes(&a.poll());
+    assert_eq!(sent.len(), 16);
+    assert!(sent.iter().all(|c| c.2 == WC_SUCCESS));
+
+    // Not one access to the old ring since the resize.
+    let old_end = old + (8 << SRQ_WQE_SHIFT);
+    let stray: Vec<_> = recording
+        .take()
+        .into_iter()
+        .filter(|x| x.gpa < old_end && x.gpa + x.len > old)
+        .collect();
+    assert!(stray.is_empty(), "old ring accessed: {stray:?}");
+    assert!(events(&mut b).is_empty());
+}
+
+/// The consumer index keeps counting across a resize and the 16-bit wrap:
+/// 0xfffc WQEs taken from a 64-WQE ring (one UD datagram delivered again
+/// and again), six WQEs posted at 0xfffc..0x0001, the ring shrunk to 8
+/// (software copies them to slots 4..7, 0, 1), two more posted to fill it;
+/// eight datagrams land in them in order with their data, wqe_idx
+/// 0xfffc..0x0003, and ci ends at 4 in the record and in QUERY_SRQ.
+#[test]
+fn ci_keeps_counting_across_a_resize_and_the_wrap() {
+    let (mut a, mut b, ahn) = ud_srq_pair(Node::new(37), 64);
+    let bq = b.qps[0].qpn;
+    let srqn = b.srqs[0].srqn;
+    let src = a.reg_mr(1 << 16, ACCESS_LOCAL_WRITE);
+    let dst = b.reg_mr(1 << 16, ACCESS_LOCAL_WRITE);
+    for k in 0..8u64 {
+        a.fill(src.gpa + k * 4096, &pattern(100 + k as usize, 40 + k as u8));
+    }
+    let wr = SendWr {
+        ud: Some((ahn, bq, 0x1111)),
+        ..send_wr(1, &src, 0, 32)
+    };
+    a.post_send(0, &wr);
+    let frame = a.h.dev.take_tx();
+    assert_eq!(frame.len(), 1);
+    assert_eq!(a.poll().len(), 1);
+    // Every slot: a WQE for the datagram and its GRH.
+    let filler = rq_wqe(7, &[(dst.va(0), 4096, dst.key)]);
+    for i in 0..64 {
+        b.fill(slot_at(b.srqs[0].ring, 64, i), &filler);
+    }
+    let target = 0xfffc_u32;
+    let mut taken = 0u32;
+    while taken < target {
+        let n = (target - taken).min(64);
+        b.set_srq_pi(0, (taken + n) as u16);
+        b.h.dev
+            .receive_batch(std::iter::repeat_n(frame[0].as_slice(), n as usize));
+        let c = b.poll();
+        assert_eq!(c.len(), n as usize, "after {taken}");
+        assert!(c.iter().all(|c| c.status == WC_SUCCESS && c.wr_id == 7));
+        assert_eq!(c[0].wqe_idx, taken as u16);
+        taken += n;
+    }
+    b.srqs[0].pi = target as u16;
+    assert_eq!(b.srq_ci(0), target);
+    assert_eq!(query_srq(&mut b.h, srqn), (0, 64, target));
+
+    // Six WQEs at 0xfffc..0x0001 (pi wraps), then the resize to 8.
+    let wqe_of = |j: u64| 200 + j;
+    for j in 0..6 {
+        b.post_srq_recv(0, wqe_of(j), &[(dst.va(4096 * (j + 1)), 4096, dst.key)]);
+    }
+    assert_eq!(b.srqs[0].pi, 2);
+    let old = resize(&mut b, 0, 8);
+    scribble(&b, old, 64);
+    assert_eq!(query_srq(&mut b.h, srqn), (0, 8, target));
+    for j in 6..8 {
+        b.post_srq_recv(0, wqe_of(j), &[(dst.va(4096 * (j + 1)), 4096, dst.key)]);
+    }
+    assert_eq!(b.srqs[0].pi, 4);
+    for k in 0..8u64 {
+        let wr = SendWr {
+            ud: Some((ahn, bq, 0x1111)),
+            ..send_wr(10 + k, &src, k * 4096, 100 + k as u32)
+        };
+        a.post_send(0, &wr);
+        deliver(&b, &a.h.dev.take_tx());
+    }
+    let c = b.poll();
+    let want: Vec<_> = (0..8).map(|j| (wqe_of(j), WC_RECV, WC_SUCCESS)).collect();
+    assert_eq!(cqes(&c), want);
+    let at: Vec<_> = (0..8u16)
+        .map(|j| (bq, 0xfffc_u16.wrapping_add(j)))
+        .collect();
+    assert_eq!(places(&c), at);
+    for (cqe, j) in c.iter().zip(0..8u64) {
+        let n = 100 + j as usize;
+        assert_eq!(cqe.byte_len as usize, 40 + n);
+        let landed = b.bytes(dst.gpa + 4096 * (j + 1) + 40, n);
+        assert_eq!(landed, pattern(n, 40 + j as u8), "WQE {j}");
+    }
+    assert_eq!(b.srq_ci(0), 4);
+    assert_eq!(query_srq(&mut b.h, srqn), (0, 8, 4));
+    // All taken: the next datagram finds none.
+    let dropped = b.h.dev.counters().data.rx_ud_no_wqe;
+    datagram(&mut a, &b, ahn, 99, &src, 32);
+    assert!(b.poll().is_empty());
+    assert_eq!(b.h.dev.counters().data.rx_ud_no_wqe, dropped + 1);
+}
+
+/// The armed limit stays across a resize and fires after it, counting the
+/// WQEs of the new ring; a limit armed above the new depth stays armed too
+/// and fires at the next take. An SRQ_LIMIT_REACHED is never posted by the
+/// resize itself.
+#[test]
+fn the_limit_stays_armed_across_a_resize() {
+    let (mut a, mut b) = rc_srq_pair(1, 8, 3);
+    let srqn = b.srqs[0].srqn;
+    let src = a.reg_mr(4096, ACCESS_LOCAL_WRITE);
+    let dst = b.reg_mr(1 << 16, ACCESS_LOCAL_WRITE);
+    a.fill(src.gpa, &pattern(64, 9));
+    let limit_events = |b: &mut Node| -> Vec<(u8, u32, u32)> {
+        events(b)
+            .into_iter()
+            .filter(|e| e.0 == EQE_SRQ_LIMIT_REACHED)
+            .collect()
+    };
+    let post = |b: &mut Node, j: u64| {
+        b.post_srq_recv(0, 100 + j, &[(dst.va(j * 4096), 4096, dst.key)]);
+    };
+    let one = |a: &mut Node, b: &mut Node, id: u64| {
+        a.post_send(0, &send_wr(id, &src, 0, 64));
+        run(a, b);
+        let c = b.poll();
+        assert_eq!(cqes(&c), vec![(100 + id, WC_RECV, WC_SUCCESS)]);
+        assert_eq!(c[0].wqe_idx, id as u16);
+        assert_eq!(b.bytes(dst.gpa + id * 4096, 64), pattern(64, 9));
+    };
+    for j in 0..6 {
+        post(&mut b, j);
+    }
+    // 5, 4 left: not fewer than 3.
+    one(&mut a, &mut b, 0);
+    one(&mut a, &mut b, 1);
+    assert!(limit_events(&mut b).is_empty());
+
+    let old = resize(&mut b, 0, 16);
+    scribble(&b, old, 8);
+    assert_eq!(query_srq(&mut b.h, srqn), (3, 16, 2));
+    assert!(limit_events(&mut b).is_empty());
+    // 3 left, then 2: the event, once, with the limit; disarmed.
+    one(&mut a, &mut b, 2);
+    assert!(limit_events(&mut b).is_empty());
+    one(&mut a, &mut b, 3);
+    assert_eq!(limit_events(&mut b), vec![(EQE_SRQ_LIMIT_REACHED, srqn, 3)]);
+    assert_eq!(query_srq(&mut b.h, srqn), (0, 16, 4));
+
+    // Armed at 12 (of 16), then shrunk to 4 with 4 outstanding: the limit
+    // stays 12 and the next take fires it.
+    post(&mut b, 6);
+    post(&mut b, 7);
+    assert_eq!(modify_srq(&mut b.h, srqn, 12), STATUS_SUCCESS);
+    let old = resize(&mut b, 0, 4);
+    scribble(&b, old, 16);
+    assert_eq!(query_srq(&mut b.h, srqn), (12, 4, 4));
+    assert!(limit_events(&mut b).is_empty());
+    one(&mut a, &mut b, 4);
+    assert_eq!(
+        limit_events(&mut b),
+        vec![(EQE_SRQ_LIMIT_REACHED, srqn, 12)]
+    );
+    assert_eq!(query_srq(&mut b.h, srqn), (0, 4, 5));
+    for id in 5..8 {
+        one(&mut a, &mut b, id);
+    }
+    assert!(limit_events(&mut b).is_empty());
+    assert_eq!(b.srq_ci(0), 8);
+    assert_eq!(a.poll().len(), 8);
+}
+
+/// The new ring's page list is the SRQ's from the resize on, page size
+/// included: a 256-WQE ring in two 8 KiB pages listed in reverse order
+/// (the SRQ was created with one 4 KiB page); each of 256 datagrams takes
+/// the WQE at its index, read from the right page and offset.
+#[test]
+fn a_resized_ring_may_have_another_page_layout() {
+    let (mut a, mut b, ahn) = ud_srq_pair(Node::new(37), 4);
+    let bq = b.qps[0].qpn;
+    let srqn = b.srqs[0].srqn;
+    let src = a.reg_mr(4096, ACCESS_LOCAL_WRITE);
+    let dst = b.reg_mr(4096, ACCESS_LOCAL_WRITE);
+    let base = b.h.alloc(16384, 8192);
+    let list = b.h.alloc(16, 8);
+    b.fill(list, &(base + 8192).to_le_bytes());
+    b.fill(list + 8, &base.to_le_bytes());
+    let mut c = CmdResizeSrq::zeroed();
+    c.hdr.opcode = CMD_RESIZE_SRQ;
+    c.buf.addr = list;
+    c.buf.page_count = 2;
+    c.buf.page_shift = 13;
+    c.buf.level = PBL_LEVEL_1;
+    c.srqn = srqn;
+    c.depth = 256;
+    c.wqe_shift = SRQ_WQE_SHIFT;
+    b.h.ok(&c);
+    assert_eq!(query_srq(&mut b.h, srqn), (0, 256, 0));
+    for i in 0..256u64 {
+        let off = i << SRQ_WQE_SHIFT;
+        let at = if off < 8192 {
+            base + 8192 + off
+        } else {
+            base + off - 8192
+        };
+        b.fill(at, &rq_wqe(1000 + i, &[(dst.va(0), 4096, dst.key)]));
+    }
+    b.set_srq_pi(0, 256);
+    let wr = SendWr {
+        ud: Some((ahn, bq, 0x1111)),
+        ..send_wr(1, &src, 0, 16)
+    };
+    a.post_send(0, &wr);
+    let frame = a.h.dev.take_tx();
+    b.h.dev
+        .receive_batch(std::iter::repeat_n(frame[0].as_slice(), 256));
+    let c = b.poll();
+    assert_eq!(c.len(), 256);
+    for (i, cqe) in c.iter().enumerate() {
+        assert_eq!(
+            (cqe.wr_id, cqe.wqe_idx, cqe.status),
+            (1000 + i as u64, i as u16, WC_SUCCESS)
+        );
+    }
+    assert_eq!(b.srq_ci(0), 256);
 }

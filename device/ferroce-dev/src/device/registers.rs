@@ -27,6 +27,7 @@ impl State {
             | CAP_VLAN
             | CAP_UC
             | CAP_SRQ
+            | CAP_MODIFY_MR
     }
 
     pub(crate) fn caps(&self) -> hw::Caps {

@@ -9,9 +9,11 @@
 //! nothing after it before that, so later WQEs see the new state and
 //! earlier ones (and their retransmissions) do not.
 //!
-//! Every invalidation bumps `State::mr_epoch`; translations the engine
-//! cached (SGEs of fetched WQEs, the receive WQE of a multi-packet SEND)
-//! are redone before their next use when the epoch moved.
+//! Every invalidation (and MODIFY_MR, which takes effect as one does)
+//! bumps `State::mr_epoch`; translations the engine cached (SGEs of
+//! fetched WQEs, the receive WQE of a multi-packet SEND) are redone before
+//! their next use when the epoch moved, against the MR's PD and rights of
+//! that moment.
 
 use crate::device::State;
 use crate::hw::*;

@@ -135,7 +135,10 @@ impl State {
     /// `pi` shows one (`pi - ci` in 1..depth): reads it whole, advances
     /// `ci` and writes it to the record, and posts SRQ_LIMIT_REACHED once
     /// if fewer WQEs than the armed limit remain. A record that cannot be
-    /// read, or a `pi` more than `depth` ahead, takes nothing.
+    /// read, or a `pi` more than `depth` ahead, takes nothing. The ring
+    /// (pages, depth) is the SRQ's of this moment: RESIZE_SRQ may have
+    /// replaced it since the last take, and nothing of it is kept between
+    /// takes.
     fn srq_take(&mut self, c: &QpCtx) -> Option<RecvCtx> {
         let srqn = c.srqn;
         let srq = self.srqs.get(srqn)?;

@@ -377,6 +377,20 @@ impl Harness {
         (c, ring)
     }
 
+    /// A RESIZE_SRQ (1.6) of SRQ `srqn` to `depth` 64-byte WQEs, its new
+    /// ring in fresh (zeroed) memory; returns it and the ring's base.
+    pub fn srq_resize_cmd(&mut self, srqn: u32, depth: u32) -> (CmdResizeSrq, u64) {
+        let pages = (u64::from(depth) << SRQ_WQE_SHIFT).div_ceil(4096).max(1);
+        let ring = self.alloc(pages * 4096, 4096);
+        let mut c = CmdResizeSrq::zeroed();
+        c.hdr.opcode = CMD_RESIZE_SRQ;
+        c.buf = self.pbl_contig(ring, pages as u32, 12);
+        c.srqn = srqn;
+        c.depth = depth;
+        c.wqe_shift = SRQ_WQE_SHIFT;
+        (c, ring)
+    }
+
     /// PD + CEQ(vector 1) + CQ + QP of `qp_type`; returns (pdn, cqn, qpn).
     pub fn setup_qp(&mut self, qp_type: u8) -> (u32, u32, u32) {
         let pdn = self.alloc_pd();
@@ -431,6 +445,20 @@ pub fn ipv4_gid(ip: [u8; 4]) -> [u8; 16] {
 pub fn alloc_pd() -> CmdAllocPd {
     let mut c = CmdAllocPd::zeroed();
     c.hdr.opcode = CMD_ALLOC_PD;
+    c
+}
+
+/// A MODIFY_MR (1.6) of `key` with `flags` (`MODIFY_MR_*`), the new
+/// `pdn` and the new `access`.
+pub fn modify_mr(key: u32, flags: u32, pdn: u32, access: u32) -> CmdModifyMr {
+    let mut c = CmdModifyMr {
+        key,
+        flags,
+        pdn,
+        access,
+        ..CmdModifyMr::zeroed()
+    };
+    c.hdr.opcode = CMD_MODIFY_MR;
     c
 }
 
@@ -496,7 +524,7 @@ pub fn attr_with(qpn: u32, state: u8, mask: u32) -> QpAttr {
 
 /// Every admin command opcode of the spec.
 #[allow(dead_code)]
-pub const ADMIN_OPCODES: [u8; 25] = [
+pub const ADMIN_OPCODES: [u8; 27] = [
     CMD_QUERY_CAPS,
     CMD_QUERY_PORT,
     CMD_SET_PORT_MTU,
@@ -510,6 +538,7 @@ pub const ADMIN_OPCODES: [u8; 25] = [
     CMD_DEALLOC_PD,
     CMD_REG_MR,
     CMD_DEREG_MR,
+    CMD_MODIFY_MR,
     CMD_CREATE_QP,
     CMD_DESTROY_QP,
     CMD_MODIFY_QP,
@@ -518,6 +547,7 @@ pub const ADMIN_OPCODES: [u8; 25] = [
     CMD_DESTROY_SRQ,
     CMD_MODIFY_SRQ,
     CMD_QUERY_SRQ,
+    CMD_RESIZE_SRQ,
     CMD_CREATE_AH,
     CMD_DESTROY_AH,
     CMD_SET_GID,
