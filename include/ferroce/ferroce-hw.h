@@ -118,6 +118,7 @@
 #define FERROCE_CAP_UC				0x00010000	/* 1.5: UC QPs (SEND, RDMA WRITE, with immediate) */
 #define FERROCE_CAP_SRQ				0x00020000	/* 1.6: shared receive queues */
 #define FERROCE_CAP_MODIFY_MR			0x00040000	/* 1.6: MODIFY_MR */
+#define FERROCE_CAP_RESIZE_CQ			0x00080000	/* 1.6: RESIZE_CQ */
 
 /* DEV_CTRL */
 #define FERROCE_CTRL_RESET			0x00000001	/* self-clearing */
@@ -218,6 +219,7 @@
 #define FERROCE_CMD_DESTROY_EQ			0x11
 #define FERROCE_CMD_CREATE_CQ			0x20
 #define FERROCE_CMD_DESTROY_CQ			0x21
+#define FERROCE_CMD_RESIZE_CQ			0x22	/* 1.6, CAP_RESIZE_CQ */
 #define FERROCE_CMD_ALLOC_PD			0x30
 #define FERROCE_CMD_DEALLOC_PD			0x31
 #define FERROCE_CMD_REG_MR			0x40
@@ -464,6 +466,15 @@ struct ferroce_cmd_destroy_cq {
 	struct ferroce_cmd_hdr hdr;
 	__le32 cqn;
 	__le32 reserved;
+};
+
+/* RESIZE_CQ: out[0] = the producer index from which CQEs go to the new ring */
+struct ferroce_cmd_resize_cq {
+	struct ferroce_cmd_hdr hdr;
+	struct ferroce_pbl buf;		/* depth * 32 bytes, prepared (device.rst) */
+	__le32 cqn;
+	__le32 depth;			/* power of two, 2..max_cqe, >= pi - ci */
+	__le64 reserved;
 };
 
 /* ALLOC_PD: out[0] = pdn */
@@ -1004,6 +1015,7 @@ _Static_assert(sizeof(struct ferroce_cmd_create_eq) == 24, "create_eq");
 _Static_assert(sizeof(struct ferroce_cmd_destroy_eq) == 16, "destroy_eq");
 _Static_assert(sizeof(struct ferroce_cmd_create_cq) == 48, "create_cq");
 _Static_assert(sizeof(struct ferroce_cmd_destroy_cq) == 16, "destroy_cq");
+_Static_assert(sizeof(struct ferroce_cmd_resize_cq) == 40, "resize_cq");
 _Static_assert(sizeof(struct ferroce_cmd_alloc_pd) == 16, "alloc_pd");
 _Static_assert(sizeof(struct ferroce_cmd_dealloc_pd) == 16, "dealloc_pd");
 _Static_assert(sizeof(struct ferroce_cmd_reg_mr) == 64, "reg_mr");

@@ -88,6 +88,25 @@ struct ferroce_uresp_create_cq {
 };
 
 /*
+ * resize_cq (FERROCE_CAP_RESIZE_CQ): the new ring, page aligned, depth *
+ * FERROCE_CQE_SIZE bytes, prepared as device.rst "Resizing a CQ" says; the
+ * provider polls nothing until it has copied the old ring's remaining CQEs
+ * (up to switch_index, from the response) into it.
+ */
+struct ferroce_ureq_resize_cq {
+	__aligned_u64 buf_va;
+	__u32 depth;			/* power of two, >= requested cqe, <= max_cqe */
+	__u32 comp_mask;		/* none defined: 0 */
+};
+
+#define FERROCE_UREQ_RESIZE_CQ_MIN_LEN	16
+
+struct ferroce_uresp_resize_cq {
+	__u32 switch_index;		/* CQEs from here on are in the new ring */
+	__u32 comp_mask;		/* none defined: 0 */
+};
+
+/*
  * create_qp (RC, UC and UD): SQ and RQ rings in process memory, page
  * aligned, depth << wqe_shift bytes each, zeroed by the provider. Without a
  * receive queue of its own (a QP attached to an SRQ, or one that never
