@@ -76,6 +76,7 @@ commands!(
     ferroce_cmd_clear_gid = FERROCE_CMD_CLEAR_GID,
     ferroce_cmd_create_cq = FERROCE_CMD_CREATE_CQ,
     ferroce_cmd_destroy_cq = FERROCE_CMD_DESTROY_CQ,
+    ferroce_cmd_resize_cq = FERROCE_CMD_RESIZE_CQ,
     ferroce_cmd_reg_mr = FERROCE_CMD_REG_MR,
     ferroce_cmd_dereg_mr = FERROCE_CMD_DEREG_MR,
     ferroce_cmd_modify_mr = FERROCE_CMD_MODIFY_MR,
@@ -114,6 +115,7 @@ abi_requests!(
     ferroce_ureq_create_qp,
     ferroce_ureq_create_srq,
     ferroce_ureq_modify_srq,
+    ferroce_ureq_resize_cq,
 );
 impl crate::rdma::UserRequest for ferroce_ureq_alloc_ctx {
     const MIN_LEN: usize = FERROCE_UREQ_ALLOC_CTX_MIN_LEN as usize;
@@ -126,6 +128,9 @@ impl crate::rdma::UserRequest for ferroce_ureq_create_qp {
 }
 impl crate::rdma::UserRequest for ferroce_ureq_create_srq {
     const MIN_LEN: usize = FERROCE_UREQ_CREATE_SRQ_MIN_LEN as usize;
+}
+impl crate::rdma::UserRequest for ferroce_ureq_resize_cq {
+    const MIN_LEN: usize = FERROCE_UREQ_RESIZE_CQ_MIN_LEN as usize;
 }
 impl crate::rdma::UserRequest for ferroce_ureq_modify_srq {
     const MIN_LEN: usize = FERROCE_UREQ_MODIFY_SRQ_MIN_LEN as usize;
@@ -175,4 +180,5 @@ abi_responses!(
     ferroce_uresp_create_qp,
     ferroce_uresp_create_ah,
     ferroce_uresp_create_srq,
+    ferroce_uresp_resize_cq,
 );

@@ -269,6 +269,15 @@ impl rdma::Driver for IbDev {
         Ok(())
     }
 
+    fn resize_user_cq(
+        dev: &rdma::Device<Self>,
+        cq: &Cq,
+        cqe: u32,
+        udata: &mut UData<'_>,
+    ) -> Result<u32> {
+        verbs::resize_user_cq(dev, cq, cqe, udata)
+    }
+
     fn create_qp(
         dev: &rdma::Device<Self>,
         ctx: &UContext,

@@ -21,7 +21,7 @@ use core::{
     num::NonZeroU32,
     sync::atomic::{AtomicU32, Ordering},
 };
-use kernel::{dma::Coherent, io::io_write, prelude::*};
+use kernel::{dma::Coherent, io::io_write, new_mutex, prelude::*, sync::Mutex};
 
 /// Pages of the kernel's 4 KiB page size as the device sees them.
 pub(crate) const PAGE_SHIFT: u32 = 12;
@@ -190,8 +190,9 @@ pub(crate) struct UContext {
 /// Where a CQ's ring and doorbell record live.
 enum CqMem {
     /// In the process, pinned; rung through doorbell page `db_page` (held).
+    /// The ring's lock serialises resizes, which replace it.
     User {
-        _ring: Umem,
+        ring: Pin<KBox<Mutex<Umem>>>,
         _dbrec: Umem,
         db_page: u32,
     },
@@ -202,8 +203,8 @@ enum CqMem {
 /// Driver state of a CQ: its number and its memory.
 pub(crate) struct Cq {
     pub(crate) cqn: u32,
-    /// CQEs the ring holds.
-    depth: u32,
+    /// CQEs the ring holds (a resize changes it).
+    depth: AtomicU32,
     /// The completion EQ.
     eqn: u32,
     mem: CqMem,
@@ -447,6 +448,8 @@ pub(crate) fn create_cq(
     let len = u64::from(depth) * u64::from(hw::FERROCE_CQE_SIZE);
     let (ring, pages) = pin_ring(dev, req.buf_va, len, rdma::umem::access::LOCAL_WRITE)?;
     let (dbrec, dbrec_addr) = pin_dbrec(dev, req.dbrec_va, 0)?;
+    // Allocated before the device has the CQ: nothing fails after it.
+    let ring = KBox::pin_init(new_mutex!(ring), GFP_KERNEL)?;
     let (out, (ring, dbrec)) = dev.shared.exec_create((ring, dbrec), |lists, _| {
         Ok(hw::ferroce_cmd_create_cq {
             buf: lists.add(&pages, PAGE_SHIFT)?,
@@ -460,10 +463,10 @@ pub(crate) fn create_cq(
     })?;
     let cq = Cq {
         cqn: out.out[0],
-        depth,
+        depth: AtomicU32::new(depth),
         eqn: comp_vector + 1,
         mem: CqMem::User {
-            _ring: ring,
+            ring,
             _dbrec: dbrec,
             db_page: ctx.db_page,
         },
@@ -479,6 +482,52 @@ pub(crate) fn create_cq(
     }
     let cqn = cq.cqn;
     Ok((cq, cqn, depth))
+}
+
+/// `resize_user_cq` (device 1.6, `CAP_RESIZE_CQ`): pins the ring the
+/// provider prepared, lets the device switch to it (device.rst, "Resizing
+/// a CQ") and answers the switch index, from which the provider polls the
+/// new ring once it copied the CQEs before it. Returns the new capacity.
+pub(crate) fn resize_user_cq(
+    dev: &rdma::Device<IbDev>,
+    cq: &Cq,
+    cqe: u32,
+    udata: &mut UData<'_>,
+) -> Result<u32> {
+    if dev.caps.device_caps & hw::FERROCE_CAP_RESIZE_CQ == 0 {
+        return Err(EOPNOTSUPP);
+    }
+    let CqMem::User { ring, .. } = &cq.mem else {
+        return Err(EINVAL);
+    };
+    let req: hw::ferroce_ureq_resize_cq = udata.read()?;
+    if req.comp_mask != 0 {
+        return Err(EINVAL);
+    }
+    let depth = req.depth;
+    if !is_pow2_in(depth, 2, dev.caps.max_cqe) || depth < cqe {
+        return Err(EINVAL);
+    }
+    let mut cur = ring.lock();
+    let len = u64::from(depth) * u64::from(hw::FERROCE_CQE_SIZE);
+    let (new, pages) = pin_ring(dev, req.buf_va, len, rdma::umem::access::LOCAL_WRITE)?;
+    let (out, new) = dev.shared.exec_create(new, |lists, _| {
+        Ok(hw::ferroce_cmd_resize_cq {
+            buf: lists.add(&pages, PAGE_SHIFT)?,
+            cqn: cq.cqn,
+            depth,
+            ..Default::default()
+        })
+    })?;
+    // The device writes the new ring only; the old one is unpinned here
+    // (the provider still reads the CQEs before the switch from it).
+    *cur = new;
+    cq.depth.store(depth, Ordering::Relaxed);
+    udata.respond(&hw::ferroce_uresp_resize_cq {
+        switch_index: out.out[0],
+        ..Default::default()
+    })?;
+    Ok(depth)
 }
 
 pub(crate) fn destroy_cq(dev: &rdma::Device<IbDev>, cq: &Cq) -> Result {
@@ -1013,7 +1062,7 @@ pub(crate) fn create_kernel_cq(
     })?;
     let cq = Cq {
         cqn: out.out[0],
-        depth,
+        depth: AtomicU32::new(depth),
         eqn: comp_vector + 1,
         mem: CqMem::Kernel(ring),
     };
@@ -1363,7 +1412,7 @@ impl Cq {
     /// kernel CQ (or the doorbell page of a user CQ).
     pub(crate) fn fill_res(&self, msg: &mut rdma::ResMsg<'_>) -> Result {
         msg.put_u32(c"cqn", self.cqn)?;
-        msg.put_u32(c"cq_depth", self.depth)?;
+        msg.put_u32(c"cq_depth", self.depth.load(Ordering::Relaxed))?;
         msg.put_u32(c"eqn", self.eqn)?;
         match &self.mem {
             CqMem::Kernel(k) => msg.put_u32(c"ci", k.ci().into()),

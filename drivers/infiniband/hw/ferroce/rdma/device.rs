@@ -108,6 +108,17 @@ pub(crate) trait Driver: Send + Sync + Sized + 'static {
         build_error!(VTABLE_DEFAULT_ERROR)
     }
 
+    /// Resizes a user CQ to at least `cqe` entries with the command's driver
+    /// data; returns the new capacity.
+    fn resize_user_cq(
+        _dev: &Device<Self>,
+        _cq: &Self::Cq,
+        _cqe: u32,
+        _udata: &mut UData<'_>,
+    ) -> Result<u32> {
+        build_error!(VTABLE_DEFAULT_ERROR)
+    }
+
     /// Destroys a CQ on the device. On success its state (and the memory it
     /// pins) is dropped afterwards; on failure the state is leaked, so
     /// memory a misbehaving device may still write stays pinned. ib_core is
@@ -756,6 +767,9 @@ impl<T: Driver> Adapter<T> {
         if T::HAS_REG_USER_MR {
             ops.reg_user_mr = Some(Self::reg_user_mr);
             ops.dereg_mr = Some(Self::dereg_mr);
+        }
+        if T::HAS_RESIZE_USER_CQ {
+            ops.resize_user_cq = Some(Self::resize_user_cq);
         }
         if T::HAS_REREG_USER_MR {
             ops.rereg_user_mr = Some(Self::rereg_user_mr);
@@ -1475,6 +1489,30 @@ impl<T: Driver> Adapter<T> {
             (*ibcq).cqe = i32::try_from(cqe).unwrap_or(i32::MAX);
         }
         Ok(())
+    }
+
+    extern "C" fn resize_user_cq(
+        ibcq: *mut b::ib_cq,
+        cqe: core::ffi::c_uint,
+        udata: *mut b::ib_udata,
+    ) -> c_int {
+        // SAFETY: a CQ of ours whose creation succeeded, alive for the call
+        // (uverbs holds its object); `udata` is the command's driver data.
+        let (dev, cq, udata) = unsafe {
+            (
+                Device::<T>::from_raw((*ibcq).device),
+                &(*ibcq.cast::<CqObj<T>>()).data.assume_init_ref().1,
+                UData::from_raw(udata),
+            )
+        };
+        from_result(|| {
+            let mut udata = udata.ok_or(EINVAL)?;
+            let n = T::resize_user_cq(dev, cq, cqe, &mut udata)?;
+            // SAFETY: `cqe` is ib_core's plain field of the live CQ, which it
+            // reads back after the call.
+            unsafe { (*ibcq).cqe = c_int::try_from(n)? };
+            Ok(0)
+        })
     }
 
     pub(super) extern "C" fn destroy_cq(ibcq: *mut b::ib_cq, _udata: *mut b::ib_udata) -> c_int {
