@@ -88,6 +88,7 @@ impl State {
                 | CMD_DESTROY_EQ
                 | CMD_CREATE_CQ
                 | CMD_DESTROY_CQ
+                | CMD_RESIZE_CQ
                 | CMD_ALLOC_PD
                 | CMD_DEALLOC_PD
                 | CMD_REG_MR
@@ -122,6 +123,7 @@ impl State {
             CMD_DESTROY_EQ => self.cmd_destroy_eq(Self::parse(raw)?),
             CMD_CREATE_CQ => self.cmd_create_cq(Self::parse(raw)?),
             CMD_DESTROY_CQ => self.cmd_destroy_cq(Self::parse(raw)?),
+            CMD_RESIZE_CQ => self.cmd_resize_cq(Self::parse(raw)?),
             CMD_ALLOC_PD => self.cmd_alloc_pd(Self::parse(raw)?),
             CMD_DEALLOC_PD => self.cmd_dealloc_pd(Self::parse(raw)?),
             CMD_REG_MR => self.cmd_reg_mr(Self::parse(raw)?),
@@ -361,6 +363,41 @@ impl State {
         }
         self.cqs.remove(c.cqn);
         OK
+    }
+
+    /// RESIZE_CQ (1.6): CQ `cqn` gets the ring `buf` of `depth` CQEs from
+    /// its current producer index on, the *switch index* returned in
+    /// `out[0]`. Software copies the CQEs it has not polled (from its
+    /// consumer index up to the switch index) into the new ring itself.
+    /// The indices, the arm state, what was announced, the last solicited
+    /// index and an error state stay. Posting caches nothing of the ring
+    /// (each CQE is written at the CQ's pages and depth at that moment,
+    /// the overflow check against that depth), so every CQE after the
+    /// completion goes to the new ring.
+    ///
+    /// Order: reserved fields; the CQ-independent values (`depth`, the page
+    /// list's fields and size); the CQ (BAD_HANDLE); its record's `ci`
+    /// (DMA_ERROR if unreadable; BAD_PARAM if the CQEs not yet consumed do
+    /// not fit `depth`); last the page list's pages (BAD_PARAM misaligned,
+    /// DMA_ERROR). A failed command changes nothing.
+    fn cmd_resize_cq(&mut self, c: CmdResizeCq) -> CmdResult {
+        rsvd(c.reserved)?;
+        rsvd(c.buf.reserved)?;
+        param(is_pow2_in(c.depth, 2, self.cfg.limits.max_cqe))?;
+        Self::check_pbl(&c.buf, u64::from(c.depth) * CQE_SIZE as u64)?;
+        let cq = self.cqs.get(c.cqn).ok_or(STATUS_BAD_HANDLE)?;
+        let (dbrec, pi) = (cq.dbrec, cq.pi);
+        let mut rec = [0u8; 4];
+        self.dma_read(dbrec, &mut rec)?;
+        // 16-bit indices, read as posting reads them.
+        let ci = u32::from_le_bytes(rec) as u16;
+        param(u32::from(pi.wrapping_sub(ci)) <= c.depth)?;
+        let pages = self.read_pbl(&c.buf)?;
+        let cq = self.cqs.get_mut(c.cqn).ok_or(STATUS_BAD_HANDLE)?;
+        cq.depth = c.depth;
+        cq.page_shift = c.buf.page_shift;
+        cq.pages = pages;
+        ok1(u32::from(cq.pi))
     }
 
     fn cmd_alloc_pd(&mut self, c: CmdAllocPd) -> CmdResult {

@@ -216,6 +216,8 @@ hw_consts! {
     CAP_SRQ: u32 = 0x00020000;
     /// 1.6: MODIFY_MR
     CAP_MODIFY_MR: u32 = 0x00040000;
+    /// 1.6: RESIZE_CQ
+    CAP_RESIZE_CQ: u32 = 0x00080000;
     /// Self-clearing
     CTRL_RESET: u32 = 0x00000001;
     /// `FERROCE_CTRL_ENABLE`.
@@ -338,6 +340,8 @@ hw_consts! {
     CMD_CREATE_CQ: u8 = 0x20;
     /// `FERROCE_CMD_DESTROY_CQ`.
     CMD_DESTROY_CQ: u8 = 0x21;
+    /// 1.6, CAP_RESIZE_CQ
+    CMD_RESIZE_CQ: u8 = 0x22;
     /// `FERROCE_CMD_ALLOC_PD`.
     CMD_ALLOC_PD: u8 = 0x30;
     /// `FERROCE_CMD_DEALLOC_PD`.
@@ -1069,6 +1073,20 @@ hw_structs! {
         pub cqn: u32,
         /// reserved
         pub reserved: u32,
+    }
+    /// `struct ferroce_cmd_resize_cq` (1.6, CAP_RESIZE_CQ): out[0] = the
+    /// producer index from which CQEs go to the new ring.
+    pub struct CmdResizeCq = "ferroce_cmd_resize_cq" {
+        /// hdr
+        pub hdr: CmdHdr,
+        /// depth * 32 bytes, prepared (device.rst)
+        pub buf: Pbl,
+        /// cqn
+        pub cqn: u32,
+        /// power of two, 2..max_cqe, >= pi - ci
+        pub depth: u32,
+        /// reserved
+        pub reserved: u64,
     }
     /// `struct ferroce_cmd_alloc_pd`.
     pub struct CmdAllocPd = "ferroce_cmd_alloc_pd" {

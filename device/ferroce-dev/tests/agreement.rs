@@ -228,6 +228,7 @@ fn spot_checks_of_the_layout() {
         std::mem::size_of::<hw::CmdQuerySrq>(),
         std::mem::size_of::<hw::CmdModifyMr>(),
         std::mem::size_of::<hw::CmdResizeSrq>(),
+        std::mem::size_of::<hw::CmdResizeCq>(),
     ] {
         assert!(size <= hw::CMD_SIZE);
     }
@@ -256,6 +257,20 @@ fn spot_checks_of_the_layout() {
     assert_eq!(std::mem::offset_of!(hw::CmdResizeSrq, reserved1), 36);
     assert_eq!(hw::CMD_RESIZE_SRQ, hw::CMD_QUERY_SRQ + 1);
     const { assert!(hw::CMD_RESIZE_SRQ < hw::CMD_CREATE_AH) };
+    // RESIZE_CQ (1.6): a 40-byte command, the page list where CREATE_CQ
+    // has it, its capability a free bit next to MODIFY_MR, its opcode next
+    // to DESTROY_CQ and before ALLOC_PD.
+    assert_eq!(std::mem::size_of::<hw::CmdResizeCq>(), 40);
+    assert_eq!(
+        std::mem::offset_of!(hw::CmdResizeCq, buf),
+        std::mem::offset_of!(hw::CmdCreateCq, buf)
+    );
+    assert_eq!(std::mem::offset_of!(hw::CmdResizeCq, cqn), 24);
+    assert_eq!(std::mem::offset_of!(hw::CmdResizeCq, depth), 28);
+    assert_eq!(std::mem::offset_of!(hw::CmdResizeCq, reserved), 32);
+    assert_eq!(hw::CAP_RESIZE_CQ & 0x7ffff, 0);
+    assert_eq!(hw::CMD_RESIZE_CQ, hw::CMD_DESTROY_CQ + 1);
+    const { assert!(hw::CMD_RESIZE_CQ < hw::CMD_ALLOC_PD) };
 }
 
 /// The names spec 1.6 added are on both sides, so the comparison covers
@@ -280,6 +295,8 @@ fn spec_1_6_names_are_compared() {
         "FERROCE_CMD_MODIFY_MR",
         "FERROCE_MODIFY_MR_PD",
         "FERROCE_MODIFY_MR_ACCESS",
+        "FERROCE_CAP_RESIZE_CQ",
+        "FERROCE_CMD_RESIZE_CQ",
     ] {
         assert!(c.consts.contains_key(name), "{name} not in C");
         assert_eq!(c.consts.get(name), r.consts.get(name), "{name}");
@@ -294,6 +311,7 @@ fn spec_1_6_names_are_compared() {
         "ferroce_cmd_resize_srq",
         "ferroce_srq_dbrec",
         "ferroce_cmd_modify_mr",
+        "ferroce_cmd_resize_cq",
     ] {
         assert!(c.structs.contains_key(name), "{name} not in C");
         assert_eq!(c.structs.get(name), r.structs.get(name), "{name}");

@@ -206,6 +206,9 @@ impl State {
         self.post_async(EQE_CQ_ERROR, cqn, syndrome, 0);
     }
 
+    /// Writes CQE `pi` of CQ `cqn`. Everything about the ring (pages, page
+    /// size, depth: slot, owner bit, overflow check) is read from the CQ
+    /// for each CQE, so a RESIZE_CQ takes effect with the next CQE.
     pub(crate) fn post_cqe(&mut self, cqn: u32, mut cqe: Cqe) -> Result<(), PostError> {
         if !self.bus_master() {
             return Err(PostError::NoBusMaster);

@@ -28,6 +28,7 @@ impl State {
             | CAP_UC
             | CAP_SRQ
             | CAP_MODIFY_MR
+            | CAP_RESIZE_CQ
     }
 
     pub(crate) fn caps(&self) -> hw::Caps {

@@ -280,6 +280,19 @@ impl Harness {
         (c, ring, dbrec)
     }
 
+    /// A RESIZE_CQ (1.6) of CQ `cqn` to `depth` CQEs, its new ring in fresh
+    /// (zeroed) 4 KiB pages; returns it and the ring's base.
+    pub fn cq_resize_cmd(&mut self, cqn: u32, depth: u32) -> (CmdResizeCq, u64) {
+        let pages = (u64::from(depth) * CQE_SIZE as u64).div_ceil(4096).max(1);
+        let ring = self.alloc(pages * 4096, 4096);
+        let mut c = CmdResizeCq::zeroed();
+        c.hdr.opcode = CMD_RESIZE_CQ;
+        c.buf = self.pbl_contig(ring, pages as u32, 12);
+        c.cqn = cqn;
+        c.depth = depth;
+        (c, ring)
+    }
+
     /// A page list for `count` contiguous pages at `base` (level 0 or 1).
     pub fn pbl_contig(&mut self, base: u64, count: u32, shift: u8) -> Pbl {
         let mut p = Pbl::zeroed();
@@ -524,7 +537,7 @@ pub fn attr_with(qpn: u32, state: u8, mask: u32) -> QpAttr {
 
 /// Every admin command opcode of the spec.
 #[allow(dead_code)]
-pub const ADMIN_OPCODES: [u8; 27] = [
+pub const ADMIN_OPCODES: [u8; 28] = [
     CMD_QUERY_CAPS,
     CMD_QUERY_PORT,
     CMD_SET_PORT_MTU,
@@ -534,6 +547,7 @@ pub const ADMIN_OPCODES: [u8; 27] = [
     CMD_DESTROY_EQ,
     CMD_CREATE_CQ,
     CMD_DESTROY_CQ,
+    CMD_RESIZE_CQ,
     CMD_ALLOC_PD,
     CMD_DEALLOC_PD,
     CMD_REG_MR,
