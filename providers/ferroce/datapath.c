@@ -22,9 +22,9 @@
 static struct ferroce_cqe *ferroce_cqe_at(struct ferroce_cq *cq, uint32_t idx)
 {
 	struct ferroce_cqe *cqe = &cq->buf[idx & (cq->depth - 1)];
-	uint8_t phase = ((idx >> cq->log_depth) & 1) ^ 1;
 
-	if ((cqe->owner & FERROCE_CQE_OWNER) != phase)
+	if ((cqe->owner & FERROCE_CQE_OWNER) !=
+	    ferroce_cqe_phase(idx, cq->log_depth))
 		return NULL;
 	return cqe;
 }

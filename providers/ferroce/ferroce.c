@@ -50,6 +50,7 @@ static const struct verbs_context_ops ferroce_context_ops = {
 	.reg_mr = ferroce_reg_mr,
 	.rereg_mr = ferroce_rereg_mr,
 	.req_notify_cq = ferroce_req_notify_cq,
+	.resize_cq = ferroce_resize_cq,
 };
 
 static struct verbs_context *ferroce_alloc_context(struct ibv_device *ibdev,

@@ -32,6 +32,8 @@ DECLARE_DRV_CMD(ferroce_create_cq, IB_USER_VERBS_CMD_CREATE_CQ,
 		ferroce_ureq_create_cq, ferroce_uresp_create_cq);
 DECLARE_DRV_CMD(ferroce_create_cq_ex, IB_USER_VERBS_EX_CMD_CREATE_CQ,
 		ferroce_ureq_create_cq, ferroce_uresp_create_cq);
+DECLARE_DRV_CMD(ferroce_resize_cq, IB_USER_VERBS_CMD_RESIZE_CQ,
+		ferroce_ureq_resize_cq, ferroce_uresp_resize_cq);
 DECLARE_DRV_CMD(ferroce_create_qp, IB_USER_VERBS_CMD_CREATE_QP,
 		ferroce_ureq_create_qp, ferroce_uresp_create_qp);
 DECLARE_DRV_CMD(ferroce_create_srq, IB_USER_VERBS_CMD_CREATE_SRQ,
@@ -82,6 +84,11 @@ struct ferroce_context {
 	struct list_head dbrec_pages;
 };
 
+/*
+ * A CQ. resize_cq replaces buf, buf_size, depth and log_depth (and
+ * vcq.cq.cqe) under lock: the poller, the arm and the cleaner read them
+ * with it held.
+ */
 struct ferroce_cq {
 	struct verbs_cq vcq;		/* ibv_cq, or ibv_cq_ex of create_cq_ex */
 	pthread_spinlock_t lock;
@@ -176,6 +183,16 @@ struct ferroce_ah {
 	uint32_t ahn;
 };
 
+/*
+ * The owner bit the device writes CQE number idx of a ring of 1 << log_depth
+ * entries with (device.rst, "Conventions": the phase rule); the opposite
+ * value means "not written" for idx.
+ */
+static inline uint8_t ferroce_cqe_phase(uint32_t idx, uint32_t log_depth)
+{
+	return ((idx >> log_depth) & 1) ^ 1;
+}
+
 static inline struct ferroce_context *to_fctx(struct ibv_context *ibctx)
 {
 	return container_of(ibctx, struct ferroce_context, ibv_ctx.context);
@@ -242,6 +259,7 @@ struct ibv_cq *ferroce_create_cq(struct ibv_context *ibctx, int cqe,
 				 int comp_vector);
 struct ibv_cq_ex *ferroce_create_cq_ex(struct ibv_context *ibctx,
 				       struct ibv_cq_init_attr_ex *attr);
+int ferroce_resize_cq(struct ibv_cq *ibcq, int cqe);
 int ferroce_destroy_cq(struct ibv_cq *ibcq);
 struct ibv_qp *ferroce_create_qp(struct ibv_pd *pd,
 				 struct ibv_qp_init_attr *attr);

@@ -382,20 +382,36 @@ int ferroce_dereg_mr(struct verbs_mr *vmr)
  * CQ
  * ------------------------------------------------------------------------
  */
+/* The depth of a CQ ring for cqe entries, or EINVAL beyond the device */
+static int ferroce_cq_size(struct ferroce_context *ctx, uint32_t cqe,
+			   uint32_t *depth)
+{
+	if (cqe < 1 || cqe > ctx->max_cqe)
+		return EINVAL;
+	*depth = ferroce_cq_depth(cqe);
+	if (*depth > ctx->max_cqe)
+		return EINVAL;
+	return 0;
+}
+
+/* A zeroed CQ ring of depth CQEs, *size bytes (whole pages) */
+static struct ferroce_cqe *ferroce_alloc_cq_ring(uint32_t depth, size_t *size)
+{
+	*size = align((size_t)depth * FERROCE_CQE_SIZE, FERROCE_PAGE_SIZE);
+	return ferroce_alloc_ring(*size);
+}
+
 /* A CQ of at least cqe entries with its ring and CI record, not created yet. */
 static struct ferroce_cq *ferroce_alloc_cq(struct ferroce_context *ctx,
 					   uint32_t cqe)
 {
 	struct ferroce_cq *cq;
 	uint32_t depth;
+	int ret;
 
-	if (cqe < 1 || cqe > ctx->max_cqe) {
-		errno = EINVAL;
-		return NULL;
-	}
-	depth = ferroce_cq_depth(cqe);
-	if (depth > ctx->max_cqe) {
-		errno = EINVAL;
+	ret = ferroce_cq_size(ctx, cqe, &depth);
+	if (ret) {
+		errno = ret;
 		return NULL;
 	}
 
@@ -405,9 +421,7 @@ static struct ferroce_cq *ferroce_alloc_cq(struct ferroce_context *ctx,
 
 	cq->depth = depth;
 	cq->log_depth = ffs(depth) - 1;
-	cq->buf_size = align((size_t)depth * FERROCE_CQE_SIZE,
-			     FERROCE_PAGE_SIZE);
-	cq->buf = ferroce_alloc_ring(cq->buf_size);
+	cq->buf = ferroce_alloc_cq_ring(depth, &cq->buf_size);
 	if (!cq->buf)
 		goto err_free;
 	cq->dbrec = ferroce_alloc_dbrec(ctx);
@@ -512,6 +526,101 @@ struct ibv_cq_ex *ferroce_create_cq_ex(struct ibv_context *ibctx,
 	ferroce_cq_created(ctx, cq, resp.cqn);
 	ferroce_cq_set_ex_ops(cq, attr->wc_flags);
 	return &cq->vcq.cq_ex;
+}
+
+/*
+ * Resizing (device 1.6, CAP_RESIZE_CQ; device.rst, "Resizing a CQ"): a new
+ * ring of ferroce_cq_depth(cqe) entries, prepared under the CQ's lock (no
+ * poll runs until the copy is done): from the consumer index C on, each of
+ * its depth slots holds the owner bit that means "not written" for its
+ * index. The driver hands it to the device, which answers the switch index
+ * S: CQEs C .. S - 1 (16-bit indices) are in the old ring and are copied to
+ * the new one with the new ring's phase, CQEs from S on the device writes
+ * there itself, into slots the copy does not touch (it is never more than
+ * depth ahead of the record's ci, which is C). The CQ's ci and record stay;
+ * the old ring is freed. On a failure nothing changes and the new ring is
+ * freed. The device refuses (EINVAL) a depth below the CQEs not consumed.
+ * An S more than either ring holds from C is not the device's: the CQ goes
+ * on in the new ring (the device's now) without the copies, and EIO.
+ */
+int ferroce_resize_cq(struct ibv_cq *ibcq, int cqe)
+{
+	struct ferroce_context *ctx = to_fctx(ibcq->context);
+	struct ferroce_cq *cq = to_fcq(ibcq);
+	struct ferroce_resize_cq_resp resp = {};
+	struct ferroce_resize_cq cmd = {};
+	struct ferroce_cqe *buf, *src, *dst;
+	uint32_t depth, log_depth, i, c;
+	size_t size, old_size;
+	uint16_t n, k;
+	int ret;
+
+	if (!(ctx->device_caps & FERROCE_CAP_RESIZE_CQ))
+		return EOPNOTSUPP;
+	if (cqe < 1)
+		return EINVAL;
+	ret = ferroce_cq_size(ctx, cqe, &depth);
+	if (ret)
+		return ret;
+	log_depth = ffs(depth) - 1;
+	buf = ferroce_alloc_cq_ring(depth, &size);
+	if (!buf)
+		return errno;
+
+	pthread_spin_lock(&cq->lock);
+	c = cq->ci;
+	/* The ring is zeroed: only the owner bits are set */
+	for (i = c; i != c + depth; i++)
+		buf[i & (depth - 1)].owner = ferroce_cqe_phase(i, log_depth) ^ 1;
+	/* The prepared ring before the command that hands it to the device */
+	udma_to_device_barrier();
+
+	cmd.buf_va = (uintptr_t)buf;
+	cmd.depth = depth;
+	ret = ibv_cmd_resize_cq(ibcq, cqe, &cmd.ibv_cmd, sizeof(cmd),
+				&resp.ibv_resp, sizeof(resp));
+	if (ret)
+		goto out;
+
+	/*
+	 * The device wrote CQEs up to S - 1 into the old ring before it
+	 * answered: read them after the answer, write each one's body
+	 * before its owner byte, as the device does.
+	 */
+	n = (uint16_t)resp.switch_index - (uint16_t)c;
+	if (n > depth || n > cq->depth) {
+		/* Not the device's S (it checks depth >= PI - ci) */
+		verbs_err(&ctx->ibv_ctx,
+			  "ferroce: CQ %u resized at %u, consumer at %u\n",
+			  cq->cqn, resp.switch_index, c & FERROCE_WQ_IDX_MASK);
+		n = 0;
+		ret = EIO;
+	}
+	udma_from_device_barrier();
+	for (k = 0, i = c; k < n; k++, i++) {
+		src = &cq->buf[i & (cq->depth - 1)];
+		dst = &buf[i & (depth - 1)];
+		memcpy(dst, src, offsetof(struct ferroce_cqe, owner));
+		udma_to_device_barrier();
+		dst->owner = (src->owner & ~FERROCE_CQE_OWNER) |
+			     ferroce_cqe_phase(i, log_depth);
+	}
+
+	/* The device writes the new ring only: the old one is ours */
+	src = cq->buf;
+	cq->buf = buf;
+	buf = src;
+	old_size = cq->buf_size;
+	cq->buf_size = size;
+	size = old_size;
+	cq->depth = depth;
+	cq->log_depth = log_depth;
+	/* The device writes at most depth CQEs ahead of the recorded CI. */
+	ibcq->cqe = depth;
+out:
+	pthread_spin_unlock(&cq->lock);
+	ferroce_free_ring(buf, size);
+	return ret;
 }
 
 int ferroce_destroy_cq(struct ibv_cq *ibcq)

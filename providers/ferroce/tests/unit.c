@@ -1259,6 +1259,51 @@ int ibv_cmd_create_ah(struct ibv_pd *pd, struct ibv_ah *ah,
 }
 
 int ibv_cmd_destroy_cq(struct ibv_cq *cq) { return 0; }
+
+/*
+ * resize_cq of a 1.6 driver: the request is kept in cq_resize_req; the
+ * driver runs while the CQ's lock is held (cq_resize_locked: nothing is
+ * polled meanwhile), calls cq_resize_hook if set (the device, which may
+ * still write the old ring), and answers cq_resize_ret or, on success,
+ * the switch index cq_resize_switch and, as the driver's capacity, 12345,
+ * which libibverbs copies to ibv_cq.cqe and the provider must replace.
+ */
+static struct ferroce_ureq_resize_cq cq_resize_req;
+static int cq_resize_calls, cq_resize_ret;
+static uint16_t cq_resize_switch;
+static bool cq_resize_locked;
+static void (*cq_resize_hook)(struct ferroce_cq *cq,
+			      const struct ferroce_ureq_resize_cq *req);
+
+int ibv_cmd_resize_cq(struct ibv_cq *cq, int cqe, struct ibv_resize_cq *cmd,
+		      size_t cmd_size, struct ib_uverbs_resize_cq_resp *resp,
+		      size_t resp_size)
+{
+	struct ferroce_resize_cq_resp *r =
+		container_of(resp, struct ferroce_resize_cq_resp, ibv_resp);
+	struct ferroce_cq *fcq = to_fcq(cq);
+
+	cq_resize_calls++;
+	CHECK(cmd_size == sizeof(struct ferroce_resize_cq));
+	CHECK(resp_size == sizeof(struct ferroce_resize_cq_resp));
+	cq_resize_req = container_of(cmd, struct ferroce_resize_cq,
+				     ibv_cmd)->drv_payload;
+	/* the driver's checks */
+	CHECK(cq_resize_req.comp_mask == 0);
+	CHECK(cqe >= 1 && cq_resize_req.depth >= (uint32_t)cqe);
+	CHECK(r->drv_payload.switch_index == 0 && r->drv_payload.comp_mask == 0);
+	cq_resize_locked = pthread_spin_trylock(&fcq->lock) == EBUSY;
+	if (!cq_resize_locked)
+		pthread_spin_unlock(&fcq->lock);
+	if (cq_resize_hook)
+		cq_resize_hook(fcq, &cq_resize_req);
+	if (cq_resize_ret)
+		return cq_resize_ret;
+	resp->cqe = 12345;
+	r->drv_payload.switch_index = cq_resize_switch;
+	cq->cqe = resp->cqe;
+	return 0;
+}
 int ibv_cmd_destroy_qp(struct ibv_qp *qp) { return 0; }
 int ibv_cmd_destroy_ah(struct ibv_ah *ah) { return 0; }
 
@@ -2171,6 +2216,299 @@ static void test_srq_resize_threads(void)
 	fake_fini(&t.f);
 }
 
+/* ------------------------------------------------------------------------
+ * CQ resize (device 1.6, CAP_RESIZE_CQ)
+ * ------------------------------------------------------------------------
+ */
+
+/* The device writes CQE number idx (16 bits) of a ring with the phase rule */
+static void cq_dev_write(struct ferroce_cqe *ring, uint32_t depth,
+			 uint16_t idx, uint64_t wr_id, uint32_t qpn)
+{
+	struct ferroce_cqe *cqe = &ring[idx & (depth - 1)];
+
+	memset(cqe, 0, offsetof(struct ferroce_cqe, owner));
+	cqe->wr_id = htole64(wr_id);
+	cqe->qpn = htole32(qpn);
+	cqe->opcode = IBV_WC_SEND;
+	cqe->byte_len = htole32(idx);
+	cqe->owner = ((idx >> (ffs(depth) - 1)) & 1) ^ 1;
+}
+
+/* A CQ that has consumed every CQE below c: its ring is all "not written" */
+static void cq_start_at(struct ferroce_cq *cq, uint32_t c)
+{
+	uint32_t i;
+
+	cq->ci = c;
+	cq->dbrec->ci = htole32(c & FERROCE_WQ_IDX_MASK);
+	for (i = c; i != c + cq->depth; i++)
+		cq->buf[i & (cq->depth - 1)].owner =
+			ferroce_cqe_phase(i, cq->log_depth) ^ 1;
+}
+
+/*
+ * The hook: the new ring, checked before the device has it, must be zero
+ * but for the owner bits of the window C .. C + depth - 1 (C is
+ * cq_resize_c), each "not written" for its index. Then the device writes
+ * CQEs cq_resize_dev_first .. cq_resize_switch - 1 into the old ring
+ * (wr_id 1000 + index) before it switches.
+ */
+static uint32_t cq_resize_c;
+static uint16_t cq_resize_dev_first;
+static unsigned int cq_resize_checks;
+
+static void cq_check_resize(struct ferroce_cq *cq,
+			    const struct ferroce_ureq_resize_cq *req)
+{
+	struct ferroce_cqe *ring = (void *)(uintptr_t)req->buf_va;
+	static const struct ferroce_cqe zero;
+	uint32_t log = ffs(req->depth) - 1, i, ones = 0;
+	uint16_t idx;
+
+	cq_resize_checks++;
+	CHECK(cq_resize_locked);
+	CHECK(ring && ring != cq->buf);
+	CHECK(req->buf_va % FERROCE_PAGE_SIZE == 0);
+	CHECK(req->depth >= 2 && !(req->depth & (req->depth - 1)));
+	CHECK(cq->ci == cq_resize_c);
+	if (!ring)
+		return;
+	for (i = cq_resize_c; i != cq_resize_c + req->depth; i++) {
+		struct ferroce_cqe *e = &ring[i & (req->depth - 1)];
+
+		CHECK(memcmp(e, &zero, offsetof(struct ferroce_cqe, owner)) == 0);
+		/* the opposite of the phase rule, from the 16-bit index too */
+		CHECK(e->owner == ((i >> log) & 1));
+		CHECK(e->owner == (((uint16_t)i >> log) & 1));
+		ones += e->owner;
+	}
+	/* windows that cross a pass: both values */
+	CHECK(ones > 0 && ones < req->depth);
+	for (idx = cq_resize_dev_first; idx != cq_resize_switch; idx++)
+		cq_dev_write(cq->buf, cq->depth, idx, 1000 + idx, 0x77);
+}
+
+/* The CQE of index i in the CQ's current ring, with the owner it must have */
+static void cq_check_copied(struct ferroce_cq *cq, uint32_t i, uint64_t wr_id)
+{
+	struct ferroce_cqe *e = &cq->buf[i & (cq->depth - 1)];
+
+	CHECK(le64toh(e->wr_id) == wr_id);
+	CHECK(le32toh(e->byte_len) == (uint16_t)i);
+	CHECK(le32toh(e->qpn) == 0x77 && e->opcode == IBV_WC_SEND);
+	CHECK(e->owner == ferroce_cqe_phase(i, cq->log_depth));
+}
+
+/*
+ * ibv_resize_cq of a CQ of ibv_create_cq: refused without CAP_RESIZE_CQ
+ * (EOPNOTSUPP) or beyond the device (EINVAL), no command. Growing from 4
+ * to 16 across the 16-bit wrap (C 0xfffe, S 1): the unpolled CQEs 0xfffe,
+ * 0xffff and the one the device writes during the command (0) are copied
+ * with the new phase; polling goes on with them, then with what the device
+ * writes from S on into the new ring; cleaning and arming use it too. A
+ * driver refusal keeps the old ring.
+ */
+static void test_cq_resize(void)
+{
+	static struct verbs_device vdev = { .ops = &ferroce_dev_ops };
+	struct ferroce_context *ctx;
+	struct verbs_context *vctx;
+	struct ferroce_cqe *old_buf;
+	struct ferroce_cq *fcq;
+	struct ibv_wc wc[8];
+	struct ibv_cq *cq;
+	uint32_t i;
+	int calls;
+
+	vctx = old_driver_context(&vdev);
+	CHECK(vctx);
+	if (!vctx)
+		return;
+	ctx = to_fctx(&vctx->context);
+	cq = ferroce_create_cq(&vctx->context, 4, NULL, 0);
+	CHECK(cq);
+	if (!cq)
+		goto out_ctx;
+	fcq = to_fcq(cq);
+	CHECK(fcq->depth == 4 && cq->cqe == 4);
+	cq_start_at(fcq, 0xfffd);
+	for (i = 0xfffd; i <= 0xffff; i++)
+		cq_dev_write(fcq->buf, 4, i, 1000 + i, 0x77);
+	CHECK(ferroce_poll_cq(cq, 1, wc) == 1 && wc[0].wr_id == 1000 + 0xfffd);
+
+	/* Not without the capability; not beyond max_cqe; no command */
+	calls = cq_resize_calls;
+	old_buf = fcq->buf;
+	CHECK(!(ctx->device_caps & FERROCE_CAP_RESIZE_CQ));
+	CHECK(ferroce_resize_cq(cq, 16) == EOPNOTSUPP);
+	ctx->device_caps |= FERROCE_CAP_RESIZE_CQ;
+	CHECK(ferroce_resize_cq(cq, 0) == EINVAL);
+	CHECK(ferroce_resize_cq(cq, -1) == EINVAL);
+	CHECK(ferroce_resize_cq(cq, ctx->max_cqe + 1) == EINVAL);
+	ctx->max_cqe = 3000;	/* 2049 takes a depth of 4096 */
+	CHECK(ferroce_resize_cq(cq, 2049) == EINVAL);
+	ctx->max_cqe = v1_ctx.max_cqe;
+	CHECK(cq_resize_calls == calls);
+	CHECK(fcq->buf == old_buf && fcq->depth == 4 && cq->cqe == 4);
+
+	/* Grow: 10 -> 16 */
+	cq_resize_hook = cq_check_resize;
+	cq_resize_c = 0xfffe;
+	cq_resize_dev_first = 0;
+	cq_resize_switch = 1;
+	cq_resize_checks = 0;
+	CHECK(ferroce_resize_cq(cq, 10) == 0);
+	CHECK(cq_resize_calls == calls + 1 && cq_resize_checks == 1);
+	CHECK(cq_resize_req.depth == 16);
+	CHECK(cq_resize_req.buf_va == (uintptr_t)fcq->buf);
+	CHECK(fcq->buf != old_buf && fcq->depth == 16 && fcq->log_depth == 4);
+	CHECK(fcq->buf_size == FERROCE_PAGE_SIZE && cq->cqe == 16);
+	/* ci and its record stay */
+	CHECK(fcq->ci == 0xfffe && le32toh(fcq->dbrec->ci) == 0xfffe);
+	cq_check_copied(fcq, 0xfffe, 1000 + 0xfffe);
+	cq_check_copied(fcq, 0xffff, 1000 + 0xffff);
+	cq_check_copied(fcq, 0x10000, 1000);
+	/* S on: not written yet */
+	CHECK(fcq->buf[0x10001 & 15].owner ==
+	      (ferroce_cqe_phase(0x10001, 4) ^ 1));
+	/* the device from S on, into the new ring */
+	cq_dev_write(fcq->buf, 16, 1, 2001, 0x77);
+	cq_dev_write(fcq->buf, 16, 2, 2002, 0x77);
+	CHECK(ferroce_poll_cq(cq, 8, wc) == 5);
+	CHECK(wc[0].wr_id == 1000 + 0xfffe && wc[1].wr_id == 1000 + 0xffff);
+	CHECK(wc[2].wr_id == 1000 && wc[3].wr_id == 2001 &&
+	      wc[4].wr_id == 2002);
+	CHECK(wc[2].byte_len == 0 && wc[2].qp_num == 0x77);
+	CHECK(ferroce_poll_cq(cq, 8, wc) == 0);
+	CHECK(fcq->ci == 0x10003 && le32toh(fcq->dbrec->ci) == 3);
+
+	/* Cleaning a QP's CQEs works in the new ring */
+	for (i = 3; i < 6; i++)
+		cq_dev_write(fcq->buf, 16, i, 2000 + i, i == 4 ? 0x99 : 7);
+	pthread_spin_lock(&fcq->lock);
+	ferroce_cq_clean(fcq, 7);
+	pthread_spin_unlock(&fcq->lock);
+	CHECK(fcq->ci == 0x10005 && le32toh(fcq->dbrec->ci) == 5);
+	CHECK(ferroce_poll_cq(cq, 8, wc) == 1 && wc[0].wr_id == 2004 &&
+	      wc[0].qp_num == 0x99);
+	/* Arming names the CI */
+	CHECK(ferroce_req_notify_cq(cq, 0) == 0);
+	CHECK(le64toh(*(uint64_t *)((uint8_t *)ctx->db + FERROCE_DB_CQ)) ==
+	      FERROCE_DB_CQ_VAL(v1_cq.cqn, 6, FERROCE_CQ_CMD_ARM_NEXT, 0));
+
+	/* A refusal keeps the old ring; the device goes on writing it */
+	old_buf = fcq->buf;
+	cq_resize_ret = ENOMEM;
+	cq_resize_c = 0x10006;
+	cq_resize_dev_first = 6;
+	cq_resize_switch = 7;		/* the device writes 6 (old ring) */
+	CHECK(ferroce_resize_cq(cq, 64) == ENOMEM);
+	cq_resize_ret = 0;
+	CHECK(cq_resize_req.depth == 64 && cq_resize_checks == 2);
+	CHECK(fcq->buf == old_buf && fcq->depth == 16 && fcq->log_depth == 4);
+	CHECK(fcq->buf_size == FERROCE_PAGE_SIZE && cq->cqe == 16);
+	cq_dev_write(fcq->buf, 16, 7, 3007, 0x77);
+	CHECK(ferroce_poll_cq(cq, 8, wc) == 2);
+	CHECK(wc[0].wr_id == 1006 && wc[1].wr_id == 3007);
+
+	cq_resize_hook = NULL;
+	CHECK(ferroce_destroy_cq(cq) == 0);
+out_ctx:
+	ferroce_free_context(&vctx->context);
+	CHECK(atomic_load(&vdev.refcount) == 1);
+}
+
+/*
+ * Shrinking a CQ of ibv_create_cq_ex from 16 to 4, full (C 0x0ffa, three
+ * unpolled CQEs, a fourth written during the command, S 0x0ffe): the
+ * extended poll returns the copies, then what the device writes into the
+ * new ring. A switch index beyond what the rings hold: EIO, the new ring.
+ */
+static void test_cq_resize_ex(void)
+{
+	static struct verbs_device vdev = { .ops = &ferroce_dev_ops };
+	struct ibv_cq_init_attr_ex ca = {
+		.cqe = 16, .wc_flags = IBV_WC_STANDARD_FLAGS,
+	};
+	struct ibv_poll_cq_attr pattr = {};
+	struct ferroce_context *ctx;
+	struct verbs_context *vctx;
+	struct ferroce_cqe *old_buf;
+	struct ferroce_cq *fcq;
+	struct ibv_cq_ex *ex;
+	struct ibv_cq *cq;
+	uint32_t i;
+	int ret;
+
+	vctx = old_driver_context(&vdev);
+	CHECK(vctx);
+	if (!vctx)
+		return;
+	ctx = to_fctx(&vctx->context);
+	ctx->device_caps |= FERROCE_CAP_RESIZE_CQ;
+	ex = ferroce_create_cq_ex(&vctx->context, &ca);
+	CHECK(ex);
+	if (!ex)
+		goto out_ctx;
+	cq = ibv_cq_ex_to_cq(ex);
+	fcq = to_fcq_ex(ex);
+	CHECK(fcq == to_fcq(cq) && fcq->depth == 16);
+	cq_start_at(fcq, 0x0ffa);
+	for (i = 0x0ffa; i < 0x0ffd; i++)
+		cq_dev_write(fcq->buf, 16, i, 1000 + i, 0x77);
+
+	cq_resize_hook = cq_check_resize;
+	cq_resize_c = 0x0ffa;
+	cq_resize_dev_first = 0x0ffd;
+	cq_resize_switch = 0x0ffe;
+	cq_resize_checks = 0;
+	old_buf = fcq->buf;
+	CHECK(ferroce_resize_cq(cq, 3) == 0);
+	CHECK(cq_resize_checks == 1 && cq_resize_req.depth == 4);
+	CHECK(fcq->buf != old_buf && fcq->depth == 4 && fcq->log_depth == 2);
+	CHECK(cq->cqe == 4 && ex->cqe == 4 && fcq->ci == 0x0ffa);
+	for (i = 0x0ffa; i < 0x0ffe; i++)
+		cq_check_copied(fcq, i, 1000 + i);
+
+	CHECK(ibv_start_poll(ex, &pattr) == 0 && ex->wr_id == 1000 + 0x0ffa);
+	for (i = 0x0ffb; i < 0x0ffe; i++) {
+		CHECK(ibv_next_poll(ex) == 0);
+		CHECK(ex->wr_id == 1000 + i);
+		CHECK(ibv_wc_read_byte_len(ex) == i);
+	}
+	CHECK(ibv_next_poll(ex) == ENOENT);
+	ibv_end_poll(ex);
+	CHECK(fcq->ci == 0x0ffe && le32toh(fcq->dbrec->ci) == 0x0ffe);
+	/* The device from S on: 0x0ffe, 0x0fff, 0x1000 into slots 2, 3, 0 */
+	for (i = 0x0ffe; i < 0x1001; i++)
+		cq_dev_write(fcq->buf, 4, i, 2000 + i, 0x77);
+	CHECK(ibv_start_poll(ex, &pattr) == 0 && ex->wr_id == 2000 + 0x0ffe);
+	CHECK(ibv_next_poll(ex) == 0 && ex->wr_id == 2000 + 0x0fff);
+	CHECK(ibv_next_poll(ex) == 0 && ex->wr_id == 2000 + 0x1000);
+	CHECK(ibv_next_poll(ex) == ENOENT);
+	ibv_end_poll(ex);
+	CHECK(fcq->ci == 0x1001);
+
+	/* S more than 4 ahead of C: not the device's */
+	cq_resize_hook = NULL;
+	cq_resize_switch = 0x1001 + 5;
+	CHECK(ferroce_resize_cq(cq, 8) == EIO);
+	CHECK(fcq->depth == 8 && cq->cqe == 8 && fcq->ci == 0x1001);
+	ret = ibv_start_poll(ex, &pattr);
+	CHECK(ret == ENOENT);
+	if (!ret)
+		ibv_end_poll(ex);
+	cq_dev_write(fcq->buf, 8, 0x1001, 7, 0x77);
+	CHECK(ibv_start_poll(ex, &pattr) == 0 && ex->wr_id == 7);
+	ibv_end_poll(ex);
+
+	CHECK(ferroce_destroy_cq(cq) == 0);
+out_ctx:
+	ferroce_free_context(&vctx->context);
+	CHECK(atomic_load(&vdev.refcount) == 1);
+}
+
 int main(void)
 {
 	test_sizing();
@@ -2190,6 +2528,8 @@ int main(void)
 	test_srq_create();
 	test_srq_resize();
 	test_srq_resize_threads();
+	test_cq_resize();
+	test_cq_resize_ex();
 	if (failures) {
 		fprintf(stderr, "ferroce-unit: %d check(s) failed\n", failures);
 		return 1;
