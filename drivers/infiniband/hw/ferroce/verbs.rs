@@ -523,6 +523,9 @@ pub(crate) fn resize_user_cq(
     // (the provider still reads the CQEs before the switch from it).
     *cur = new;
     cq.depth.store(depth, Ordering::Relaxed);
+    // A response that cannot be written fails the call with the device on
+    // the new ring: only the process that passed a bad response buffer
+    // loses its completions.
     udata.respond(&hw::ferroce_uresp_resize_cq {
         switch_index: out.out[0],
         ..Default::default()
