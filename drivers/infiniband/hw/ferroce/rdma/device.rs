@@ -925,12 +925,14 @@ impl<T: Driver> Adapter<T> {
     extern "C" fn dealloc_driver(ibdev: *mut b::ib_device) {
         let dev = ibdev.cast::<Device<T>>();
         // SAFETY: ib_core calls `dealloc_driver` exactly once, when the device
-        // is freed; `data` was initialised before the ops were set (type
-        // invariant of `Device`) and nothing uses it afterwards.
+        // is freed; `data` and the tables were initialised before the ops
+        // were set (type invariant of `Device`) and nothing uses them
+        // afterwards.
         unsafe {
             core::ptr::drop_in_place(&raw mut (*dev).data);
             core::ptr::drop_in_place(&raw mut (*dev).cqs);
             core::ptr::drop_in_place(&raw mut (*dev).qps);
+            core::ptr::drop_in_place(&raw mut (*dev).srqs);
         }
     }
 
