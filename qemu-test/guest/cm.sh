@@ -37,7 +37,8 @@ cm_expect() { echo "$1 rc=$2 sidr=$3" >>/mnt/work/cm-expect; }
 # command is returned; PT_SECONDS is its run time.  Bounded: each command
 # by LIMIT s, the wait for the server by CM_READY_WAIT s (default 300), a
 # server still running CM_GRACE s (default 20) after its client ended is
-# stopped.  Run again on both sides (and said so in the notes), up to
+# stopped, 2 s after a client that failed (a server whose client crashed
+# waits for nobody; the listener race below costs one such wait per try).  Run again on both sides (and said so in the notes), up to
 # twice, when perftest's clock calibration failed on either side (see
 # roce.sh's pair), or when a perftest -R client's second connection (its
 # data QP) was rejected with "invalid service ID" (REJ reason 8): perftest
@@ -98,7 +99,7 @@ cm_pair_retry() {
 }
 
 cm_pair_once() {
-	local name=$1 limit=$2 server=$3 port=$4 start=$SECONDS pid rc i=0 state log
+	local name=$1 limit=$2 server=$3 port=$4 start=$SECONDS pid rc i=0 state log grace
 	if [ "$VM_NAME" = "$server" ]; then
 		log=/mnt/work/$name.server.log
 		echo "${CM_SCMD[*]}" >"/mnt/work/$name.server.cmd"
@@ -116,8 +117,10 @@ cm_pair_once() {
 		while kill -0 "$pid" 2>/dev/null; do
 			if [ -e "$SHARED/$name.client-done" ]; then
 				i=$((i + 1))
-				if [ "$i" -gt $((CM_GRACE * 5)) ]; then
-					echo "cm_pair: client finished $CM_GRACE s ago, stopping the server" >>"$log"
+				grace=$CM_GRACE
+				[ "$(cat "$SHARED/$name.client-done")" = 0 ] || grace=2
+				if [ "$i" -gt $((grace * 5)) ]; then
+					echo "cm_pair: client finished $grace s ago, stopping the server" >>"$log"
 					kill "$pid" 2>/dev/null
 				fi
 			fi
