@@ -352,9 +352,10 @@ struct ibv_mr *ferroce_reg_mr(struct ibv_pd *pd, void *addr, size_t len,
 }
 
 /*
- * The driver registers a new MR with the changes and ib_core swaps it in for
- * the old one, so the keys change (the response carries them); flags it
- * does not know fail with EOPNOTSUPP there.
+ * The driver changes the rights and the PD in place, keeping the keys
+ * (device MODIFY_MR); a new translation registers a new MR that ib_core swaps
+ * in for the old one, with new keys (the response carries them either way).
+ * Flags it does not know fail with EOPNOTSUPP there.
  */
 int ferroce_rereg_mr(struct verbs_mr *vmr, int flags, struct ibv_pd *pd,
 		     void *addr, size_t len, int access)
