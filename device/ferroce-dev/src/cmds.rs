@@ -719,10 +719,7 @@ impl State {
         let dbrec_len = core::mem::size_of::<SrqDbrec>() as u64;
         self.dma_check(c.dbrec_addr, dbrec_len)?;
         let pages = self.read_pbl(&c.buf)?;
-        let ci_addr = c
-            .dbrec_addr
-            .wrapping_add(core::mem::offset_of!(SrqDbrec, ci) as u64);
-        self.write_resp_bytes(ci_addr, &0u32.to_le_bytes())?;
+        self.write_resp_bytes(Srq::ci_addr(c.dbrec_addr), &0u32.to_le_bytes())?;
         let srq = Srq {
             pdn: c.pdn,
             depth: c.depth,
@@ -793,9 +790,8 @@ impl State {
         let srq = self.srqs.get(c.srqn).ok_or(STATUS_BAD_HANDLE)?;
         param(c.wqe_shift == srq.wqe_shift)?;
         let (dbrec, ci, old_depth) = (srq.dbrec, srq.ci, srq.depth);
-        let pi_addr = dbrec.wrapping_add(core::mem::offset_of!(SrqDbrec, pi) as u64);
         let mut b = [0u8; 4];
-        self.dma_read(pi_addr, &mut b)?;
+        self.dma_read(Srq::pi_addr(dbrec), &mut b)?;
         // 16-bit indices; a `pi` the data path would not take from (more
         // than the old depth ahead) is no valid state to resize from.
         let pi = u32::from_le_bytes(b) as u16;

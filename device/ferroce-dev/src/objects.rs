@@ -403,6 +403,18 @@ pub struct Srq {
     pub limit_events: u64,
 }
 
+impl Srq {
+    /// Where software writes `pi` in the record at `dbrec`.
+    pub fn pi_addr(dbrec: u64) -> u64 {
+        dbrec.wrapping_add(core::mem::offset_of!(crate::hw::SrqDbrec, pi) as u64)
+    }
+
+    /// Where the device writes back `ci` in the record at `dbrec`.
+    pub fn ci_addr(dbrec: u64) -> u64 {
+        dbrec.wrapping_add(core::mem::offset_of!(crate::hw::SrqDbrec, ci) as u64)
+    }
+}
+
 /// Address handle.
 #[derive(Debug, Clone, Serialize)]
 pub struct Ah {

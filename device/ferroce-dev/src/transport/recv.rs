@@ -23,6 +23,7 @@
 use super::codes::WcStatus;
 use crate::device::State;
 use crate::hw::*;
+use crate::objects::Srq;
 
 use super::{wqe_struct, Engine, QpCtx, RecvCtx, RecvWqe, Segments};
 
@@ -144,8 +145,7 @@ impl State {
         let srq = self.srqs.get(srqn)?;
         let (dbrec, ci, depth) = (srq.dbrec, srq.ci, srq.depth);
         let mut b = [0u8; 4];
-        let pi_addr = dbrec.wrapping_add(core::mem::offset_of!(SrqDbrec, pi) as u64);
-        if self.mem.read(pi_addr, &mut b).is_err() {
+        if self.mem.read(Srq::pi_addr(dbrec), &mut b).is_err() {
             self.counters.hw.bad_dma += 1;
             return None;
         }
@@ -168,10 +168,9 @@ impl State {
             srq.limit = 0;
             srq.limit_events += 1;
         }
-        let ci_addr = dbrec.wrapping_add(core::mem::offset_of!(SrqDbrec, ci) as u64);
         if self
             .mem
-            .write(ci_addr, &u32::from(next).to_le_bytes())
+            .write(Srq::ci_addr(dbrec), &u32::from(next).to_le_bytes())
             .is_err()
         {
             self.counters.hw.bad_dma += 1;
