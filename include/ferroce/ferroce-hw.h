@@ -93,7 +93,7 @@
 #define FERROCE_VERSION_MAJOR_MASK		0xffff0000
 #define FERROCE_VERSION_MINOR_MASK		0x0000ffff
 #define FERROCE_VERSION_MAJOR			1
-#define FERROCE_VERSION_MINOR			6
+#define FERROCE_VERSION_MINOR			7
 
 /* MAGIC: "FRCE" read as a little-endian u32 */
 #define FERROCE_MAGIC_VALUE			0x45435246
@@ -119,6 +119,7 @@
 #define FERROCE_CAP_SRQ				0x00020000	/* 1.6: shared receive queues */
 #define FERROCE_CAP_MODIFY_MR			0x00040000	/* 1.6: MODIFY_MR */
 #define FERROCE_CAP_RESIZE_CQ			0x00080000	/* 1.6: RESIZE_CQ */
+#define FERROCE_CAP_MCAST			0x00100000	/* 1.7: UD multicast (ATTACH/DETACH_MCAST) */
 
 /* DEV_CTRL */
 #define FERROCE_CTRL_RESET			0x00000001	/* self-clearing */
@@ -234,6 +235,8 @@
 #define FERROCE_CMD_MODIFY_SRQ			0x56	/* 1.6, CAP_SRQ */
 #define FERROCE_CMD_QUERY_SRQ			0x57	/* 1.6, CAP_SRQ */
 #define FERROCE_CMD_RESIZE_SRQ			0x58	/* 1.6, CAP_SRQ */
+#define FERROCE_CMD_ATTACH_MCAST		0x59	/* 1.7, CAP_MCAST */
+#define FERROCE_CMD_DETACH_MCAST		0x5a	/* 1.7, CAP_MCAST */
 #define FERROCE_CMD_CREATE_AH			0x60
 #define FERROCE_CMD_DESTROY_AH			0x61
 #define FERROCE_CMD_SET_GID			0x70
@@ -644,6 +647,22 @@ struct ferroce_cmd_resize_srq {
 	__le32 reserved1;
 };
 
+/*
+ * UD multicast (1.7, CAP_MCAST): ATTACH_MCAST / DETACH_MCAST of a UD QP to a
+ * multicast GID (ff00::/8, or IPv4-mapped 224.0.0.0/4).  Datagrams to the
+ * group have BTH destination QP FERROCE_MCAST_QPN.
+ */
+#define FERROCE_MAX_MCAST_GRP			64
+#define FERROCE_MAX_MCAST_QP_ATTACH		16
+#define FERROCE_MCAST_QPN			0xffffff
+
+struct ferroce_cmd_mcast {
+	struct ferroce_cmd_hdr hdr;
+	__le32 qpn;			/* a UD QP */
+	__le32 reserved;
+	__u8 gid[16];			/* the group, wire order */
+};
+
 /* QP states: same values as enum ib_qp_state / ibv_qp_state */
 #define FERROCE_QPS_RESET			0
 #define FERROCE_QPS_INIT			1
@@ -1028,6 +1047,7 @@ _Static_assert(sizeof(struct ferroce_cmd_destroy_srq) == 16, "destroy_srq");
 _Static_assert(sizeof(struct ferroce_cmd_modify_srq) == 16, "modify_srq");
 _Static_assert(sizeof(struct ferroce_cmd_query_srq) == 16, "query_srq");
 _Static_assert(sizeof(struct ferroce_cmd_resize_srq) == 40, "resize_srq");
+_Static_assert(sizeof(struct ferroce_cmd_mcast) == 32, "mcast");
 _Static_assert(sizeof(struct ferroce_av) == 40, "av");
 _Static_assert(sizeof(struct ferroce_qp_attr) == 88, "qp_attr");
 _Static_assert(sizeof(struct ferroce_cmd_modify_qp) == 96, "modify_qp");
