@@ -93,6 +93,22 @@ commands!(
     ferroce_cmd_destroy_ah = FERROCE_CMD_DESTROY_AH,
 );
 
+/// ATTACH_MCAST: its payload is `struct ferroce_cmd_mcast`, which it shares
+/// with DETACH_MCAST.
+#[derive(Default)]
+#[repr(transparent)]
+pub(crate) struct AttachMcast(pub(crate) ferroce_cmd_mcast);
+
+/// DETACH_MCAST, with `struct ferroce_cmd_mcast`.
+#[derive(Default)]
+#[repr(transparent)]
+pub(crate) struct DetachMcast(pub(crate) ferroce_cmd_mcast);
+
+commands!(
+    AttachMcast = FERROCE_CMD_ATTACH_MCAST,
+    DetachMcast = FERROCE_CMD_DETACH_MCAST,
+);
+
 // SAFETY (all impls below): the structs of include/uapi/rdma/ferroce-abi.h
 // consist of integers only, naturally aligned with explicit reserved fields
 // (its rules), so any byte pattern is a valid value and every byte of a

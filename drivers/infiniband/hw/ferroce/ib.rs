@@ -141,6 +141,14 @@ impl rdma::Driver for IbDev {
         };
         attr.masked_atomic_cap = hw::ib_atomic_cap_IB_ATOMIC_NONE;
         // 1.6: SRQs have the QP limits (device.rst, QUERY_CAPS).
+        // 1.7: UD multicast, with the limits of the format (device.rst,
+        // Limits).
+        if c.device_caps & hw::FERROCE_CAP_MCAST != 0 {
+            let (grp, per_grp) = (hw::FERROCE_MAX_MCAST_GRP, hw::FERROCE_MAX_MCAST_QP_ATTACH);
+            attr.max_mcast_grp = grp;
+            attr.max_mcast_qp_attach = per_grp;
+            attr.max_total_mcast_qp_attach = grp.saturating_mul(per_grp);
+        }
         if c.device_caps & hw::FERROCE_CAP_SRQ != 0 {
             attr.max_srq = c.max_qp;
             attr.max_srq_wr = c.max_qp_wr;
@@ -303,6 +311,14 @@ impl rdma::Driver for IbDev {
 
     fn destroy_qp(dev: &rdma::Device<Self>, qp: &Qp) -> Result {
         verbs::destroy_qp(dev, qp)
+    }
+
+    fn attach_mcast(dev: &rdma::Device<Self>, qp: &Qp, gid: &[u8; 16]) -> Result {
+        verbs::mcast(dev, qp, gid, true)
+    }
+
+    fn detach_mcast(dev: &rdma::Device<Self>, qp: &Qp, gid: &[u8; 16]) -> Result {
+        verbs::mcast(dev, qp, gid, false)
     }
 
     fn reg_user_mr(

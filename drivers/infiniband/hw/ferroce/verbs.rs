@@ -879,6 +879,26 @@ pub(crate) fn destroy_qp(dev: &rdma::Device<IbDev>, qp: &Qp) -> Result {
     Ok(())
 }
 
+/// `attach_mcast` (`attach`) or `detach_mcast` (device 1.7, `CAP_MCAST`):
+/// ib_core has checked that the QP is UD and `gid` a multicast GID. The
+/// device detaches a QP from every group when it is destroyed.
+pub(crate) fn mcast(dev: &rdma::Device<IbDev>, qp: &Qp, gid: &[u8; 16], attach: bool) -> Result {
+    if dev.caps.device_caps & hw::FERROCE_CAP_MCAST == 0 {
+        return Err(EOPNOTSUPP);
+    }
+    let cmd = hw::ferroce_cmd_mcast {
+        qpn: qp.qpn,
+        gid: *gid,
+        ..Default::default()
+    };
+    if attach {
+        dev.shared.exec(&hw::AttachMcast(cmd))?;
+    } else {
+        dev.shared.exec(&hw::DetachMcast(cmd))?;
+    }
+    Ok(())
+}
+
 /// `reg_user_mr`: pins the range and registers it with the largest page
 /// size the device and the mapping allow.
 pub(crate) fn reg_user_mr(

@@ -160,6 +160,19 @@ pub(crate) trait Driver: Send + Sync + Sized + 'static {
         build_error!(VTABLE_DEFAULT_ERROR)
     }
 
+    /// Attaches a UD QP to the multicast group `gid` (ib_core has checked
+    /// that the QP is UD and `gid` a multicast GID; on RoCE the LID is
+    /// ignored).
+    fn attach_mcast(_dev: &Device<Self>, _qp: &Self::Qp, _gid: &[u8; 16]) -> Result {
+        build_error!(VTABLE_DEFAULT_ERROR)
+    }
+
+    /// Detaches a UD QP from the multicast group `gid`; as
+    /// [`Driver::attach_mcast`].
+    fn detach_mcast(_dev: &Device<Self>, _qp: &Self::Qp, _gid: &[u8; 16]) -> Result {
+        build_error!(VTABLE_DEFAULT_ERROR)
+    }
+
     /// Registers `length` bytes of user memory at `start`, addressed by the
     /// device from `iova`, with `IB_ACCESS_*` rights; returns the state and
     /// the key (lkey = rkey).
@@ -753,6 +766,10 @@ impl<T: Driver> Adapter<T> {
             }
             ops.destroy_qp = Some(Self::destroy_qp);
             ops.size_ib_qp = size_of::<QpObj<T>>();
+            if T::HAS_ATTACH_MCAST && T::HAS_DETACH_MCAST {
+                ops.attach_mcast = Some(Self::attach_mcast);
+                ops.detach_mcast = Some(Self::detach_mcast);
+            }
         }
         if T::HAS_CREATE_SRQ {
             ops.create_srq = Some(Self::create_srq);
@@ -1679,6 +1696,41 @@ impl<T: Driver> Adapter<T> {
             }
             Ok(0)
         })
+    }
+
+    /// The QP and group of an `attach_mcast` / `detach_mcast` call.
+    ///
+    /// # Safety
+    ///
+    /// `ibqp` must be a QP created by us and `gid` a GID, both alive for `'a`.
+    unsafe fn mcast_args<'a>(
+        ibqp: *mut b::ib_qp,
+        gid: *const b::ib_gid,
+    ) -> (&'a Device<T>, &'a T::Qp, &'a [u8; 16]) {
+        // SAFETY: by the caller's guarantee the QP's `data` was initialised
+        // by `create_qp` and stays alive; every variant of `ib_gid` is
+        // 16 plain bytes, so `raw` is always valid.
+        unsafe {
+            (
+                Device::<T>::from_raw((*ibqp).device),
+                (*ibqp.cast::<QpObj<T>>()).data.assume_init_ref(),
+                (*gid).raw.as_ref(),
+            )
+        }
+    }
+
+    extern "C" fn attach_mcast(ibqp: *mut b::ib_qp, gid: *mut b::ib_gid, _lid: u16) -> c_int {
+        // SAFETY: ib_core calls this for a QP of ours that is alive for the
+        // call (it holds the uverbs object or the kernel consumer does), with
+        // the group's GID.
+        let (dev, qp, gid) = unsafe { Self::mcast_args(ibqp, gid) };
+        from_result(|| T::attach_mcast(dev, qp, gid).map(|()| 0))
+    }
+
+    extern "C" fn detach_mcast(ibqp: *mut b::ib_qp, gid: *mut b::ib_gid, _lid: u16) -> c_int {
+        // SAFETY: as in `attach_mcast`.
+        let (dev, qp, gid) = unsafe { Self::mcast_args(ibqp, gid) };
+        from_result(|| T::detach_mcast(dev, qp, gid).map(|()| 0))
     }
 
     extern "C" fn destroy_qp(ibqp: *mut b::ib_qp, _udata: *mut b::ib_udata) -> c_int {
