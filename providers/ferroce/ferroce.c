@@ -22,6 +22,7 @@ static void ferroce_free_context(struct ibv_context *ibctx)
 
 static const struct verbs_context_ops ferroce_context_ops = {
 	.alloc_pd = ferroce_alloc_pd,
+	.attach_mcast = ibv_cmd_attach_mcast,
 	.create_ah = ferroce_create_ah,
 	.create_cq = ferroce_create_cq,
 	.create_cq_ex = ferroce_create_cq_ex,
@@ -36,6 +37,7 @@ static const struct verbs_context_ops ferroce_context_ops = {
 	.destroy_cq = ferroce_destroy_cq,
 	.destroy_qp = ferroce_destroy_qp,
 	.destroy_srq = ferroce_destroy_srq,
+	.detach_mcast = ibv_cmd_detach_mcast,
 	.free_context = ferroce_free_context,
 	.modify_qp = ferroce_modify_qp,
 	.modify_srq = ferroce_modify_srq,
