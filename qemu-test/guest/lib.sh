@@ -12,9 +12,17 @@ SHARED=/mnt/shared
 : >"$RESULTS"
 _failures=0
 
-ok() { echo "ok - $*" | tee -a "$RESULTS"; }
+# Each result also goes to /mnt/work/times with the guest's uptime, so that
+# the slow steps of a scenario can be found (qemu-test/run's report lists
+# the longest gaps).
+_stamp() { read -r _up _ </proc/uptime && echo "$_up $*" >>/mnt/work/times; }
+ok() {
+	echo "ok - $*" | tee -a "$RESULTS"
+	_stamp "ok - $*"
+}
 not_ok() {
 	echo "not ok - $*" | tee -a "$RESULTS"
+	_stamp "not ok - $*"
 	_failures=$((_failures + 1))
 }
 
