@@ -10,9 +10,9 @@
 //! points at is not DMA-able).
 
 use crate::device::{is_pow2_in, State};
-use crate::gid::{expected_network_type, GidEntry};
+use crate::gid::{expected_network_type, is_multicast, GidEntry};
 use crate::hw::*;
-use crate::objects::{Ah, Arm, Cq, Eq, Mr, MrKind, Pd, Qp, Srq};
+use crate::objects::{Ah, Arm, Cq, Eq, McastGroup, Mr, MrKind, Pd, Qp, Srq};
 use crate::qp_state::{check_modify, ModifyError};
 use zerocopy::IntoBytes;
 
@@ -103,6 +103,8 @@ impl State {
                 | CMD_MODIFY_SRQ
                 | CMD_QUERY_SRQ
                 | CMD_RESIZE_SRQ
+                | CMD_ATTACH_MCAST
+                | CMD_DETACH_MCAST
                 | CMD_CREATE_AH
                 | CMD_DESTROY_AH
                 | CMD_SET_GID
@@ -138,6 +140,8 @@ impl State {
             CMD_MODIFY_SRQ => self.cmd_modify_srq(Self::parse(raw)?),
             CMD_QUERY_SRQ => self.cmd_query_srq(Self::parse(raw)?),
             CMD_RESIZE_SRQ => self.cmd_resize_srq(Self::parse(raw)?),
+            CMD_ATTACH_MCAST => self.cmd_attach_mcast(Self::parse(raw)?),
+            CMD_DETACH_MCAST => self.cmd_detach_mcast(Self::parse(raw)?),
             CMD_CREATE_AH => self.cmd_create_ah(Self::parse(raw)?),
             CMD_DESTROY_AH => self.cmd_destroy_ah(Self::parse(raw)?),
             CMD_SET_GID => self.cmd_set_gid(Self::parse(raw)?),
@@ -692,10 +696,76 @@ impl State {
         ok1(qpn)
     }
 
+    /// DESTROY_QP; the QP leaves every multicast group (1.7) it was
+    /// attached to.
     fn cmd_destroy_qp(&mut self, c: CmdDestroyQp) -> CmdResult {
         rsvd(c.reserved)?;
         self.qps.remove(c.qpn).ok_or(STATUS_BAD_HANDLE)?;
+        self.mcast_detach_all(c.qpn);
         OK
+    }
+
+    /// The checks ATTACH_MCAST and DETACH_MCAST (1.7) share, in the
+    /// documented order: `reserved` (BAD_RESERVED), a multicast `gid`
+    /// (BAD_PARAM), a QP `qpn` (BAD_HANDLE) of type UD (GSI and connected
+    /// QPs: BAD_PARAM). Membership and limits are the commands' own.
+    fn check_mcast(&self, c: &CmdMcast) -> Result<(), u8> {
+        rsvd(c.reserved)?;
+        param(is_multicast(&c.gid))?;
+        let qp = self.qps.get(c.qpn).ok_or(STATUS_BAD_HANDLE)?;
+        param(qp.qp_type == QPT_UD)
+    }
+
+    /// ATTACH_MCAST (1.7): attaches UD QP `qpn` to group `gid`, creating
+    /// the group. A pair already attached succeeds unchanged; a new group
+    /// beyond `MAX_MCAST_GRP` or a QP beyond `MAX_MCAST_QP_ATTACH` in one
+    /// group is NO_RESOURCES.
+    fn cmd_attach_mcast(&mut self, c: CmdMcast) -> CmdResult {
+        self.check_mcast(&c)?;
+        let groups = self.mcast.len();
+        match self.mcast.iter_mut().find(|g| g.gid == c.gid) {
+            Some(g) if g.qpns.contains(&c.qpn) => {}
+            Some(g) if g.qpns.len() >= MAX_MCAST_QP_ATTACH => return Err(STATUS_NO_RESOURCES),
+            Some(g) => g.qpns.push(c.qpn),
+            None if groups >= MAX_MCAST_GRP => return Err(STATUS_NO_RESOURCES),
+            None => self.mcast.push(McastGroup {
+                gid: c.gid,
+                qpns: vec![c.qpn],
+            }),
+        }
+        OK
+    }
+
+    /// DETACH_MCAST (1.7): detaches UD QP `qpn` from group `gid`; a pair
+    /// that is not attached is BAD_PARAM. A group whose last QP left no
+    /// longer exists.
+    fn cmd_detach_mcast(&mut self, c: CmdMcast) -> CmdResult {
+        self.check_mcast(&c)?;
+        let gi = self
+            .mcast
+            .iter()
+            .position(|g| g.gid == c.gid)
+            .ok_or(STATUS_BAD_PARAM)?;
+        let group = self.mcast.get_mut(gi).ok_or(STATUS_BAD_PARAM)?;
+        let qi = group
+            .qpns
+            .iter()
+            .position(|q| *q == c.qpn)
+            .ok_or(STATUS_BAD_PARAM)?;
+        group.qpns.remove(qi);
+        if group.qpns.is_empty() {
+            self.mcast.remove(gi);
+        }
+        OK
+    }
+
+    /// Detaches QP `qpn` from every multicast group (DESTROY_QP); groups
+    /// left without a QP disappear.
+    fn mcast_detach_all(&mut self, qpn: u32) {
+        for g in &mut self.mcast {
+            g.qpns.retain(|q| *q != qpn);
+        }
+        self.mcast.retain(|g| !g.qpns.is_empty());
     }
 
     /// CREATE_SRQ (1.6): a ring of RQ WQEs; the device writes its consumer
@@ -828,7 +898,7 @@ impl State {
         param(av.dgid.iter().any(|b| *b != 0))?;
         let mcast_mac = av.dmac[0] & 1 != 0;
         param(av.dmac.iter().any(|b| *b != 0))?;
-        param(!mcast_mac || av.dgid[0] == 0xff || (dgid_v4 && (av.dgid[12] & 0xf0) == 0xe0))?;
+        param(!mcast_mac || is_multicast(&av.dgid))?;
         Ok(())
     }
 

@@ -6,7 +6,7 @@
 //! | request | answer `data` |
 //! |---|---|
 //! | `{"cmd":"gids"}` | array of valid GID entries |
-//! | `{"cmd":"objects"}` | EQs, PDs, MRs, CQs, QPs, SRQs, AHs |
+//! | `{"cmd":"objects"}` | EQs, PDs, MRs, CQs, QPs, SRQs, AHs, multicast groups |
 //! | `{"cmd":"counters"}` | the device counters |
 //! | `{"cmd":"status"}` | DEV_STATUS, fatal code, link, MTU, MAC |
 //! | `{"cmd":"link","up":true}` | new link state |

@@ -24,7 +24,7 @@ use crate::fault::{FaultConfig, FaultCounters, FaultState};
 use crate::gid::GidEntry;
 use crate::hw::{self, *};
 use crate::mem::{GuestMemory, IrqSink};
-use crate::objects::{Ah, Cq, Eq, Mr, Pd, Qp, Srq, Table};
+use crate::objects::{Ah, Cq, Eq, McastGroup, Mr, Pd, Qp, Srq, Table};
 use crate::transport::DataCounters;
 use serde::Serialize;
 
@@ -141,6 +141,8 @@ pub struct ObjectsSnapshot {
     pub srqs: Vec<Entry<Srq>>,
     /// Address handles by ahn.
     pub ahs: Vec<Entry<Ah>>,
+    /// Multicast groups (1.7) with their attached QPs, oldest group first.
+    pub mcast: Vec<McastGroup>,
 }
 
 /// One object with its handle.
@@ -254,6 +256,9 @@ pub(crate) struct State {
     /// Shared receive queues (1.6), as many as QPs.
     pub srqs: Table<Srq>,
     pub ahs: Table<Ah>,
+    /// Multicast groups (1.7, ATTACH_MCAST), at most `MAX_MCAST_GRP`,
+    /// oldest first; none is empty.
+    pub mcast: Vec<McastGroup>,
     pub gids: Vec<Option<GidEntry>>,
     pub counters: Counters,
     // data path
@@ -371,6 +376,7 @@ impl Device {
             qps: Table::new(GSI_QPN, limits.max_qp.saturating_add(1)),
             srqs: Table::new(FIRST_SRQN, limits.max_qp),
             ahs: Table::new(1, limits.max_ah),
+            mcast: Vec::new(),
             gids: vec![None; GID_TABLE_LEN],
             counters: Counters::default(),
             tx: VecDeque::new(),
@@ -399,8 +405,10 @@ impl Device {
         self.mac.get()
     }
 
-    /// Whether receive steering takes RoCE frames for `mac`: the current
-    /// MAC or a VLAN GID entry's source MAC. Does not take the device lock.
+    /// Whether `mac` is one of the port's own (unicast) MACs: the current
+    /// MAC or a VLAN GID entry's source MAC. Receive steering takes RoCE
+    /// frames for these, and (1.7) for every multicast MAC
+    /// ([`crate::port::steer`]). Does not take the device lock.
     pub fn answers_mac(&self, mac: &[u8; 6]) -> bool {
         self.mac.answers(mac)
     }
@@ -537,6 +545,7 @@ impl Device {
             qps: entries(&st.qps),
             srqs: entries(&st.srqs),
             ahs: entries(&st.ahs),
+            mcast: st.mcast.clone(),
         }
     }
 

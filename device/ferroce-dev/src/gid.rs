@@ -48,6 +48,13 @@ pub fn is_ipv4_mapped(gid: &[u8; 16]) -> bool {
     gid[..10].iter().all(|b| *b == 0) && gid[10] == 0xff && gid[11] == 0xff
 }
 
+/// Whether `gid` names a multicast group (1.7, device.rst "Multicast"):
+/// `ff00::/8`, or IPv4-mapped with the address in `224.0.0.0/4` (what
+/// ib_core's `rdma_is_multicast_addr` accepts).
+pub fn is_multicast(gid: &[u8; 16]) -> bool {
+    gid[0] == 0xff || (is_ipv4_mapped(gid) && gid[12] & 0xf0 == 0xe0)
+}
+
 /// The network type a GID of `gid_type` must have (`NET_*`).
 pub fn expected_network_type(gid_type: u8, gid: &[u8; 16]) -> u8 {
     if gid_type == hw::GID_TYPE_ROCE_V1 {
@@ -99,7 +106,7 @@ pub fn parse_mac(s: &str) -> Option<[u8; 6]> {
     (n == 6).then_some(mac)
 }
 
-fn ser_gid<S: serde::Serializer>(g: &[u8; 16], s: S) -> Result<S::Ok, S::Error> {
+pub(crate) fn ser_gid<S: serde::Serializer>(g: &[u8; 16], s: S) -> Result<S::Ok, S::Error> {
     s.serialize_str(&Ipv6Addr::from(*g).to_string())
 }
 

@@ -175,7 +175,7 @@ hw_consts! {
     /// `FERROCE_VERSION_MAJOR`.
     VERSION_MAJOR: u32 = 1;
     /// `FERROCE_VERSION_MINOR`.
-    VERSION_MINOR: u32 = 6;
+    VERSION_MINOR: u32 = 7;
     /// `FERROCE_MAGIC_VALUE`.
     MAGIC_VALUE: u32 = 0x45435246;
     /// `FERROCE_CAP_RC`.
@@ -218,6 +218,8 @@ hw_consts! {
     CAP_MODIFY_MR: u32 = 0x00040000;
     /// 1.6: RESIZE_CQ
     CAP_RESIZE_CQ: u32 = 0x00080000;
+    /// 1.7: UD multicast (ATTACH/DETACH_MCAST)
+    CAP_MCAST: u32 = 0x00100000;
     /// Self-clearing
     CTRL_RESET: u32 = 0x00000001;
     /// `FERROCE_CTRL_ENABLE`.
@@ -370,6 +372,10 @@ hw_consts! {
     CMD_QUERY_SRQ: u8 = 0x57;
     /// 1.6, CAP_SRQ
     CMD_RESIZE_SRQ: u8 = 0x58;
+    /// 1.7, CAP_MCAST
+    CMD_ATTACH_MCAST: u8 = 0x59;
+    /// 1.7, CAP_MCAST
+    CMD_DETACH_MCAST: u8 = 0x5a;
     /// `FERROCE_CMD_CREATE_AH`.
     CMD_CREATE_AH: u8 = 0x60;
     /// `FERROCE_CMD_DESTROY_AH`.
@@ -496,6 +502,12 @@ hw_consts! {
     SRQ_OUT_DEPTH: usize = 1;
     /// Device's consumer index
     SRQ_OUT_CI: usize = 2;
+    /// 1.7: multicast groups a device keeps
+    MAX_MCAST_GRP: usize = 64;
+    /// 1.7: QPs attached to one multicast group
+    MAX_MCAST_QP_ATTACH: usize = 16;
+    /// 1.7: BTH destination QP of datagrams to a multicast group
+    MCAST_QPN: u32 = 0xffffff;
     /// `FERROCE_QPS_RESET`.
     QPS_RESET: u8 = 0;
     /// `FERROCE_QPS_INIT`.
@@ -1269,6 +1281,19 @@ hw_structs! {
         pub reserved0: [u8; 3],
         /// reserved1
         pub reserved1: u32,
+    }
+    /// `struct ferroce_cmd_mcast` (1.7, CAP_MCAST): ATTACH_MCAST and
+    /// DETACH_MCAST of a UD QP to a multicast GID (ff00::/8, or
+    /// IPv4-mapped 224.0.0.0/4).
+    pub struct CmdMcast = "ferroce_cmd_mcast" {
+        /// hdr
+        pub hdr: CmdHdr,
+        /// a UD QP
+        pub qpn: u32,
+        /// reserved
+        pub reserved: u32,
+        /// the group, wire order
+        pub gid: [u8; 16],
     }
     /// `struct ferroce_av`.
     pub struct Av = "ferroce_av" {

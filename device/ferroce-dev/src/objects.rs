@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0
-//! Object tables (PD, MR, CQ, QP, SRQ, AH, EQ) and their contents.
+//! Object tables (PD, MR, CQ, QP, SRQ, AH, EQ), multicast groups and their
+//! contents.
 
 use serde::Serialize;
 
@@ -427,6 +428,19 @@ pub struct Ah {
     pub dgid: String,
     /// sgid index.
     pub sgid_index: u8,
+}
+
+/// A multicast group (1.7, device.rst "Multicast"): the UD QPs attached
+/// to it by ATTACH_MCAST, in the order they were attached (the order a
+/// datagram to the group is received in). A group exists while a QP is
+/// attached to it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct McastGroup {
+    /// The group's multicast GID (wire order).
+    #[serde(serialize_with = "crate::gid::ser_gid")]
+    pub gid: [u8; 16],
+    /// The attached QPs, at most `MAX_MCAST_QP_ATTACH`.
+    pub qpns: Vec<u32>,
 }
 
 /// Event queue.

@@ -10,10 +10,13 @@
 //!
 //! Steering ([`steer`]): a frame from the wire that is RoCE (UDP port 4791
 //! or Ethertype 0x8915, untagged or in one 802.1Q tag) and addressed to a
-//! MAC the port answers to goes to the RDMA engine; every other frame goes
-//! to the netdev. Frames from the netdev and
-//! from the engine go out on the wire. The engine's frames for its own MAC
-//! never leave the device (loopback inside the engine).
+//! MAC the port answers to, or (1.7, `CAP_MCAST`) to any multicast MAC,
+//! broadcast included, goes to the RDMA engine; every other frame goes to
+//! the netdev. Frames from the netdev and from the engine go out on the
+//! wire. The engine's frames for its own MAC never leave the device
+//! (loopback inside the engine); its frames for a multicast MAC go out and
+//! are also looped back (the port's QPs attached to the group receive
+//! them).
 //!
 //! Threads: one reads the wire, one serves the netdev socket, one writes
 //! to the netdev socket, one drives the engine's clock and sends its frames
@@ -54,10 +57,13 @@ pub enum Steer {
 }
 
 /// Steering decision for a frame received from the wire by a port that
-/// answers to the MACs `answers` accepts (device.rst "Port MAC").
+/// answers to the MACs `answers` accepts (device.rst "Port MAC"): RoCE
+/// frames to those MACs and (1.7, device.rst "Multicast") to every
+/// multicast MAC go to the engine, never to the netdev.
 pub fn steer(frame: &[u8], answers: impl Fn(&[u8; 6]) -> bool) -> Steer {
     let dmac = frame.get(0..6).and_then(|m| <&[u8; 6]>::try_from(m).ok());
-    if dmac.is_some_and(answers) && wire::is_roce(frame) {
+    let engine_mac = dmac.is_some_and(|m| wire::is_multicast_mac(m) || answers(m));
+    if engine_mac && wire::is_roce(frame) {
         Steer::Engine
     } else {
         Steer::Netdev

@@ -271,6 +271,22 @@ fn spot_checks_of_the_layout() {
     assert_eq!(hw::CAP_RESIZE_CQ & 0x7ffff, 0);
     assert_eq!(hw::CMD_RESIZE_CQ, hw::CMD_DESTROY_CQ + 1);
     const { assert!(hw::CMD_RESIZE_CQ < hw::CMD_ALLOC_PD) };
+    // ATTACH/DETACH_MCAST (1.7): one 32-byte command, the group's GID
+    // after the QP; the capability a free bit next to RESIZE_CQ; the
+    // opcodes after RESIZE_SRQ and before CREATE_AH; the group QPN the
+    // largest 24-bit QPN, which no QP has.
+    assert_eq!(std::mem::size_of::<hw::CmdMcast>(), 32);
+    assert!(std::mem::size_of::<hw::CmdMcast>() <= hw::CMD_SIZE);
+    assert_eq!(std::mem::offset_of!(hw::CmdMcast, qpn), 8);
+    assert_eq!(std::mem::offset_of!(hw::CmdMcast, reserved), 12);
+    assert_eq!(std::mem::offset_of!(hw::CmdMcast, gid), 16);
+    assert_eq!(hw::CAP_MCAST & 0xfffff, 0);
+    assert_eq!(hw::CAP_MCAST, hw::CAP_RESIZE_CQ << 1);
+    assert_eq!(hw::CMD_ATTACH_MCAST, hw::CMD_RESIZE_SRQ + 1);
+    assert_eq!(hw::CMD_DETACH_MCAST, hw::CMD_ATTACH_MCAST + 1);
+    const { assert!(hw::CMD_DETACH_MCAST < hw::CMD_CREATE_AH) };
+    assert_eq!(hw::MCAST_QPN, hw::QPN_MASK);
+    assert_eq!((hw::MAX_MCAST_GRP, hw::MAX_MCAST_QP_ATTACH), (64, 16));
 }
 
 /// The names spec 1.6 added are on both sides, so the comparison covers
@@ -301,7 +317,6 @@ fn spec_1_6_names_are_compared() {
         assert!(c.consts.contains_key(name), "{name} not in C");
         assert_eq!(c.consts.get(name), r.consts.get(name), "{name}");
     }
-    assert_eq!(c.consts["FERROCE_VERSION_MINOR"], 6);
     for name in [
         "ferroce_cmd_create_qp",
         "ferroce_cmd_create_srq",
@@ -322,4 +337,36 @@ fn spec_1_6_names_are_compared() {
         .find(|f| f.0 == "srqn")
         .cloned();
     assert_eq!(srqn, Some(("srqn".to_string(), 88, 4)));
+}
+
+/// The names spec 1.7 (UD multicast) added are on both sides.
+#[test]
+fn spec_1_7_names_are_compared() {
+    let (c, r) = both();
+    for name in [
+        "FERROCE_CAP_MCAST",
+        "FERROCE_CMD_ATTACH_MCAST",
+        "FERROCE_CMD_DETACH_MCAST",
+        "FERROCE_MAX_MCAST_GRP",
+        "FERROCE_MAX_MCAST_QP_ATTACH",
+        "FERROCE_MCAST_QPN",
+    ] {
+        assert!(c.consts.contains_key(name), "{name} not in C");
+        assert_eq!(c.consts.get(name), r.consts.get(name), "{name}");
+    }
+    assert_eq!(c.consts["FERROCE_VERSION_MINOR"], 7);
+    assert_eq!(r.consts["FERROCE_VERSION_MINOR"], 7);
+    let name = "ferroce_cmd_mcast";
+    assert!(c.structs.contains_key(name), "{name} not in C");
+    assert_eq!(c.structs.get(name), r.structs.get(name), "{name}");
+    let fields: Vec<(String, usize, usize)> = c.structs[name].1.clone();
+    assert_eq!(
+        fields,
+        vec![
+            ("hdr".to_string(), 0, 8),
+            ("qpn".to_string(), 8, 4),
+            ("reserved".to_string(), 12, 4),
+            ("gid".to_string(), 16, 16),
+        ]
+    );
 }

@@ -216,9 +216,9 @@ fn fast_register_on(b: &mut Node, access: u32, variant: u8) -> (u32, Vec<u64>) {
 }
 
 #[test]
-fn version_1_6_advertises_the_new_capabilities() {
+fn version_1_7_advertises_the_new_capabilities() {
     let h = Harness::new();
-    assert_eq!(h.reg_r(REG_VERSION), 1 << VERSION_MAJOR_SHIFT | 6);
+    assert_eq!(h.reg_r(REG_VERSION), 1 << VERSION_MAJOR_SHIFT | 7);
     let caps = h.reg_r(REG_DEV_CAPS);
     assert_eq!(caps & CAP_PHYS_MR, CAP_PHYS_MR);
     assert_eq!(caps & CAP_MEM_MGT_EXT, CAP_MEM_MGT_EXT);
@@ -229,7 +229,8 @@ fn version_1_6_advertises_the_new_capabilities() {
     assert_eq!(caps & CAP_SRQ, CAP_SRQ);
     assert_eq!(caps & CAP_MODIFY_MR, CAP_MODIFY_MR);
     assert_eq!(caps & CAP_RESIZE_CQ, CAP_RESIZE_CQ);
-    assert_eq!(caps, 0xfffff, "device.rst: DEV_CAPS in 1.6");
+    assert_eq!(caps & CAP_MCAST, CAP_MCAST);
+    assert_eq!(caps, 0x1fffff, "device.rst: DEV_CAPS in 1.7");
 }
 
 #[test]

@@ -52,11 +52,29 @@ fn steering_decisions() {
         Steer::Netdev,
         "RoCE for another MAC"
     );
-    assert_eq!(
-        steer(&udp_frame([0xff; 6], 4791), me),
-        Steer::Netdev,
-        "broadcast"
-    );
+    // 1.7 (CAP_MCAST): RoCE to any group MAC goes to the engine, other
+    // frames to group MACs to the netdev.
+    for group in [
+        [0xff; 6],
+        [0x01, 0, 0x5e, 0x66, 1, 2],
+        [0x33, 0x33, 0, 0, 0, 1],
+    ] {
+        assert_eq!(
+            steer(&udp_frame(group, 4791), me),
+            Steer::Engine,
+            "{group:x?}"
+        );
+        assert_eq!(
+            steer(&frame(group, 0x8915, &[0x60; 60]), me),
+            Steer::Engine,
+            "RoCE v1 to {group:x?}"
+        );
+        assert_eq!(
+            steer(&udp_frame(group, 4792), me),
+            Steer::Netdev,
+            "other UDP port to {group:x?}"
+        );
+    }
     assert_eq!(
         steer(&frame(mac, 0x8915, &[0x60; 60]), me),
         Steer::Engine,

@@ -1635,9 +1635,9 @@ fn sequence_naks_consume_retry_cnt() {
     );
 }
 
-/// ferroce does not support multicast groups (no ATTACH_MCAST; rxe only
-/// delivers multicast to attached QPs, `rxe_rcv_mcast_pkt`): a frame to a
-/// multicast or broadcast MAC reaches no QP, even with the QPN of one.
+/// A frame to a multicast or broadcast MAC whose destination GID is no
+/// multicast GID reaches no QP, even with the QPN of one: only datagrams
+/// to multicast groups (1.7, `tests/mcast.rs`) use group MACs.
 #[test]
 fn multicast_frames_are_rejected() {
     let (mut a, mut b, qkey) = ud_pair(1);

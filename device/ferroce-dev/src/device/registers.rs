@@ -29,6 +29,7 @@ impl State {
             | CAP_SRQ
             | CAP_MODIFY_MR
             | CAP_RESIZE_CQ
+            | CAP_MCAST
     }
 
     pub(crate) fn caps(&self) -> hw::Caps {
@@ -273,6 +274,7 @@ impl State {
         self.qps.clear();
         self.srqs.clear();
         self.ahs.clear();
+        self.mcast.clear();
         self.gids.iter_mut().for_each(|g| *g = None);
         self.sync_gid_macs();
         self.tx.clear();

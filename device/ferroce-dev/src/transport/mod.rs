@@ -14,7 +14,8 @@
 //! * the clock ([`crate::Device::tick`]): retransmission and RNR timers.
 //!
 //! Frames to send are queued for [`crate::Device::take_tx`]; frames for the
-//! device's own MAC are looped back internally.
+//! device's own MAC are looped back internally, frames for a multicast MAC
+//! (1.7) both sent and looped back.
 //!
 //! Requester: PSNs are assigned when a WQE is fetched (`npkts` PSNs per
 //! message, one per MTU segment; an RDMA READ occupies as many PSNs as it
@@ -173,7 +174,8 @@ pub struct DataCounters {
     pub tx_frames: u64,
     /// Bytes of the frames of `tx_frames`.
     pub tx_bytes: u64,
-    /// Frames looped back to this device.
+    /// Frames looped back to this device (1.7: with the copies of the
+    /// frames sent to multicast MACs).
     pub loopback_frames: u64,
     /// Frames dropped because the device was stalled.
     pub rx_stalled: u64,
@@ -195,7 +197,10 @@ pub struct DataCounters {
     pub rx_bad_bth: u64,
     /// Dropped: ICRC mismatch.
     pub rx_bad_icrc: u64,
-    /// Dropped: destination MAC, QP, QP type or QP state does not match.
+    /// Dropped: destination MAC, QP, QP type or QP state does not match;
+    /// (1.7) a datagram to a multicast group that is no UD SEND to
+    /// `MCAST_QPN`, for a group no QP is attached to, or the copy of an
+    /// attached QP not in a receiving state.
     pub rx_no_qp: u64,
     /// Dropped: P_Key or Q_Key mismatch.
     pub rx_bad_key: u64,
@@ -915,27 +920,36 @@ impl State {
         }
     }
 
-    /// Queues a frame after fault injection.
+    /// Queues a frame after fault injection: for one of the port's own
+    /// MACs to the loopback queue only; for any other MAC to the wire; and
+    /// (1.7, device.rst "Multicast") for a group MAC to the wire and a copy
+    /// to the loopback queue as well, so that the port's QPs attached to
+    /// the group, the sender's included, receive it. The frame counts once
+    /// in `tx_frames`, the copy in `loopback_frames`.
     pub(crate) fn queue_frame(&mut self, frame: Vec<u8>) {
         let len = frame.len() as u64;
-        let to_self = frame
-            .get(0..6)
-            .and_then(|m| <&[u8; 6]>::try_from(m).ok())
-            .is_some_and(|m| self.answers_mac(m));
+        let dmac = frame.get(0..6).and_then(|m| <&[u8; 6]>::try_from(m).ok());
+        let to_self = dmac.is_some_and(|m| self.answers_mac(m));
+        let to_group = !to_self && dmac.is_some_and(wire::is_multicast_mac);
         if to_self {
             self.data.loopback_frames += 1;
             self.loopback.push_back(frame);
-            self.data.tx_frames += 1;
-            self.data.tx_bytes += len;
         } else {
+            if to_group {
+                self.data.loopback_frames += 1;
+                self.loopback.push_back(frame.clone());
+            }
             if self.tx.len() >= TX_QUEUE_HARD_MAX {
                 self.data.tx_overflow += 1;
-                return;
+                if !to_group {
+                    return;
+                }
+            } else {
+                self.tx.push_back(frame);
             }
-            self.tx.push_back(frame);
-            self.data.tx_frames += 1;
-            self.data.tx_bytes += len;
         }
+        self.data.tx_frames += 1;
+        self.data.tx_bytes += len;
         let queued = (self.tx.len() + self.loopback.len()) as u64;
         self.data.tx_queue_peak = self.data.tx_queue_peak.max(queued);
     }
@@ -1057,14 +1071,25 @@ impl State {
         };
         self.data.rx_pkts += 1;
         self.data.rx_bytes += frame.len() as u64;
-        // Only frames for this port's MACs: no multicast group can be
-        // attached, so a multicast or broadcast frame reaches no QP.
-        if !self.answers_mac(&p.dmac) {
+        // Only frames for this port's MACs and (1.7) for group MACs, which
+        // only datagrams to multicast groups use.
+        let to_group_mac = wire::is_multicast_mac(&p.dmac);
+        if !to_group_mac && !self.answers_mac(&p.dmac) {
             self.data.rx_no_qp += 1;
             return;
         }
         if p.bth.pkey & 0x7fff != 0x7fff {
             self.data.rx_bad_key += 1;
+            return;
+        }
+        if crate::gid::is_multicast(&p.net.dgid) || p.bth.dest_qp == MCAST_QPN {
+            self.mcast_receive(&p, frame);
+            return;
+        }
+        if to_group_mac {
+            // A unicast destination GID in a frame to a group MAC: no QP
+            // takes it (as before 1.7).
+            self.data.rx_no_qp += 1;
             return;
         }
         let qpn = p.bth.dest_qp;

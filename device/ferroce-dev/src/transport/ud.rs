@@ -1,9 +1,19 @@
 // SPDX-License-Identifier: GPL-2.0
 //! UD and GSI QPs: one-packet SENDs to an address handle or an inline
-//! address vector, and their reception with a GRH.
+//! address vector, and their reception with a GRH; (1.7) the reception of
+//! datagrams to multicast groups by every UD QP attached to the group.
+//!
+//! A datagram is received in three steps, which unicast and multicast
+//! share: the Q_Key of the receiving QP ([`State::ud_qkey_ok`]), the GID
+//! entry it is addressed to ([`State::ud_gid_index`]), and the delivery
+//! into one receive WQE of the QP ([`State::ud_deliver`]). A unicast
+//! datagram runs them in this order for its QP; a multicast datagram
+//! finds its GID entry once and then runs the Q_Key check and the
+//! delivery for each attached QP.
 
 use super::codes::WcStatus;
 use crate::device::State;
+use crate::gid::GidEntry;
 use crate::hw::*;
 use crate::wire::{self, op, psn_add, Aeth, Bth, Deth, NetKind, Packet, Reth};
 
@@ -116,26 +126,110 @@ impl State {
         }
     }
 
+    /// A unicast datagram for UD/GSI QP `c`: its Q_Key (else
+    /// `rx_bad_key`), then the GID entry it is addressed to, the one of
+    /// its destination GID on its encapsulation and VLAN (else
+    /// `rx_bad_addr`), then its delivery.
     pub(super) fn ud_receive(&mut self, c: &QpCtx, e: &mut Engine, p: &Packet<'_>, frame: &[u8]) {
-        if p.deth.qkey != Self::qp_qkey(c) {
-            self.data.rx_bad_key += 1;
+        if !self.ud_qkey_ok(c, p) {
             return;
         }
-        // The GID entry the datagram is addressed to, on its VLAN.
-        let Some(gid_index) = self
+        let Some(gid_index) = self.ud_gid_index(p, |g| g.gid == p.net.dgid) else {
+            return;
+        };
+        self.ud_deliver(c, e, p, frame, gid_index);
+    }
+
+    /// A datagram to a multicast group (1.7, device.rst "Multicast"),
+    /// after the P_Key check. It must be a UD SEND to `MCAST_QPN` with a
+    /// multicast destination GID, for a group a QP is attached to
+    /// (`rx_no_qp`), on the encapsulation and VLAN of a GID entry
+    /// (`rx_bad_addr`; the first such entry is the CQEs' `gid_index`).
+    /// Then every attached QP, in group order, receives its own copy as a
+    /// unicast datagram would: its state (`rx_no_qp`), its Q_Key
+    /// (`rx_bad_key`) and its receive WQE (`rx_ud_no_wqe`) are its own,
+    /// and a copy one QP cannot take is lost for that QP only.
+    pub(super) fn mcast_receive(&mut self, p: &Packet<'_>, frame: &[u8]) {
+        let ud_send = matches!(p.bth.opcode, op::UD_SEND_ONLY | op::UD_SEND_ONLY_IMM);
+        if !ud_send || p.bth.dest_qp != MCAST_QPN || !crate::gid::is_multicast(&p.net.dgid) {
+            self.data.rx_no_qp += 1;
+            return;
+        }
+        let Some(qpns) = self
+            .mcast
+            .iter()
+            .find(|g| g.gid == p.net.dgid)
+            .map(|g| g.qpns.clone())
+        else {
+            self.data.rx_no_qp += 1;
+            return;
+        };
+        let Some(gid_index) = self.ud_gid_index(p, |_| true) else {
+            return;
+        };
+        for qpn in qpns {
+            let receives = self.qp_ctx(qpn).filter(|c| {
+                c.qp_type == QPT_UD && matches!(c.state, QPS_RTR | QPS_RTS | QPS_SQD | QPS_SQE)
+            });
+            let Some(c) = receives else {
+                self.data.rx_no_qp += 1;
+                continue;
+            };
+            self.lend_engine(&c, |st, c, e| {
+                if st.ud_qkey_ok(c, p) {
+                    st.ud_deliver(c, e, p, frame, gid_index);
+                }
+            });
+        }
+    }
+
+    /// Whether a datagram carries the Q_Key of QP `c` (else counted in
+    /// `rx_bad_key`).
+    fn ud_qkey_ok(&mut self, c: &QpCtx, p: &Packet<'_>) -> bool {
+        let ok = p.deth.qkey == Self::qp_qkey(c);
+        if !ok {
+            self.data.rx_bad_key += 1;
+        }
+        ok
+    }
+
+    /// The index of the first valid GID entry on a datagram's
+    /// encapsulation and VLAN that `addressed` accepts: the entry the
+    /// datagram is addressed to, reported in the CQE. None (counted in
+    /// `rx_bad_addr`) if there is none.
+    fn ud_gid_index(
+        &mut self,
+        p: &Packet<'_>,
+        addressed: impl Fn(&GidEntry) -> bool,
+    ) -> Option<u8> {
+        let index = self
             .gids
             .iter()
             .flatten()
             .find(|g| {
-                g.gid == p.net.dgid
-                    && g.network_type == p.net.kind.to_hw()
+                g.network_type == p.net.kind.to_hw()
                     && g.vid() == super::vid(p.vlan)
+                    && addressed(g)
             })
-            .and_then(|g| u8::try_from(g.index).ok())
-        else {
+            .and_then(|g| u8::try_from(g.index).ok());
+        if index.is_none() {
             self.data.rx_bad_addr += 1;
-            return;
-        };
+        }
+        index
+    }
+
+    /// Delivers a datagram whose Q_Key and address were checked to UD/GSI
+    /// QP `c`: into the receive WQE it takes (RQ or SRQ; none: dropped,
+    /// `rx_ud_no_wqe`), the GRH area first, and a CQE naming GID entry
+    /// `gid_index`.
+    fn ud_deliver(
+        &mut self,
+        c: &QpCtx,
+        e: &mut Engine,
+        p: &Packet<'_>,
+        frame: &[u8],
+        gid_index: u8,
+    ) {
         let Some(r) = self.recv_take(c, e) else {
             self.data.rx_ud_no_wqe += 1;
             return;

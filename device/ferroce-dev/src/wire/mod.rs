@@ -398,6 +398,12 @@ pub fn l2_header(frame: &[u8]) -> Option<(u16, Option<u16>, usize)> {
     }
 }
 
+/// Whether `mac` is a group (multicast or broadcast) address: bit 0 of its
+/// first byte is set.
+pub fn is_multicast_mac(mac: &[u8; 6]) -> bool {
+    mac[0] & 1 != 0
+}
+
 /// Whether an Ethernet frame is RoCE (v1 Ethertype or v2 UDP port 4791),
 /// untagged or in one 802.1Q tag; used by the port to steer frames. Only
 /// looks at headers, never panics.

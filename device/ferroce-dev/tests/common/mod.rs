@@ -537,7 +537,7 @@ pub fn attr_with(qpn: u32, state: u8, mask: u32) -> QpAttr {
 
 /// Every admin command opcode of the spec.
 #[allow(dead_code)]
-pub const ADMIN_OPCODES: [u8; 28] = [
+pub const ADMIN_OPCODES: [u8; 30] = [
     CMD_QUERY_CAPS,
     CMD_QUERY_PORT,
     CMD_SET_PORT_MTU,
@@ -562,6 +562,8 @@ pub const ADMIN_OPCODES: [u8; 28] = [
     CMD_MODIFY_SRQ,
     CMD_QUERY_SRQ,
     CMD_RESIZE_SRQ,
+    CMD_ATTACH_MCAST,
+    CMD_DETACH_MCAST,
     CMD_CREATE_AH,
     CMD_DESTROY_AH,
     CMD_SET_GID,
