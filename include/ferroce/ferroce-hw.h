@@ -120,6 +120,7 @@
 #define FERROCE_CAP_MODIFY_MR			0x00040000	/* 1.6: MODIFY_MR */
 #define FERROCE_CAP_RESIZE_CQ			0x00080000	/* 1.6: RESIZE_CQ */
 #define FERROCE_CAP_MCAST			0x00100000	/* 1.7: UD multicast (ATTACH/DETACH_MCAST) */
+#define FERROCE_CAP_MW				0x00200000	/* 1.7: memory windows, type 1 and 2 */
 
 /* DEV_CTRL */
 #define FERROCE_CTRL_RESET			0x00000001	/* self-clearing */
@@ -497,8 +498,9 @@ struct ferroce_cmd_dealloc_pd {
 #define FERROCE_ACCESS_REMOTE_WRITE		0x02
 #define FERROCE_ACCESS_REMOTE_READ		0x04
 #define FERROCE_ACCESS_REMOTE_ATOMIC		0x08
+#define FERROCE_ACCESS_MW_BIND			0x10	/* 1.7, CAP_MW */
 #define FERROCE_ACCESS_ZERO_BASED		0x20
-#define FERROCE_ACCESS_MR_MASK			0x2f
+#define FERROCE_ACCESS_MR_MASK			0x2f	/* | MW_BIND with CAP_MW */
 #define FERROCE_ACCESS_QP_MASK			0x0f
 
 /* Memory keys: index in 31:8, variant ("key") in 7:0; index 0 is invalid */
@@ -509,6 +511,8 @@ struct ferroce_cmd_dealloc_pd {
 #define FERROCE_MR_TYPE_USER			0	/* page list translation */
 #define FERROCE_MR_TYPE_PHYS			1	/* addresses are guest physical */
 #define FERROCE_MR_TYPE_FAST_REG		2	/* registered by REG_MR WQEs */
+#define FERROCE_MR_TYPE_MW1			3	/* 1.7, CAP_MW: memory window, type 1 */
+#define FERROCE_MR_TYPE_MW2			4	/* 1.7, CAP_MW: memory window, type 2 */
 #define FERROCE_FAST_REG_MAX_PAGES		512
 
 /* REG_MR: out[0] = lkey = rkey */
@@ -870,6 +874,7 @@ struct ferroce_sge {
 #define FERROCE_WR_ATOMIC_CMP_SWP		5	/* CAP_ATOMIC, RC */
 #define FERROCE_WR_ATOMIC_FETCH_ADD		6	/* CAP_ATOMIC, RC */
 #define FERROCE_WR_LOCAL_INV			7	/* CAP_MEM_MGT_EXT, RC */
+#define FERROCE_WR_BIND_MW			8	/* CAP_MW, RC */
 #define FERROCE_WR_SEND_INV			9	/* CAP_MEM_MGT_EXT, RC */
 #define FERROCE_WR_REG_MR			0x20	/* CAP_MEM_MGT_EXT, RC */
 
@@ -929,6 +934,16 @@ struct ferroce_sq_wqe_reg_mr {
 	__le64 reserved;
 };
 
+/* BIND_MW WQE (1.7, CAP_MW): type 1 and type 2 windows */
+struct ferroce_sq_wqe_bind_mw {
+	__le64 addr;		/* the window, in the MR's address space */
+	__le64 length;		/* type 1: 0 unbinds */
+	__le32 mw_key;		/* the MW; bits 7:0 = its new variant */
+	__le32 mr_key;		/* the MR (with MW_BIND), exact variant */
+	__le32 access;		/* FERROCE_ACCESS_REMOTE_*; LOCAL_WRITE ignored */
+	__le32 reserved;
+};
+
 struct ferroce_rq_wqe_hdr {
 	__le64 wr_id;
 	__u8 num_sge;
@@ -959,6 +974,7 @@ struct ferroce_srq_dbrec {
 #define FERROCE_WC_RDMA_READ			2
 #define FERROCE_WC_COMP_SWAP			3
 #define FERROCE_WC_FETCH_ADD			4
+#define FERROCE_WC_BIND_MW			5	/* 1.7, CAP_MW */
 #define FERROCE_WC_LOCAL_INV			6
 #define FERROCE_WC_REG_MR			0x20	/* not IB_WC_REG_MR (10): driver maps */
 #define FERROCE_WC_RECV				128
@@ -1063,6 +1079,7 @@ _Static_assert(sizeof(struct ferroce_sq_wqe_rdma) == 16, "sq_wqe_rdma");
 _Static_assert(sizeof(struct ferroce_sq_wqe_ud) == 16, "sq_wqe_ud");
 _Static_assert(sizeof(struct ferroce_sq_wqe_atomic) == 32, "sq_wqe_atomic");
 _Static_assert(sizeof(struct ferroce_sq_wqe_reg_mr) == 32, "sq_wqe_reg_mr");
+_Static_assert(sizeof(struct ferroce_sq_wqe_bind_mw) == 32, "sq_wqe_bind_mw");
 _Static_assert(sizeof(struct ferroce_rq_wqe_hdr) == FERROCE_RQ_WQE_DATA_OFFSET, "rq_wqe_hdr");
 _Static_assert(sizeof(struct ferroce_qp_dbrec) == 8, "qp_dbrec");
 _Static_assert(sizeof(struct ferroce_cq_dbrec) == 8, "cq_dbrec");
