@@ -13,7 +13,7 @@ use crate::{
     hw_stats, port,
     rdma::{self, AhAttr, GidAttr, GidType, LinkLayer, QpAttr, QpInit, UData},
     srq::{self, Srq},
-    verbs::{self, Ah, Cq, DbPages, Mr, Qp, UContext},
+    verbs::{self, Ah, Cq, DbPages, Mr, Mw, Qp, UContext},
 };
 use core::{
     fmt::Write,
@@ -107,6 +107,7 @@ impl rdma::Driver for IbDev {
     type Mr = Mr;
     type Ah = Ah;
     type Srq = Srq;
+    type Mw = Mw;
 
     fn query_device(dev: &rdma::Device<Self>, attr: &mut rdma::DeviceAttr) -> Result {
         let c = &dev.caps;
@@ -161,6 +162,12 @@ impl rdma::Driver for IbDev {
             flags |= hw::ib_device_cap_flags_IB_DEVICE_MEM_MGT_EXTENSIONS;
             attr.max_fast_reg_page_list_len = hw::FERROCE_FAST_REG_MAX_PAGES;
             attr.max_pi_fast_reg_page_list_len = 0;
+        }
+        if c.device_caps & hw::FERROCE_CAP_MW != 0 {
+            // 1.7: memory windows of type 1 and 2B, in the MRs' key space.
+            flags |= hw::ib_device_cap_flags_IB_DEVICE_MEM_WINDOW
+                | hw::ib_device_cap_flags_IB_DEVICE_MEM_WINDOW_TYPE_2B;
+            attr.max_mw = c.max_mr;
         }
         if c.device_caps & hw::FERROCE_CAP_SRQ != 0 {
             // User SRQs (RESIZE_SRQ); kernel SRQs are not resized.
@@ -345,6 +352,14 @@ impl rdma::Driver for IbDev {
 
     fn dereg_mr(dev: &rdma::Device<Self>, mr: &Mr) -> Result {
         verbs::dereg_mr(dev, mr)
+    }
+
+    fn alloc_mw(dev: &rdma::Device<Self>, pd: &Pd, mw_type: rdma::MwType) -> Result<(Mw, u32)> {
+        verbs::alloc_mw(dev, pd, mw_type)
+    }
+
+    fn dealloc_mw(dev: &rdma::Device<Self>, mw: &Mw) -> Result {
+        verbs::dealloc_mw(dev, mw)
     }
 
     fn create_ah(

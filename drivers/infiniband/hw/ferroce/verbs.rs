@@ -312,6 +312,12 @@ pub(crate) struct Mr {
     mem: MrMem,
 }
 
+/// Driver state of a memory window: its key at allocation (DEREG_MR of an
+/// MW matches its index, whatever variant binds have given it since).
+pub(crate) struct Mw {
+    key: u32,
+}
+
 /// Driver state of an AH: the device's AH number of a user AH, or 0 for a
 /// kernel AH, whose address vector goes into each WQE (kernel AHs are
 /// created in atomic context, where no admin command can run).
@@ -918,7 +924,7 @@ pub(crate) fn reg_user_mr(
     };
     // Optional flags (relaxed ordering, ...) may be ignored by definition.
     let access = access & !hw::ib_access_flags_IB_ACCESS_OPTIONAL;
-    if access & !hw::FERROCE_ACCESS_MR_MASK != 0 {
+    if access & !mr_access_mask(dev) != 0 {
         return Err(EOPNOTSUPP);
     }
     if length == 0 || length > dev.caps.max_mr_size {
@@ -994,7 +1000,7 @@ pub(crate) fn rereg_user_mr(
     if change.access.is_some() {
         // As reg_user_mr: optional flags dropped, others refused.
         let dev_access = access & !hw::ib_access_flags_IB_ACCESS_OPTIONAL;
-        if dev_access & !hw::FERROCE_ACCESS_MR_MASK != 0 {
+        if dev_access & !mr_access_mask(dev) != 0 {
             return Err(EOPNOTSUPP);
         }
         cmd.flags |= hw::FERROCE_MODIFY_MR_ACCESS;
@@ -1006,6 +1012,49 @@ pub(crate) fn rereg_user_mr(
     dev.shared.exec(&cmd)?;
     reg.access.store(access, Ordering::Relaxed);
     Ok(None)
+}
+
+/// The `IB_ACCESS_*` rights an MR may have on this device: `MW_BIND` only
+/// with memory windows (device 1.7, `CAP_MW`).
+fn mr_access_mask(dev: &rdma::Device<IbDev>) -> u32 {
+    if dev.caps.device_caps & hw::FERROCE_CAP_MW != 0 {
+        hw::FERROCE_ACCESS_MR_MASK | hw::FERROCE_ACCESS_MW_BIND
+    } else {
+        hw::FERROCE_ACCESS_MR_MASK
+    }
+}
+
+/// `alloc_mw` (device 1.7, `CAP_MW`): a REG_MR of type `MW1` or `MW2`, a
+/// key in the MRs' key space that binds give a window later.
+pub(crate) fn alloc_mw(
+    dev: &rdma::Device<IbDev>,
+    pd: &crate::ib::Pd,
+    mw_type: rdma::MwType,
+) -> Result<(Mw, u32)> {
+    if dev.caps.device_caps & hw::FERROCE_CAP_MW == 0 {
+        return Err(EOPNOTSUPP);
+    }
+    let mr_type = match mw_type {
+        rdma::MwType::One => hw::FERROCE_MR_TYPE_MW1,
+        rdma::MwType::Two => hw::FERROCE_MR_TYPE_MW2,
+    };
+    let cmd = hw::ferroce_cmd_reg_mr {
+        pdn: pd.pdn,
+        key_variant: dev.next_key_variant(),
+        mr_type: u8::try_from(mr_type)?,
+        ..Default::default()
+    };
+    let key = dev.shared.exec(&cmd)?.out[0];
+    Ok((Mw { key }, key))
+}
+
+/// `dealloc_mw`: DEREG_MR of the window, whatever it is bound to.
+pub(crate) fn dealloc_mw(dev: &rdma::Device<IbDev>, mw: &Mw) -> Result {
+    let cmd = hw::ferroce_cmd_dereg_mr {
+        key: mw.key,
+        ..Default::default()
+    };
+    dev.shared.exec_destroy(&cmd)
 }
 
 pub(crate) fn dereg_mr(dev: &rdma::Device<IbDev>, mr: &Mr) -> Result {

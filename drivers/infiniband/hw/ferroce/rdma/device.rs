@@ -51,6 +51,8 @@ pub(crate) trait Driver: Send + Sync + Sized + 'static {
     type Ah: Send + Sync;
     /// Driver state of a shared receive queue (`struct ib_srq`).
     type Srq: Send + Sync;
+    /// Driver state of a memory window (`struct ib_mw`).
+    type Mw: Send + Sync;
 
     /// Fills in the device attributes (zeroed by ib_core).
     fn query_device(dev: &Device<Self>, attr: &mut DeviceAttr) -> Result;
@@ -206,6 +208,17 @@ pub(crate) trait Driver: Send + Sync + Sized + 'static {
 
     /// Deregisters an MR; as [`Driver::destroy_cq`].
     fn dereg_mr(_dev: &Device<Self>, _mr: &Self::Mr) -> Result {
+        build_error!(VTABLE_DEFAULT_ERROR)
+    }
+
+    /// Allocates a memory window of type `mw_type` in `pd`; returns its
+    /// state and its first rkey.
+    fn alloc_mw(_dev: &Device<Self>, _pd: &Self::Pd, _mw_type: MwType) -> Result<(Self::Mw, u32)> {
+        build_error!(VTABLE_DEFAULT_ERROR)
+    }
+
+    /// Deallocates a memory window; as [`Driver::destroy_cq`].
+    fn dealloc_mw(_dev: &Device<Self>, _mw: &Self::Mw) -> Result {
         build_error!(VTABLE_DEFAULT_ERROR)
     }
 
@@ -550,6 +563,16 @@ pub(super) type PdObj<T> = Obj<b::ib_pd, <T as Driver>::Pd>;
 pub(super) type CqObj<T> = Obj<b::ib_cq, (u32, <T as Driver>::Cq)>;
 pub(super) type QpObj<T> = Obj<b::ib_qp, <T as Driver>::Qp>;
 pub(super) type AhObj<T> = Obj<b::ib_ah, <T as Driver>::Ah>;
+pub(super) type MwObj<T> = Obj<b::ib_mw, <T as Driver>::Mw>;
+
+/// The type of a memory window (IBTA 10.6.7).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum MwType {
+    /// Type 1: bound by `ibv_bind_mw`, usable by every QP of its PD.
+    One,
+    /// Type 2 (2B): bound by a bind work request, usable by that QP only.
+    Two,
+}
 
 /// What `ibv_rereg_mr` changes of a user MR; `None` keeps the old value.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -693,6 +716,7 @@ impl<T: Driver> Adapter<T> {
         let () = CqObj::<T>::LAYOUT_OK;
         let () = QpObj::<T>::LAYOUT_OK;
         let () = AhObj::<T>::LAYOUT_OK;
+        let () = MwObj::<T>::LAYOUT_OK;
         let () = SrqObj::<T>::LAYOUT_OK;
         // SAFETY: `ib_device_ops` is plain data (pointers, integers and
         // nullable function pointers), so all zeroes is a valid value.
@@ -784,6 +808,11 @@ impl<T: Driver> Adapter<T> {
         if T::HAS_REG_USER_MR {
             ops.reg_user_mr = Some(Self::reg_user_mr);
             ops.dereg_mr = Some(Self::dereg_mr);
+        }
+        if T::HAS_ALLOC_MW && T::HAS_DEALLOC_MW {
+            ops.alloc_mw = Some(Self::alloc_mw);
+            ops.dealloc_mw = Some(Self::dealloc_mw);
+            ops.size_ib_mw = size_of::<MwObj<T>>();
         }
         if T::HAS_RESIZE_USER_CQ {
             ops.resize_user_cq = Some(Self::resize_user_cq);
@@ -1101,6 +1130,53 @@ impl<T: Driver> Adapter<T> {
             // leaks the uobject): leak the state instead, as for the other
             // destroys.
             if T::dealloc_pd(dev, (*obj).data.assume_init_ref()).is_ok() {
+                (*obj).data.assume_init_drop();
+            }
+            0
+        }
+    }
+
+    extern "C" fn alloc_mw(mw: *mut b::ib_mw, _udata: *mut b::ib_udata) -> c_int {
+        let obj = mw.cast::<MwObj<T>>();
+        // SAFETY: ib_core allocated `size_ib_mw` = `size_of::<MwObj<T>>()`
+        // bytes for `mw` and set its `device` to our live device, its `pd`
+        // to one of our PDs (whose `alloc_pd` succeeded; the caller holds it
+        // for the call) and its `type` (uverbs accepts only types 1 and 2).
+        let (dev, pd, ty) = unsafe {
+            (
+                Device::<T>::from_raw((*mw).device),
+                (*(*mw).pd.cast::<PdObj<T>>()).data.assume_init_ref(),
+                (*mw).type_,
+            )
+        };
+        from_result(|| {
+            let ty = match ty {
+                b::ib_mw_type_IB_MW_TYPE_1 => MwType::One,
+                b::ib_mw_type_IB_MW_TYPE_2 => MwType::Two,
+                _ => return Err(EINVAL),
+            };
+            let (data, rkey) = T::alloc_mw(dev, pd, ty)?;
+            // SAFETY: `obj` is valid for writes; on success the state is
+            // dropped in `dealloc_mw` only. `rkey` is ib_core's plain field,
+            // which it reads after the call.
+            unsafe {
+                (*obj).data.write(data);
+                (*mw).rkey = rkey;
+            }
+            Ok(0)
+        })
+    }
+
+    extern "C" fn dealloc_mw(mw: *mut b::ib_mw) -> c_int {
+        let obj = mw.cast::<MwObj<T>>();
+        // SAFETY: ib_core calls this for an MW whose `alloc_mw` succeeded, so
+        // `data` is initialised; ib_core frees the memory right after (we
+        // never fail), so `data` is dropped or leaked here.
+        unsafe {
+            let dev = Device::<T>::from_raw((*mw).device);
+            // As for the other destroys: a failure leaks the state, and
+            // ib_core is told it succeeded.
+            if T::dealloc_mw(dev, (*obj).data.assume_init_ref()).is_ok() {
                 (*obj).data.assume_init_drop();
             }
             0

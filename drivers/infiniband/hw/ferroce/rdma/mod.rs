@@ -42,7 +42,7 @@ pub(crate) mod wr;
 
 pub(crate) use attr::{DeviceAttr, GidAttr, GidType, LinkLayer, NetDev, PortAttr, PortImmutable};
 pub(crate) use device::{
-    destroy_or_leak, Builder, Device, Driver, EventRef, MrRereg, PortEvent, QpAttrOut,
+    destroy_or_leak, Builder, Device, Driver, EventRef, MrRereg, MwType, PortEvent, QpAttrOut,
     Registration, RoceAv, UContextInit,
 };
 pub(crate) use gids::GidEntry;
