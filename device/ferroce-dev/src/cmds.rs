@@ -434,15 +434,17 @@ impl State {
         let kind = MrKind::from_hw(c.mr_type, c.max_pages).ok_or(STATUS_BAD_PARAM)?;
         match kind {
             MrKind::User => self.reg_user_mr(c),
-            MrKind::Phys | MrKind::FastReg { .. } => self.reg_pageless_mr(c, kind),
+            MrKind::Phys | MrKind::FastReg { .. } | MrKind::Mw { .. } => {
+                self.reg_pageless_mr(c, kind)
+            }
         }
     }
 
     /// The access flags of an MR (REG_MR, MODIFY_MR): only `ACCESS_*`
-    /// bits, and REMOTE_WRITE or REMOTE_ATOMIC only with LOCAL_WRITE
-    /// (IBTA rule).
+    /// bits (1.7: `MW_BIND` too), and REMOTE_WRITE or REMOTE_ATOMIC only
+    /// with LOCAL_WRITE (IBTA rule).
     fn check_mr_access(access: u32) -> Result<(), u8> {
-        param(access & !ACCESS_MR_MASK == 0)?;
+        param(access & !(ACCESS_MR_MASK | ACCESS_MW_BIND) == 0)?;
         let remote_w = ACCESS_REMOTE_WRITE | ACCESS_REMOTE_ATOMIC;
         param(access & remote_w == 0 || access & ACCESS_LOCAL_WRITE != 0)
     }
@@ -482,11 +484,14 @@ impl State {
             page_shift: c.pbl.page_shift,
             page_count: pages.len(),
             pages,
+            windows: 0,
         };
         self.insert_mr(mr, c.key_variant)
     }
 
-    /// REG_MR of a physical or a fast-register MR: no page list, no range.
+    /// REG_MR of a physical or a fast-register MR, or (1.7) the allocation
+    /// of a memory window (FREE, in the MR key space, counted against
+    /// `max_mr`): no page list, no range.
     fn reg_pageless_mr(&mut self, c: CmdRegMr, kind: MrKind) -> CmdResult {
         param(c.pbl == Pbl::zeroed())?;
         param(c.iova == 0 && c.length == 0 && c.offset == 0)?;
@@ -496,7 +501,11 @@ impl State {
                 param(c.access == 0)?;
                 param((1..=FAST_REG_MAX_PAGES).contains(&max_pages))?;
             }
-            _ => param(c.max_pages == 0)?,
+            MrKind::Mw { .. } => {
+                param(c.access == 0)?;
+                param(c.max_pages == 0)?;
+            }
+            MrKind::User | MrKind::Phys => param(c.max_pages == 0)?,
         }
         if !self.pds.contains(c.pdn) {
             return Err(STATUS_BAD_HANDLE);
@@ -515,6 +524,7 @@ impl State {
             page_shift: PAGE_SHIFT_MIN,
             page_count: 0,
             pages: Vec::new(),
+            windows: 0,
         };
         self.insert_mr(mr, c.key_variant)
     }
@@ -529,13 +539,22 @@ impl State {
         ok1(key)
     }
 
+    /// DEREG_MR of an MR, or (1.7) the deallocation of a memory window in
+    /// any state. An MR takes the memory windows bound to it along: they
+    /// are FREE after it.
     fn cmd_dereg_mr(&mut self, c: CmdDeregMr) -> CmdResult {
         rsvd(c.reserved)?;
         let idx = c.key >> KEY_INDEX_SHIFT;
-        // A fast-register MR's variant belongs to its consumer (REG_MR
-        // WQEs change it): DEREG_MR names it by index alone.
+        // A fast-register MR's and a memory window's variant belong to
+        // their consumer (REG_MR and BIND_MW WQEs change it): DEREG_MR
+        // names them by index alone.
         match self.mrs.get(idx) {
-            Some(m) if m.key == c.key || m.is_fast_reg() => {
+            Some(m) if m.key == c.key || m.is_fast_reg() || m.is_mw() => {
+                if m.is_mw() {
+                    self.set_window(idx, None);
+                } else {
+                    self.unbind_windows_of(idx);
+                }
                 self.mrs.remove(idx);
                 self.mr_invalidated();
                 OK
@@ -548,7 +567,9 @@ impl State {
     /// gives it other rights, keeping its key, translation and bounds. It
     /// takes effect as an invalidation does: translations the engine cached
     /// (under the old PD and rights) are redone before their next use, and
-    /// every later access is checked against the new PD and rights.
+    /// every later access is checked against the new PD and rights. An MR
+    /// with memory windows bound to it is BUSY (1.7, the last check): it
+    /// must not change under its windows.
     fn cmd_modify_mr(&mut self, c: CmdModifyMr) -> CmdResult {
         rsvd(c.flags & !(MODIFY_MR_PD | MODIFY_MR_ACCESS))?;
         let new_pd = c.flags & MODIFY_MR_PD != 0;
@@ -571,12 +592,15 @@ impl State {
             .filter(|m| m.key == c.key)
             .ok_or(STATUS_BAD_HANDLE)?;
         // A fast-register MR gets its PD at REG_MR and its rights from
-        // REG_MR WQEs.
-        param(!mr.is_fast_reg())?;
+        // REG_MR WQEs; a memory window is no MR to modify.
+        param(!mr.is_fast_reg() && !mr.is_mw())?;
         // The address space does not change.
         param(!new_access || (c.access ^ mr.access) & ACCESS_ZERO_BASED == 0)?;
         if new_pd && !self.pds.contains(c.pdn) {
             return Err(STATUS_BAD_HANDLE);
+        }
+        if self.windows_bound_to(idx) {
+            return Err(STATUS_BUSY);
         }
         let mr = self.mrs.get_mut(idx).ok_or(STATUS_BAD_HANDLE)?;
         if new_pd {
@@ -697,11 +721,13 @@ impl State {
     }
 
     /// DESTROY_QP; the QP leaves every multicast group (1.7) it was
-    /// attached to.
+    /// attached to, and type 2 memory windows bound to it become FREE: no
+    /// QP may use them any more (not a later QP with the same number).
     fn cmd_destroy_qp(&mut self, c: CmdDestroyQp) -> CmdResult {
         rsvd(c.reserved)?;
         self.qps.remove(c.qpn).ok_or(STATUS_BAD_HANDLE)?;
         self.mcast_detach_all(c.qpn);
+        self.unbind_windows_of_qp(c.qpn);
         OK
     }
 

@@ -271,8 +271,9 @@ pub(crate) struct State {
     /// UC QPs waiting for room in the TX queue (they have no window).
     pub tx_waiters: Vec<u32>,
     /// Bumped whenever an MR stops translating as before (DEREG_MR,
-    /// LOCAL_INV, remote invalidation, MODIFY_MR): translations the engine
-    /// cached under an older value are redone before use.
+    /// LOCAL_INV, remote invalidation, MODIFY_MR) or a memory window
+    /// changes (1.7: bind, unbind, invalidation, DEREG_MR): translations
+    /// the engine cached under an older value are redone before use.
     pub mr_epoch: u64,
     /// The data path clock (ns), advanced by [`Device::tick`].
     pub now_ns: u64,

@@ -220,6 +220,8 @@ hw_consts! {
     CAP_RESIZE_CQ: u32 = 0x00080000;
     /// 1.7: UD multicast (ATTACH/DETACH_MCAST)
     CAP_MCAST: u32 = 0x00100000;
+    /// 1.7: memory windows, type 1 and 2
+    CAP_MW: u32 = 0x00200000;
     /// Self-clearing
     CTRL_RESET: u32 = 0x00000001;
     /// `FERROCE_CTRL_ENABLE`.
@@ -448,9 +450,11 @@ hw_consts! {
     ACCESS_REMOTE_READ: u32 = 0x04;
     /// `FERROCE_ACCESS_REMOTE_ATOMIC`.
     ACCESS_REMOTE_ATOMIC: u32 = 0x08;
+    /// 1.7, CAP_MW
+    ACCESS_MW_BIND: u32 = 0x10;
     /// `FERROCE_ACCESS_ZERO_BASED`.
     ACCESS_ZERO_BASED: u32 = 0x20;
-    /// `FERROCE_ACCESS_MR_MASK`.
+    /// `FERROCE_ACCESS_MR_MASK` (| MW_BIND with CAP_MW).
     ACCESS_MR_MASK: u32 = 0x2f;
     /// `FERROCE_ACCESS_QP_MASK`.
     ACCESS_QP_MASK: u32 = 0x0f;
@@ -464,6 +468,10 @@ hw_consts! {
     MR_TYPE_PHYS: u8 = 1;
     /// Registered by REG_MR WQEs
     MR_TYPE_FAST_REG: u8 = 2;
+    /// 1.7, CAP_MW: memory window, type 1
+    MR_TYPE_MW1: u8 = 3;
+    /// 1.7, CAP_MW: memory window, type 2
+    MR_TYPE_MW2: u8 = 4;
     /// `FERROCE_FAST_REG_MAX_PAGES`.
     FAST_REG_MAX_PAGES: u32 = 512;
     /// 1.6: `pdn` is the new PD
@@ -666,6 +674,8 @@ hw_consts! {
     WR_ATOMIC_FETCH_ADD: u8 = 6;
     /// CAP_MEM_MGT_EXT, RC
     WR_LOCAL_INV: u8 = 7;
+    /// CAP_MW, RC
+    WR_BIND_MW: u8 = 8;
     /// CAP_MEM_MGT_EXT, RC
     WR_SEND_INV: u8 = 9;
     /// CAP_MEM_MGT_EXT, RC
@@ -698,6 +708,8 @@ hw_consts! {
     WC_COMP_SWAP: u8 = 3;
     /// `FERROCE_WC_FETCH_ADD`.
     WC_FETCH_ADD: u8 = 4;
+    /// 1.7, CAP_MW
+    WC_BIND_MW: u8 = 5;
     /// `FERROCE_WC_LOCAL_INV`.
     WC_LOCAL_INV: u8 = 6;
     /// Not IB_WC_REG_MR (10): driver maps
@@ -1531,6 +1543,22 @@ hw_structs! {
         pub access: u32,
         /// reserved
         pub reserved: u64,
+    }
+    /// `struct ferroce_sq_wqe_bind_mw` (1.7, CAP_MW): BIND_MW WQE segment,
+    /// type 1 and type 2 windows.
+    pub struct SqWqeBindMw = "ferroce_sq_wqe_bind_mw" {
+        /// the window, in the MR's address space
+        pub addr: u64,
+        /// type 1: 0 unbinds
+        pub length: u64,
+        /// the MW; bits 7:0 = its new variant
+        pub mw_key: u32,
+        /// the MR (with MW_BIND), exact variant
+        pub mr_key: u32,
+        /// FERROCE_ACCESS_REMOTE_*; LOCAL_WRITE ignored
+        pub access: u32,
+        /// reserved
+        pub reserved: u32,
     }
     /// `struct ferroce_rq_wqe_hdr`.
     pub struct RqWqeHdr = "ferroce_rq_wqe_hdr" {

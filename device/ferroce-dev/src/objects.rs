@@ -123,6 +123,45 @@ pub enum FastRegState {
     Valid,
 }
 
+/// The type of a memory window (1.7, `CAP_MW`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum MwType {
+    /// `MR_TYPE_MW1`: bound by `ibv_bind_mw`, usable by every QP of its PD.
+    One,
+    /// `MR_TYPE_MW2` (IBTA type 2B): bound by a BIND_MW WQE of the QP that
+    /// may then use it.
+    Two,
+}
+
+/// The range of an MR a BOUND memory window grants remote access to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct MwWindow {
+    /// Index (key bits 31:8) of the MR the window is bound to. DEREG_MR
+    /// and the invalidation of that MR unbind the window first, so the
+    /// index names the same MR for as long as the window is bound.
+    pub mr_index: u32,
+    /// Start of the window in the MR's address space.
+    pub addr: u64,
+    /// Length in bytes (0 only for a type 2 window bound with length 0).
+    pub length: u64,
+    /// Remote rights: `ACCESS_REMOTE_*`.
+    pub access: u32,
+    /// Type 2: the QP it is bound to (the only one that may use it).
+    pub qpn: Option<u32>,
+}
+
+impl MwWindow {
+    /// Whether `[addr, addr + len)` lies inside the window.
+    pub fn holds(&self, addr: u64, len: u64) -> bool {
+        let (Some(end), Some(win_end)) =
+            (addr.checked_add(len), self.addr.checked_add(self.length))
+        else {
+            return false;
+        };
+        addr >= self.addr && end <= win_end
+    }
+}
+
 /// How an MR translates (REG_MR `mr_type`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub enum MrKind {
@@ -137,6 +176,15 @@ pub enum MrKind {
         /// FREE or VALID.
         state: FastRegState,
     },
+    /// `MR_TYPE_MW1` / `MR_TYPE_MW2` (1.7): a memory window, a key of the
+    /// MR key space that translates nothing itself. Its key is never an
+    /// lkey; as an R_Key it grants access to part of an MR.
+    Mw {
+        /// Type 1 or type 2.
+        mw_type: MwType,
+        /// `None`: FREE (bound to nothing); else BOUND to this window.
+        window: Option<MwWindow>,
+    },
 }
 
 impl MrKind {
@@ -149,6 +197,14 @@ impl MrKind {
             hw::MR_TYPE_FAST_REG => Some(Self::FastReg {
                 max_pages,
                 state: FastRegState::Free,
+            }),
+            hw::MR_TYPE_MW1 => Some(Self::Mw {
+                mw_type: MwType::One,
+                window: None,
+            }),
+            hw::MR_TYPE_MW2 => Some(Self::Mw {
+                mw_type: MwType::Two,
+                window: None,
             }),
             _ => None,
         }
@@ -179,6 +235,9 @@ pub struct Mr {
     pub pages: Vec<u64>,
     /// Number of pages (for dumps).
     pub page_count: usize,
+    /// Memory windows bound to this MR (1.7): MODIFY_MR is BUSY while
+    /// there are any, DEREG_MR and invalidation unbind them.
+    pub windows: u32,
 }
 
 /// Why a memory access through an MR was refused.
@@ -190,6 +249,9 @@ pub enum TranslateError {
     Access,
     /// A fast-register MR in state FREE: the key is not valid.
     Free,
+    /// A memory window's key: it translates nothing by itself (never an
+    /// lkey; an R_Key naming it is resolved through the MR it is bound to).
+    Window,
 }
 
 impl Mr {
@@ -202,7 +264,47 @@ impl Mr {
     pub fn fast_reg_state(&self) -> Option<FastRegState> {
         match self.kind {
             MrKind::FastReg { state, .. } => Some(state),
-            MrKind::User | MrKind::Phys => None,
+            MrKind::User | MrKind::Phys | MrKind::Mw { .. } => None,
+        }
+    }
+
+    /// Whether this is a memory window (of either type, in either state).
+    pub fn is_mw(&self) -> bool {
+        matches!(self.kind, MrKind::Mw { .. })
+    }
+
+    /// The window of a BOUND memory window; `None` for a FREE one and for
+    /// every other kind.
+    pub fn mw_window(&self) -> Option<MwWindow> {
+        match self.kind {
+            MrKind::Mw { window, .. } => window,
+            _ => None,
+        }
+    }
+
+    /// Whether `[addr, addr + len)` (in the MR's address space) lies inside
+    /// the region, without overflow: what a memory window may be bound to.
+    /// A physical MR covers the whole address space here (the caller
+    /// checks guest memory); a FREE fast-register MR and a window nothing.
+    pub fn holds(&self, addr: u64, len: u64) -> bool {
+        let Some(end) = addr.checked_add(len) else {
+            return false;
+        };
+        match self.kind {
+            MrKind::Phys => true,
+            MrKind::FastReg {
+                state: FastRegState::Free,
+                ..
+            }
+            | MrKind::Mw { .. } => false,
+            MrKind::User | MrKind::FastReg { .. } => {
+                let start = if self.access & hw::ACCESS_ZERO_BASED != 0 {
+                    0
+                } else {
+                    self.iova
+                };
+                addr >= start && end - start <= self.length
+            }
         }
     }
 
@@ -219,6 +321,7 @@ impl Mr {
                 state: FastRegState::Free,
                 ..
             } => return Err(TranslateError::Free),
+            MrKind::Mw { .. } => return Err(TranslateError::Window),
             MrKind::Phys => {
                 if self.access & need != need {
                     return Err(TranslateError::Access);

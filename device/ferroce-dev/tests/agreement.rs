@@ -370,3 +370,46 @@ fn spec_1_7_names_are_compared() {
         ]
     );
 }
+
+/// The names spec 1.7 added for memory windows are on both sides, and
+/// their values fit the rest of the programming model.
+#[test]
+fn spec_1_7_memory_window_names_are_compared() {
+    let (c, r) = both();
+    for name in [
+        "FERROCE_CAP_MW",
+        "FERROCE_ACCESS_MW_BIND",
+        "FERROCE_MR_TYPE_MW1",
+        "FERROCE_MR_TYPE_MW2",
+        "FERROCE_WR_BIND_MW",
+        "FERROCE_WC_BIND_MW",
+    ] {
+        assert!(c.consts.contains_key(name), "{name} not in C");
+        assert_eq!(c.consts.get(name), r.consts.get(name), "{name}");
+    }
+    assert_eq!(c.consts["FERROCE_VERSION_MINOR"], 7);
+    let name = "ferroce_sq_wqe_bind_mw";
+    assert!(c.structs.contains_key(name), "{name} not in C");
+    assert_eq!(c.structs.get(name), r.structs.get(name), "{name}");
+    // The segment fills the segment area, as REG_MR's does.
+    assert_eq!(std::mem::size_of::<hw::SqWqeBindMw>(), 32);
+    assert_eq!(
+        hw::SQ_WQE_SEG_OFFSET + std::mem::size_of::<hw::SqWqeBindMw>(),
+        hw::SQ_WQE_DATA_OFFSET
+    );
+    assert_eq!(std::mem::offset_of!(hw::SqWqeBindMw, mw_key), 16);
+    assert_eq!(std::mem::offset_of!(hw::SqWqeBindMw, mr_key), 20);
+    assert_eq!(std::mem::offset_of!(hw::SqWqeBindMw, access), 24);
+    // A free capability bit next to MCAST; MW_BIND is IB_ACCESS_MW_BIND,
+    // outside the 1.6 mask; the MW types follow FAST_REG; the opcodes are
+    // IBV_WR_BIND_MW (8) and IBV_WC_BIND_MW (5).
+    assert_eq!(hw::CAP_MW & 0x1fffff, 0);
+    assert_eq!(hw::CAP_MW, hw::CAP_MCAST << 1);
+    assert_eq!(hw::ACCESS_MW_BIND, 0x10);
+    assert_eq!(hw::ACCESS_MW_BIND & hw::ACCESS_MR_MASK, 0);
+    assert_eq!(
+        (hw::MR_TYPE_MW1, hw::MR_TYPE_MW2),
+        (hw::MR_TYPE_FAST_REG + 1, hw::MR_TYPE_FAST_REG + 2)
+    );
+    assert_eq!((hw::WR_BIND_MW, hw::WC_BIND_MW), (8, 5));
+}

@@ -483,7 +483,14 @@ impl Fuzzer {
                 let mut cmd = CmdRegMr::zeroed();
                 cmd.mr_type = MR_TYPE_USER;
                 if self.wild() {
-                    cmd.mr_type = self.pick(&[MR_TYPE_PHYS, MR_TYPE_FAST_REG, 3, 255]);
+                    cmd.mr_type = self.pick(&[
+                        MR_TYPE_PHYS,
+                        MR_TYPE_FAST_REG,
+                        MR_TYPE_MW1,
+                        MR_TYPE_MW2,
+                        5,
+                        255,
+                    ]);
                 }
                 if cmd.mr_type == MR_TYPE_USER || self.wild() {
                     let pages = 1 + self.rng.below(8);
@@ -512,6 +519,7 @@ impl Fuzzer {
                     ACCESS_LOCAL_WRITE,
                     ACCESS_REMOTE_READ,
                     ACCESS_LOCAL_WRITE | ACCESS_REMOTE_WRITE | ACCESS_REMOTE_READ,
+                    ACCESS_LOCAL_WRITE | ACCESS_MW_BIND,
                 ]);
                 if self.wild() {
                     cmd.access = self.word();

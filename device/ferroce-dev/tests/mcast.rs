@@ -164,7 +164,7 @@ fn version_1_7_advertises_multicast() {
     assert_eq!(h.reg_r(REG_VERSION), 1 << VERSION_MAJOR_SHIFT | 7);
     assert_eq!(
         h.reg_r(REG_DEV_CAPS),
-        0x1fffff,
+        0x3fffff,
         "device.rst: DEV_CAPS in 1.7"
     );
     assert_eq!(h.reg_r(REG_DEV_CAPS) & CAP_MCAST, CAP_MCAST);
@@ -175,7 +175,7 @@ fn version_1_7_advertises_multicast() {
     c.resp_len = 256;
     h.ok(&c);
     let caps: Caps = h.read(resp);
-    assert_eq!(caps.device_caps, 0x1fffff);
+    assert_eq!(caps.device_caps, 0x3fffff);
     assert_eq!(caps.fw_version, 1 << 32 | 7 << 16);
 }
 

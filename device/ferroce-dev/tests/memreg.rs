@@ -230,7 +230,8 @@ fn version_1_7_advertises_the_new_capabilities() {
     assert_eq!(caps & CAP_MODIFY_MR, CAP_MODIFY_MR);
     assert_eq!(caps & CAP_RESIZE_CQ, CAP_RESIZE_CQ);
     assert_eq!(caps & CAP_MCAST, CAP_MCAST);
-    assert_eq!(caps, 0x1fffff, "device.rst: DEV_CAPS in 1.7");
+    assert_eq!(caps & CAP_MW, CAP_MW);
+    assert_eq!(caps, 0x3fffff, "device.rst: DEV_CAPS in 1.7");
 }
 
 #[test]
@@ -238,7 +239,8 @@ fn reg_mr_checks_the_new_fields() {
     let mut n = Node::new(36);
     let pdn = n.pdn;
     let cases: Vec<(CmdRegMr, u8)> = vec![
-        (reg_mr_cmd(pdn, 3, 0, 0), STATUS_BAD_PARAM),
+        // 3 and 4 are the memory windows of 1.7 (tests/mw.rs).
+        (reg_mr_cmd(pdn, 5, 0, 0), STATUS_BAD_PARAM),
         (
             CmdRegMr {
                 reserved1: 1,
@@ -1091,9 +1093,10 @@ fn modify_mr_checks_its_fields() {
         ),
         ("PD 0", modify_mr(user, both, 0, lw), STATUS_BAD_HANDLE),
         // Rights checked as REG_MR checks them.
+        // Bit 4 is MW_BIND since 1.7 (tests/mw.rs).
         (
-            "access bit 4",
-            modify_mr(user, acc, 0, lw | 0x10),
+            "access bit 7",
+            modify_mr(user, acc, 0, lw | 0x80),
             STATUS_BAD_PARAM,
         ),
         (

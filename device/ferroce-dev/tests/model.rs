@@ -4,7 +4,8 @@
 //!
 //! proptest generates a workload (RDMA WRITE, RDMA READ and SEND work
 //! requests of sizes around the path MTU, some with a bad local key, a bad,
-//! read-only, cross-PD or out-of-bounds remote key, receives that may be too
+//! read-only, cross-PD or out-of-bounds remote key, some through a memory
+//! window (1.7) of the responder, in or out of its bounds, receives that may be too
 //! small or missing, random retry_cnt and rnr_retry) and a wire schedule
 //! (frames dropped, duplicated, delayed, sent late in their batch, with a
 //! bad ICRC, old frames of either direction replayed: stale ACKs, NAKs, RNR
@@ -80,6 +81,19 @@ enum Key {
     Garbage,
     /// The right key, the range running past the end of the MR.
     OutOfBounds,
+    /// A type 1 memory window (1.7) over the responder's WRITE/READ area,
+    /// with remote write and read: as good as the MR's key there.
+    Window,
+    /// The window's key, the range running past the end of the window
+    /// (into the MR's receive buffers, which the window does not cover).
+    OutsideWindow,
+}
+
+impl Key {
+    /// The key grants remote write and read over the range.
+    fn grants(self) -> bool {
+        matches!(self, Key::Good | Key::Window)
+    }
 }
 
 #[derive(Clone, Debug)]
@@ -178,6 +192,8 @@ fn key_strategy() -> impl Strategy<Value = Key> {
         1 => Just(Key::OtherPd),
         1 => Just(Key::Garbage),
         1 => Just(Key::OutOfBounds),
+        2 => Just(Key::Window),
+        1 => Just(Key::OutsideWindow),
     ]
 }
 
@@ -313,18 +329,13 @@ fn overlaps(a: u32, alen: u32, b: u32, blen: u32) -> bool {
 /// fence indicator (IBTA 10.8.3.3): without it the READ's data would be
 /// undefined (its response may be re-read after the WRITE landed).
 fn needs_fence(posts: &[Post], i: usize) -> bool {
-    let Op::Write {
-        len,
-        dst,
-        key: Key::Good,
-        ..
-    } = posts[i].op
-    else {
+    let Op::Write { len, dst, key, .. } = posts[i].op else {
         return false;
     };
-    posts[..i].iter().any(|p| {
-        matches!(p.op, Op::Read { len: rl, src, key: Key::Good, .. } if overlaps(src, rl, dst, len))
-    })
+    key.grants()
+        && posts[..i].iter().any(|p| {
+            matches!(p.op, Op::Read { len: rl, src, key, .. } if key.grants() && overlaps(src, rl, dst, len))
+        })
 }
 
 // ------------------------------------------------------------ the model
@@ -374,7 +385,7 @@ impl Model {
                 } => {
                     if lkey_bad && len > 0 {
                         Sem::Local(WC_LOC_PROT_ERR)
-                    } else if len > 0 && key != Key::Good {
+                    } else if len > 0 && !key.grants() {
                         Sem::Remote(WC_REM_ACCESS_ERR, None)
                     } else {
                         Sem::Ok
@@ -385,7 +396,7 @@ impl Model {
                 } => {
                     if lkey_bad && len > 0 {
                         Sem::Local(WC_LOC_PROT_ERR)
-                    } else if len > 0 && !matches!(key, Key::Good | Key::ReadOnly) {
+                    } else if len > 0 && !(key.grants() || key == Key::ReadOnly) {
                         Sem::Remote(WC_REM_ACCESS_ERR, None)
                     } else {
                         Sem::Ok
@@ -550,7 +561,7 @@ fn model_memory(
                 len, src, dst, key, ..
             } => {
                 let (len, src, dst) = (len as usize, src as usize, dst as usize);
-                if key == Key::Good && len > 0 {
+                if key.grants() && len > 0 {
                     if at_b {
                         b.set(dst, &a0[src..src + len]);
                     } else if wild_b {
@@ -605,6 +616,8 @@ struct Setup {
     b_mr: MrInfo,
     ro: MrInfo,
     other: MrInfo,
+    /// The key of a type 1 window over `b_mr`'s WRITE/READ area.
+    mw: u32,
 }
 
 fn setup(w: &Workload) -> Setup {
@@ -625,7 +638,7 @@ fn setup(w: &Workload) -> Setup {
         rc_pair(tweak)
     };
     let a_mr = a.reg_mr(A_MR as u64, ACCESS_LOCAL_WRITE);
-    let b_mr = b.reg_mr(B_MR as u64, ALL_ACCESS);
+    let b_mr = b.reg_mr(B_MR as u64, ALL_ACCESS | ACCESS_MW_BIND);
     let ro = b.reg_mr(RO_LEN as u64, ACCESS_REMOTE_READ);
     let home = b.pdn;
     b.pdn = b.h.alloc_pd();
@@ -635,6 +648,21 @@ fn setup(w: &Workload) -> Setup {
     b.fill(b_mr.gpa, &b_init());
     b.fill(ro.gpa, &(0..RO_LEN).map(ro_byte).collect::<Vec<_>>());
     b.fill(other.gpa, &[0x77; 4096]);
+    // The window: bound by a BIND_MW WQE of b's QP, which executes at the
+    // doorbell (nothing before it on the SQ); its CQE is consumed here.
+    let mw = b.alloc_mw(MR_TYPE_MW1) + 1;
+    let access = ACCESS_REMOTE_WRITE | ACCESS_REMOTE_READ;
+    b.post_bind_mw(
+        0,
+        0xb1d,
+        &bind_seg(mw, b_mr.key, b_mr.va(0), SLOTS as u64, access),
+    );
+    let done: Vec<(u64, u8, u8)> = b
+        .poll()
+        .iter()
+        .map(|c| (c.wr_id, c.opcode, c.status))
+        .collect();
+    assert_eq!(done, vec![(0xb1d, WC_BIND_MW, WC_SUCCESS)]);
     Setup {
         a,
         b,
@@ -642,6 +670,7 @@ fn setup(w: &Workload) -> Setup {
         b_mr,
         ro,
         other,
+        mw,
     }
 }
 
@@ -652,6 +681,8 @@ fn remote(s: &Setup, key: Key, off: u32, len: u32) -> (u64, u32) {
         Key::OtherPd => (s.other.va(0), s.other.key),
         Key::Garbage => (s.b_mr.va(u64::from(off)), BAD_KEY),
         Key::OutOfBounds => (s.b_mr.va((B_MR as u64) - u64::from(len / 2)), s.b_mr.key),
+        Key::Window => (s.b_mr.va(u64::from(off)), s.mw),
+        Key::OutsideWindow => (s.b_mr.va((SLOTS as u64) - u64::from(len / 2)), s.mw),
     }
 }
 

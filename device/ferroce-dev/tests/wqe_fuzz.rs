@@ -14,9 +14,12 @@
 //! its MR, before its start, at the canary's address, with an unknown key
 //! or a key of another PD, a READ into a read-only MR, a remote key of
 //! another PD, unknown, without the right or one byte past the end, a
-//! LOCAL_INV of no MR; receive WQEs with num_sge beyond the stride, an SGE
-//! outside or without local write, or too small for the SEND. Some WQEs
-//! are random bytes.
+//! LOCAL_INV of no MR, a BIND_MW of no memory window; receive WQEs with
+//! num_sge beyond the stride, an SGE outside or without local write, or
+//! too small for the SEND. Some WQEs are random bytes. The responder has
+//! two type 1 memory windows bound (1.7): WRITEs and READs go through them
+//! too, and hostile ones break a window's rule (range one byte past its
+//! end, a right it lacks, a stale variant).
 //!
 //! For every WQE (all are signaled): a hostile WQE completes with an error
 //! status (IBTA 10.8.3: local errors complete the WQE in error, remote ones
@@ -116,6 +119,12 @@ struct Side {
     rro: Guarded,
     /// All access, another PD.
     other: Guarded,
+    /// Responder: a type 1 window over the WRITE half of `mr` (remote
+    /// write and read); 0 on the requester.
+    mw: u32,
+    /// Responder: a type 1 window over `rro` (remote read); 0 on the
+    /// requester.
+    rmw: u32,
 }
 
 /// A side; with `srq` its QP takes its receive WQEs from an SRQ.
@@ -134,9 +143,9 @@ fn side(i: u8, srq: bool) -> Side {
         n.create_qp(QPT_RC);
     }
     let len = if i == 36 { A_MR } else { B_MR };
-    let mr = reg_guarded(&mut n, len, ALL_ACCESS, i);
+    let mr = reg_guarded(&mut n, len, ALL_ACCESS | ACCESS_MW_BIND, i);
     let ro = reg_guarded(&mut n, RO_LEN, 0, i + 1);
-    let rro = reg_guarded(&mut n, RO_LEN, ACCESS_REMOTE_READ, i + 2);
+    let rro = reg_guarded(&mut n, RO_LEN, ACCESS_REMOTE_READ | ACCESS_MW_BIND, i + 2);
     let home = n.pdn;
     n.pdn = n.h.alloc_pd();
     let other = reg_guarded(&mut n, RO_LEN, ALL_ACCESS, i + 3);
@@ -148,7 +157,41 @@ fn side(i: u8, srq: bool) -> Side {
         ro,
         rro,
         other,
+        mw: 0,
+        rmw: 0,
     }
+}
+
+/// Allocates two type 1 memory windows on the responder and binds them
+/// with BIND_MW WQEs of its QP: `mw` over the WRITE half of its MR, `rmw`
+/// over its remote read-only MR, the same addresses as the MRs'.
+fn bind_windows(b: &mut Side) {
+    let windows = [
+        (b.mr.mr, B_RECVS, ACCESS_REMOTE_WRITE | ACCESS_REMOTE_READ),
+        (b.rro.mr, RO_LEN, ACCESS_REMOTE_READ),
+    ];
+    let mut keys = Vec::new();
+    for (i, (m, len, access)) in windows.into_iter().enumerate() {
+        let mut c = CmdRegMr::zeroed();
+        c.hdr.opcode = CMD_REG_MR;
+        c.pdn = b.n.pdn;
+        c.mr_type = MR_TYPE_MW1;
+        c.key_variant = 0x30;
+        let key = b.n.h.ok(&c) + 1;
+        let mut raw = vec![0u8; 256];
+        header(&mut raw, 900 + i as u64, WR_BIND_MW, WQE_SIGNALED, 0);
+        raw[32..40].copy_from_slice(&m.va(0).to_le_bytes());
+        raw[40..48].copy_from_slice(&len.to_le_bytes());
+        raw[48..52].copy_from_slice(&key.to_le_bytes());
+        raw[52..56].copy_from_slice(&m.key.to_le_bytes());
+        raw[56..60].copy_from_slice(&access.to_le_bytes());
+        write_sq(&mut b.n, &raw);
+        keys.push(key);
+    }
+    b.n.ring_sq(0);
+    let done: Vec<(u8, u8)> = b.n.poll().iter().map(|c| (c.opcode, c.status)).collect();
+    assert_eq!(done, vec![(WC_BIND_MW, WC_SUCCESS); 2]);
+    (b.mw, b.rmw) = (keys[0], keys[1]);
 }
 
 /// What a WQE must do.
@@ -327,8 +370,10 @@ fn gen_wqe(rng: &mut Rng, a: &Side, b: &Side, wr_id: u64, k: u64) -> Wqe {
         } else {
             rng.below(RO_LEN - total + 1)
         };
+        // Through the MR or the window over it.
+        let rkey = if rng.pct(20) { b.rmw } else { b.rro.mr.key };
         raw[32..40].copy_from_slice(&b.rro.mr.va(off).to_le_bytes());
-        raw[40..44].copy_from_slice(&b.rro.mr.key.to_le_bytes());
+        raw[40..44].copy_from_slice(&rkey.to_le_bytes());
         let pieces = (1 + rng.below(3)).min(total.max(1));
         let mut sinks = Vec::new();
         let mut at = A_SINKS + k * SLOT;
@@ -381,8 +426,10 @@ fn gen_wqe(rng: &mut Rng, a: &Side, b: &Side, wr_id: u64, k: u64) -> Wqe {
         num_sge = sges.len() as u8;
         if write {
             let dst = k * SLOT + rng.below(SLOT - data.len() as u64 + 1);
+            // Through the MR or the window over its WRITE half.
+            let rkey = if rng.pct(20) { b.mw } else { b.mr.mr.key };
             raw[32..40].copy_from_slice(&b.mr.mr.va(dst).to_le_bytes());
-            raw[40..44].copy_from_slice(&b.mr.mr.key.to_le_bytes());
+            raw[40..44].copy_from_slice(&rkey.to_le_bytes());
             expect = Expect::Write(data, dst);
         } else {
             expect = Expect::Send(data);
@@ -393,7 +440,8 @@ fn gen_wqe(rng: &mut Rng, a: &Side, b: &Side, wr_id: u64, k: u64) -> Wqe {
         let inline = flags & WQE_INLINE != 0;
         let reason = match rng.below(10) {
             0 => {
-                let bad = [5u8, 6, 8, 10, 0x11, 0x1f, 0x21, 0x80, 0xff];
+                // 8 is BIND_MW since 1.7 (case 9).
+                let bad = [5u8, 6, 12, 10, 0x11, 0x1f, 0x21, 0x80, 0xff];
                 op_byte = bad[rng.below(bad.len() as u64) as usize];
                 "unknown or unsupported opcode"
             }
@@ -442,7 +490,7 @@ fn gen_wqe(rng: &mut Rng, a: &Side, b: &Side, wr_id: u64, k: u64) -> Wqe {
                     // Zero-length transfers validate no R_Key (C9-88).
                     "none"
                 } else {
-                    let (va, key, why) = match rng.below(5) {
+                    let (va, key, why) = match rng.below(8) {
                         0 => (b.other.mr.va(0), b.other.mr.key, "remote key of another PD"),
                         1 => (b.mr.mr.va(0), BAD_KEY, "unknown remote key"),
                         2 if write => (
@@ -463,19 +511,35 @@ fn gen_wqe(rng: &mut Rng, a: &Side, b: &Side, wr_id: u64, k: u64) -> Wqe {
                                 "remote range one byte past the end",
                             )
                         }
-                        _ => (b.mr.mr.iova - 1, b.mr.mr.key, "remote range before the MR"),
+                        4 => (b.mr.mr.iova - 1, b.mr.mr.key, "remote range before the MR"),
+                        // The window over the WRITE half: the MR goes on.
+                        5 => (
+                            b.mr.mr.va(B_RECVS + 1 - total),
+                            b.mw,
+                            "remote range one byte past the end of a window",
+                        ),
+                        6 if write => (b.rro.mr.va(0), b.rmw, "WRITE through a read-only window"),
+                        _ => (b.mr.mr.va(0), b.mw ^ 0x01, "stale window variant"),
                     };
                     raw[32..40].copy_from_slice(&va.to_le_bytes());
                     raw[40..44].copy_from_slice(&key.to_le_bytes());
                     why
                 }
             }
-            9 => {
+            9 if rng.pct(50) => {
                 op_byte = WR_LOCAL_INV;
                 num_sge = 0;
                 flags &= !WQE_INLINE;
                 raw[12..16].copy_from_slice(&BAD_KEY.to_be_bytes());
                 "LOCAL_INV of no MR"
+            }
+            9 => {
+                op_byte = WR_BIND_MW;
+                num_sge = 0;
+                flags &= !WQE_INLINE;
+                // The segment: what the WQE had there, the MW key unknown.
+                raw[48..52].copy_from_slice(&BAD_KEY.to_le_bytes());
+                "BIND_MW of no memory window"
             }
             _ => "none",
         };
@@ -672,6 +736,7 @@ fn fuzz_seed(seed: u64, batches: usize, srq: bool) -> (usize, usize, usize) {
     let mut a = side(36, false);
     let mut b = side(37, srq);
     connect_pair(&mut a.n, 0, &mut b.n, 0, |attr| attr.rnr_retry = 1);
+    bind_windows(&mut b);
     let (mut hostile, mut succeeded, mut failed) = (0, 0, 0);
     for batch in 0..batches as u64 {
         let n = 1 + rng.below(6);

@@ -8,6 +8,7 @@ use crate::hw::{self, *};
 use crate::objects::Eq;
 
 impl State {
+    /// DEV_CAPS: every capability of device 1.7 but `CAP_MCAST`.
     fn device_caps() -> u32 {
         CAP_RC
             | CAP_UD
@@ -30,6 +31,7 @@ impl State {
             | CAP_MODIFY_MR
             | CAP_RESIZE_CQ
             | CAP_MCAST
+            | CAP_MW
     }
 
     pub(crate) fn caps(&self) -> hw::Caps {

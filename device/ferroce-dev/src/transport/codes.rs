@@ -18,6 +18,8 @@ pub(crate) enum WcStatus {
     LocQpOpErr,
     /// A local key, right or page refused (local protection error).
     LocProtErr,
+    /// A BIND_MW WQE refused (memory window bind error, 1.7).
+    MwBindErr,
     /// Flushed: the QP is in SQE or ERR.
     WrFlushErr,
     /// The responder NAKed invalid request.
@@ -40,6 +42,7 @@ impl WcStatus {
             Self::LocLenErr => hw::WC_LOC_LEN_ERR,
             Self::LocQpOpErr => hw::WC_LOC_QP_OP_ERR,
             Self::LocProtErr => hw::WC_LOC_PROT_ERR,
+            Self::MwBindErr => hw::WC_MW_BIND_ERR,
             Self::WrFlushErr => hw::WC_WR_FLUSH_ERR,
             Self::RemInvReqErr => hw::WC_REM_INV_REQ_ERR,
             Self::RemAccessErr => hw::WC_REM_ACCESS_ERR,

@@ -37,7 +37,12 @@ impl Exhausted {
 }
 
 impl State {
+    /// Posts the send CQE of `w` with `status` (a success only if it is
+    /// signaled); counts the binds that failed.
     pub(super) fn complete_send(&mut self, c: &QpCtx, w: &SendWqe, status: WcStatus) {
+        if status == WcStatus::MwBindErr {
+            self.data.mw_bind_errors += 1;
+        }
         let sig = w.signaled || c.flags & QP_FLAG_SQ_SIG_ALL != 0;
         if status == WcStatus::Success && !sig {
             return;
@@ -94,8 +99,8 @@ impl State {
     }
 
     /// Retires completed WQEs from the head, executes a local operation
-    /// (REG_MR, LOCAL_INV) that reached the head and reports a local error
-    /// that did. True if a local operation executed.
+    /// (REG_MR, LOCAL_INV, BIND_MW) that reached the head and reports a
+    /// local error that did. True if a local operation executed.
     pub(super) fn complete_head(&mut self, c: &QpCtx, e: &mut Engine) -> bool {
         let mut executed = false;
         while let Some(w) = e.inflight.front() {
@@ -104,8 +109,8 @@ impl State {
                 return executed;
             }
             if let Some(local) = w.local {
-                if self.execute_local_op(c.pdn, &local).is_err() {
-                    self.qp_fail(c, e, Some(WcStatus::LocProtErr));
+                if self.execute_local_op(c, &local).is_err() {
+                    self.qp_fail(c, e, Some(local.failure_status()));
                     return executed;
                 }
                 executed = true;

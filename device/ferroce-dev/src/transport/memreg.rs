@@ -2,22 +2,28 @@
 //! Memory registration through the send queue and invalidation (device
 //! 1.1, `CAP_MEM_MGT_EXT`): the REG_MR WQE (IBTA "Fast Register Physical
 //! MR", the kernel's `IB_WR_REG_MR`) makes a FREE fast-register MR VALID,
-//! LOCAL_INV and a received SEND with invalidate make it FREE again.
+//! LOCAL_INV and a received SEND with invalidate make it FREE again. The
+//! same two invalidate type 2 memory windows (1.7, `mw.rs`), whose
+//! BIND_MW WQE is the third local operation.
 //!
-//! Both WQEs are local operations: the requester executes one when it has
-//! reached the head of the SQ (every earlier WQE completed) and fetches
-//! nothing after it before that, so later WQEs see the new state and
-//! earlier ones (and their retransmissions) do not.
+//! The three WQEs are local operations: the requester executes one when it
+//! has reached the head of the SQ (every earlier WQE completed) and
+//! fetches nothing after it before that, so later WQEs see the new state
+//! and earlier ones (and their retransmissions) do not.
 //!
-//! Every invalidation (and MODIFY_MR, which takes effect as one does)
-//! bumps `State::mr_epoch`; translations the engine cached (SGEs of
-//! fetched WQEs, the receive WQE of a multi-packet SEND) are redone before
-//! their next use when the epoch moved, against the MR's PD and rights of
-//! that moment.
+//! Every invalidation (and MODIFY_MR, which takes effect as one does, and
+//! every change of a memory window) bumps `State::mr_epoch`; translations
+//! the engine cached (SGEs of fetched WQEs, the receive WQE of a
+//! multi-packet SEND) are redone before their next use when the epoch
+//! moved, against the MR's PD and rights of that moment. R_Keys are
+//! translated anew for every packet (and every chunk of READ responses),
+//! so they see every change at once.
 
+use super::codes::WcStatus;
+use super::QpCtx;
 use crate::device::State;
 use crate::hw::*;
-use crate::objects::{FastRegState, MrKind};
+use crate::objects::{FastRegState, MrKind, MwType};
 
 /// A local memory operation of an RC send queue.
 #[derive(Debug, Clone, Copy)]
@@ -34,10 +40,27 @@ pub(super) enum LocalOp {
         /// The key to invalidate.
         key: u32,
     },
+    /// BIND_MW WQE (1.7, `CAP_MW`): its segment, checked when it executes.
+    BindMw {
+        /// `struct ferroce_sq_wqe_bind_mw` at SEG_OFFSET.
+        seg: SqWqeBindMw,
+    },
 }
 
-/// Why a registration or an invalidation was refused (the WQE completes
-/// with `LOC_PROT_ERR`; a received SEND with invalidate is NAKed).
+impl LocalOp {
+    /// The status a failed operation completes with: `MW_BIND_ERR` for a
+    /// bind, `LOC_PROT_ERR` for the others.
+    pub(super) fn failure_status(&self) -> WcStatus {
+        match self {
+            Self::BindMw { .. } => WcStatus::MwBindErr,
+            Self::RegMr { .. } | Self::LocalInv { .. } => WcStatus::LocProtErr,
+        }
+    }
+}
+
+/// Why a registration, an invalidation or a bind was refused (the WQE
+/// completes with [`LocalOp::failure_status`]; a received SEND with
+/// invalidate is NAKed).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum MemOpError {
     /// No MR has the key's index.
@@ -48,7 +71,8 @@ pub(super) enum MemOpError {
     NotFastReg,
     /// The key's variant is not the MR's current one.
     StaleKey,
-    /// REG_MR of an MR that is still VALID.
+    /// REG_MR of an MR that is still VALID; BIND_MW of a type 2 window
+    /// that is still BOUND.
     NotFree,
     /// Reserved fields set, or an access flag not allowed.
     BadFields,
@@ -58,6 +82,15 @@ pub(super) enum MemOpError {
     BadRange,
     /// The page list or a page is not DMA-able.
     NotDmaAble,
+    /// BIND_MW: the key names no memory window (or a type 1 window was
+    /// named to LOCAL_INV or SEND_INV).
+    NotMw,
+    /// BIND_MW: the MR is not one a window may be bound to (a window, a
+    /// FREE fast-register MR), or lacks `MW_BIND` or the LOCAL_WRITE
+    /// the window's rights need.
+    NotBindable,
+    /// SEND with invalidate of a type 2 window bound to another QP.
+    OtherQp,
 }
 
 impl State {
@@ -66,35 +99,67 @@ impl State {
         self.mr_epoch = self.mr_epoch.wrapping_add(1);
     }
 
-    /// Executes a REG_MR or LOCAL_INV WQE of a QP of PD `pdn`.
-    pub(super) fn execute_local_op(&mut self, pdn: u32, op: &LocalOp) -> Result<(), MemOpError> {
+    /// Executes a REG_MR, LOCAL_INV or BIND_MW WQE of QP `c`.
+    pub(super) fn execute_local_op(&mut self, c: &QpCtx, op: &LocalOp) -> Result<(), MemOpError> {
         match op {
-            LocalOp::RegMr { seg, pbl } => self.fast_register(pdn, seg, pbl),
-            LocalOp::LocalInv { key } => self.invalidate_key(pdn, *key),
+            LocalOp::RegMr { seg, pbl } => self.fast_register(c.pdn, seg, pbl),
+            LocalOp::LocalInv { key } => self.invalidate_key(c.pdn, *key, None),
+            LocalOp::BindMw { seg } => {
+                self.bind_mw(c.qpn, c.pdn, seg)?;
+                self.data.mw_binds += 1;
+                Ok(())
+            }
         }
     }
 
-    /// Invalidates `key` (LOCAL_INV, or the IETH of a received SEND with
-    /// invalidate): a fast-register MR of PD `pdn` whose current key is
-    /// `key`, FREE or VALID, becomes FREE.
-    pub(super) fn invalidate_key(&mut self, pdn: u32, key: u32) -> Result<(), MemOpError> {
-        let mr = self
-            .mrs
-            .get_mut(key >> KEY_INDEX_SHIFT)
-            .ok_or(MemOpError::NoSuchMr)?;
-        let MrKind::FastReg { max_pages, .. } = mr.kind else {
-            return Err(MemOpError::NotFastReg);
-        };
+    /// Invalidates `key` (LOCAL_INV, or the IETH of a SEND with invalidate
+    /// that QP `receiver` received): a fast-register MR or (1.7) a type 2
+    /// memory window of PD `pdn` whose current key is `key`, FREE or
+    /// VALID/BOUND, becomes FREE. A SEND with invalidate may not take a
+    /// window bound to another QP; a type 1 window is not invalidated this
+    /// way. The windows bound to a fast-register MR are unbound with it
+    /// (a later REG_MR WQE gives the MR other pages).
+    pub(super) fn invalidate_key(
+        &mut self,
+        pdn: u32,
+        key: u32,
+        receiver: Option<u32>,
+    ) -> Result<(), MemOpError> {
+        let index = key >> KEY_INDEX_SHIFT;
+        let mr = self.mrs.get_mut(index).ok_or(MemOpError::NoSuchMr)?;
         if mr.pdn != pdn {
             return Err(MemOpError::WrongPd);
         }
         if mr.key != key {
             return Err(MemOpError::StaleKey);
         }
-        mr.kind = MrKind::FastReg {
-            max_pages,
-            state: FastRegState::Free,
-        };
+        match mr.kind {
+            MrKind::FastReg { max_pages, .. } => {
+                mr.kind = MrKind::FastReg {
+                    max_pages,
+                    state: FastRegState::Free,
+                };
+                self.unbind_windows_of(index);
+            }
+            MrKind::Mw {
+                mw_type: MwType::Two,
+                window,
+            } => {
+                let bound_elsewhere = window
+                    .and_then(|w| w.qpn)
+                    .zip(receiver)
+                    .is_some_and(|(bound, receiver)| bound != receiver);
+                if bound_elsewhere {
+                    return Err(MemOpError::OtherQp);
+                }
+                self.set_window(index, None);
+            }
+            MrKind::Mw {
+                mw_type: MwType::One,
+                ..
+            } => return Err(MemOpError::NotMw),
+            MrKind::User | MrKind::Phys => return Err(MemOpError::NotFastReg),
+        }
         self.mr_invalidated();
         Ok(())
     }
@@ -177,10 +242,11 @@ impl State {
     }
 }
 
-/// The checks of a REG_MR WQE that need no MR and no memory.
+/// The checks of a REG_MR WQE that need no MR and no memory. Its rights
+/// are those of REG_MR (1.7: `MW_BIND` too) but `ZERO_BASED`.
 fn check_reg_fields(seg: &SqWqeRegMr, pbl: &Pbl) -> Result<(), MemOpError> {
     let remote_write = ACCESS_REMOTE_WRITE | ACCESS_REMOTE_ATOMIC;
-    let access_ok = seg.access & !ACCESS_MR_MASK == 0
+    let access_ok = seg.access & !(ACCESS_MR_MASK | ACCESS_MW_BIND) == 0
         && seg.access & ACCESS_ZERO_BASED == 0
         && (seg.access & remote_write == 0 || seg.access & ACCESS_LOCAL_WRITE != 0);
     if seg.reserved != 0 || pbl.reserved != 0 || !access_ok {

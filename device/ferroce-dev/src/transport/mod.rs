@@ -70,6 +70,7 @@ mod codes;
 mod comp;
 mod flush;
 mod memreg;
+mod mw;
 mod recv;
 mod req;
 mod resp;
@@ -259,6 +260,11 @@ pub struct DataCounters {
     /// Of those, flushes (`WR_FLUSH_ERR`): WQEs still posted when their QP
     /// entered ERR, as every rdma_cm disconnect leaves receives.
     pub cqe_flushed: u64,
+    /// BIND_MW WQEs executed (1.7): binds and type 1 unbinds.
+    pub mw_binds: u64,
+    /// BIND_MW WQEs completed with `MW_BIND_ERR` (refused when they
+    /// executed, or malformed).
+    pub mw_bind_errors: u64,
 }
 
 /// The local memory of a message: guest physical segments (address,
@@ -351,7 +357,8 @@ struct SendWqe {
     segs: Segments,
     epoch: u64,
     inline: Option<Vec<u8>>,
-    /// REG_MR / LOCAL_INV: executed when it reaches the head of the SQ.
+    /// REG_MR / LOCAL_INV / BIND_MW: executed when it reaches the head of
+    /// the SQ.
     local: Option<LocalOp>,
     first_psn: u32,
     npkts: u32,
@@ -611,6 +618,7 @@ fn wc_opcode(wr: u8) -> u8 {
         WR_ATOMIC_FETCH_ADD => WC_FETCH_ADD,
         WR_LOCAL_INV => WC_LOCAL_INV,
         WR_REG_MR => WC_REG_MR,
+        WR_BIND_MW => WC_BIND_MW,
         _ => WC_SEND,
     }
 }
@@ -706,7 +714,10 @@ impl State {
             .filter(|m| m.key == key && m.pdn == pdn)
     }
 
-    /// Translates `len` bytes at `addr` through `key` needing `need`.
+    /// Translates `len` bytes at `addr` through `key` of an MR of PD
+    /// `pdn` needing `need`. A memory window's key translates nothing here
+    /// (it is never an lkey): R_Keys go through
+    /// [`State::translate_rkey`].
     fn translate(
         &self,
         key: u32,
@@ -718,7 +729,17 @@ impl State {
         if len == 0 {
             return Some(Vec::new());
         }
-        let mr = self.mr_for(key, pdn)?;
+        self.translate_mr(self.mr_for(key, pdn)?, addr, len, need)
+    }
+
+    /// Translates `len` bytes at `addr` through `mr` needing `need`.
+    fn translate_mr(
+        &self,
+        mr: &crate::objects::Mr,
+        addr: u64,
+        len: u64,
+        need: u32,
+    ) -> Option<Vec<(u64, u64)>> {
         let segs = mr.translate(addr, len, need).ok()?;
         // A physical MR covers guest memory, not the whole address space.
         if mr.kind == MrKind::Phys && self.mem.check_range(addr, len).is_err() {

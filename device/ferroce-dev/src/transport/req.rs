@@ -82,8 +82,9 @@ impl State {
                 common_flags | WQE_AV,
             )
         } else if c.uc() {
-            // UC has no READ, atomic or local operation (IBTA 9.8): a
-            // local QP operation error, as for any opcode the QP lacks.
+            // UC has no READ, atomic or local operation (IBTA 9.8; 1.7
+            // binds no memory window on UC either): a local QP operation
+            // error, as for any opcode the QP lacks.
             let op_ok = matches!(
                 hdr.opcode,
                 WR_SEND | WR_SEND_IMM | WR_RDMA_WRITE | WR_RDMA_WRITE_IMM
@@ -102,6 +103,7 @@ impl State {
                     | WR_ATOMIC_FETCH_ADD
                     | WR_LOCAL_INV
                     | WR_REG_MR
+                    | WR_BIND_MW
             );
             (op_ok, common_flags)
         };
@@ -115,6 +117,17 @@ impl State {
             return Err(WcStatus::LocQpOpErr);
         }
         match hdr.opcode {
+            WR_BIND_MW => {
+                // Carries no data; like every failure of a bind, a
+                // malformed one completes with MW_BIND_ERR.
+                if hdr.num_sge != 0 || inline || hdr.inline_len != 0 {
+                    return Err(WcStatus::MwBindErr);
+                }
+                let seg = wqe_struct(raw, SQ_WQE_SEG_OFFSET).ok_or(WcStatus::MwBindErr)?;
+                w.local = Some(LocalOp::BindMw { seg });
+                w.npkts = 0;
+                return Ok(());
+            }
             WR_REG_MR | WR_LOCAL_INV => {
                 if hdr.num_sge != 0 || inline || hdr.inline_len != 0 {
                     return Err(WcStatus::LocProtErr);

@@ -23,20 +23,21 @@ pub(super) enum RespErr {
 
 impl State {
     /// The RDMA WRITE a packet continues (`cur`), or the one its RETH
-    /// starts (RC and UC), its whole range checked against the rkey at
-    /// once. `None`: the rkey does not grant remote write over the range.
+    /// starts (RC and UC) at the responder of QP `c`, its whole range
+    /// checked against the rkey (an MR's or a memory window's) at once.
+    /// `None`: the rkey does not grant remote write over the range.
     pub(super) fn write_start(
         &self,
         cur: Option<WriteCtx>,
         p: &Packet<'_>,
-        pdn: u32,
+        c: &QpCtx,
     ) -> Option<WriteCtx> {
         if let Some(w) = cur {
             return Some(w);
         }
         let total = u64::from(p.reth.len);
         if total > 0 {
-            self.translate(p.reth.rkey, pdn, p.reth.va, total, ACCESS_REMOTE_WRITE)?;
+            self.translate_rkey(c, p.reth.rkey, p.reth.va, total, ACCESS_REMOTE_WRITE)?;
         }
         Some(WriteCtx {
             rkey: p.reth.rkey,
@@ -276,10 +277,11 @@ impl State {
         }
         r.off = end;
         // SEND with invalidate: the key goes once the data is placed. A key
-        // that names no fast-register MR of this PD is a class J error, as
+        // that names no fast-register MR of this PD (nor a type 2 memory
+        // window of it, FREE or bound to this QP) is a class J error, as
         // in rxe: the receive completes REM_INV_REQ_ERR, NAK invalid request.
         let with_inv = matches!(o, op::RC_SEND_LAST_INV | op::RC_SEND_ONLY_INV);
-        if with_inv && self.invalidate_key(c.pdn, p.ieth).is_err() {
+        if with_inv && self.invalidate_key(c.pdn, p.ieth, Some(c.qpn)).is_err() {
             e.recv = Some(r);
             return Err(RespErr::Fatal(
                 NakCode::InvalidRequest,
@@ -362,7 +364,7 @@ impl State {
         }
         let mtu = self.mtu_of(&c.attr);
         Self::check_seg_len(mtu, p.payload.len(), first, last)?;
-        let Some(mut w) = self.write_start(e.write, p, c.pdn) else {
+        let Some(mut w) = self.write_start(e.write, p, c) else {
             return Err(RespErr::Fatal(NakCode::RemoteAccessErr, None));
         };
         let n = p.payload.len() as u64;
@@ -380,7 +382,7 @@ impl State {
             return Err(RespErr::Rnr);
         }
         if n > 0 {
-            let Some(segs) = self.translate(w.rkey, c.pdn, w.va, n, ACCESS_REMOTE_WRITE) else {
+            let Some(segs) = self.translate_rkey(c, w.rkey, w.va, n, ACCESS_REMOTE_WRITE) else {
                 return Err(RespErr::Fatal(NakCode::RemoteAccessErr, None));
             };
             if !self.scatter(&mut Segments::new(segs), 0, p.payload) {
@@ -421,7 +423,7 @@ impl State {
             return Err(RespErr::Fatal(NakCode::InvalidRequest, None));
         }
         if self
-            .translate(p.reth.rkey, c.pdn, p.reth.va, len, ACCESS_REMOTE_READ)
+            .translate_rkey(c, p.reth.rkey, p.reth.va, len, ACCESS_REMOTE_READ)
             .is_none()
         {
             return Err(RespErr::Fatal(NakCode::RemoteAccessErr, None));
@@ -483,7 +485,7 @@ impl State {
         if a.va % ATOMIC_LEN != 0 {
             return Err(RespErr::Fatal(NakCode::InvalidRequest, None));
         }
-        let Some(segs) = self.translate(a.rkey, c.pdn, a.va, ATOMIC_LEN, ACCESS_REMOTE_ATOMIC)
+        let Some(segs) = self.translate_rkey(c, a.rkey, a.va, ATOMIC_LEN, ACCESS_REMOTE_ATOMIC)
         else {
             return Err(RespErr::Fatal(NakCode::RemoteAccessErr, None));
         };
@@ -684,7 +686,7 @@ impl State {
         let end = len.min(off.saturating_add(room.saturating_mul(r.mtu)));
         let va = r.va.wrapping_add(off);
         let len = end.saturating_sub(off);
-        let segs = self.translate(r.rkey, c.pdn, va, len, ACCESS_REMOTE_READ)?;
+        let segs = self.translate_rkey(c, r.rkey, va, len, ACCESS_REMOTE_READ)?;
         Some((Segments::new(segs), end))
     }
 }

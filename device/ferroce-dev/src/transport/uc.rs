@@ -228,7 +228,7 @@ impl State {
         if c.attr.qp_access_flags & ACCESS_REMOTE_WRITE == 0 {
             return Err(UcDrop::BadRequest);
         }
-        let Some(mut w) = self.write_start(e.write.take(), p, c.pdn) else {
+        let Some(mut w) = self.write_start(e.write.take(), p, c) else {
             return Err(UcDrop::BadRequest);
         };
         let n = p.payload.len() as u64;
@@ -241,7 +241,7 @@ impl State {
             return Err(UcDrop::NoWqe);
         }
         if n > 0 {
-            let Some(segs) = self.translate(w.rkey, c.pdn, w.va, n, ACCESS_REMOTE_WRITE) else {
+            let Some(segs) = self.translate_rkey(c, w.rkey, w.va, n, ACCESS_REMOTE_WRITE) else {
                 return Err(UcDrop::BadRequest);
             };
             if !self.scatter(&mut Segments::new(segs), 0, p.payload) {

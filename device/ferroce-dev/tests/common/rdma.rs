@@ -116,6 +116,30 @@ pub fn rq_wqe(wr_id: u64, sges: &[(u64, u32, u32)]) -> Vec<u8> {
     raw
 }
 
+/// The bytes of a BIND_MW send WQE (1.7; 256-byte stride) with `flags`
+/// and segment `seg`.
+pub fn bind_mw_wqe(wr_id: u64, flags: u8, seg: &SqWqeBindMw) -> Vec<u8> {
+    let mut raw = vec![0u8; 256];
+    raw[0..8].copy_from_slice(&wr_id.to_le_bytes());
+    raw[8] = WR_BIND_MW;
+    raw[9] = flags;
+    raw[SQ_WQE_SEG_OFFSET..SQ_WQE_DATA_OFFSET].copy_from_slice(seg.as_bytes());
+    raw
+}
+
+/// The segment of a BIND_MW WQE binding `[addr, addr + length)` of MR
+/// `mr_key` with `access` to window `mw_key` (its new key).
+pub fn bind_seg(mw_key: u32, mr_key: u32, addr: u64, length: u64, access: u32) -> SqWqeBindMw {
+    SqWqeBindMw {
+        addr,
+        length,
+        mw_key,
+        mr_key,
+        access,
+        reserved: 0,
+    }
+}
+
 pub fn node_mac(i: u8) -> [u8; 6] {
     [0x52, 0x54, 0x00, 0xfe, 0x00, i]
 }
@@ -424,6 +448,34 @@ impl Node {
         let pi = q.sq_pi.wrapping_add(1);
         self.qps[qi].sq_pi = pi;
         self.h.mem.write_u32(q.sq_dbrec, u32::from(pi));
+    }
+
+    /// Writes a raw send WQE (the 256-byte stride), the doorbell record,
+    /// and rings the SQ doorbell.
+    pub fn post_send_raw(&mut self, qi: usize, raw: &[u8]) {
+        let q = self.qps[qi];
+        let slot = u64::from(u32::from(q.sq_pi) & (q.sq_depth - 1));
+        self.h.mem.write(q.sq_base + (slot << 8), raw).unwrap();
+        let pi = q.sq_pi.wrapping_add(1);
+        self.qps[qi].sq_pi = pi;
+        self.h.mem.write_u32(q.sq_dbrec, u32::from(pi));
+        self.ring_sq(qi);
+    }
+
+    /// Allocates a memory window (1.7) of type `mr_type` (`MR_TYPE_MW1` or
+    /// `MR_TYPE_MW2`) in the node's PD; returns its key (variant 0x40).
+    pub fn alloc_mw(&mut self, mr_type: u8) -> u32 {
+        let mut c = CmdRegMr::zeroed();
+        c.hdr.opcode = CMD_REG_MR;
+        c.pdn = self.pdn;
+        c.mr_type = mr_type;
+        c.key_variant = 0x40;
+        self.h.ok(&c)
+    }
+
+    /// Posts a signaled BIND_MW WQE (1.7) on QP `qi`.
+    pub fn post_bind_mw(&mut self, qi: usize, wr_id: u64, seg: &SqWqeBindMw) {
+        self.post_send_raw(qi, &bind_mw_wqe(wr_id, WQE_SIGNALED, seg));
     }
 
     pub fn ring_sq(&mut self, qi: usize) {
