@@ -4,6 +4,7 @@
  * context's doorbell page; polling reads CQEs from the CQ ring. The
  * ordering rules are Documentation/ferroce/device.rst, "Doorbell records".
  */
+#include <assert.h>
 #include <endian.h>
 #include <errno.h>
 #include <string.h>
@@ -37,7 +38,24 @@ static unsigned int ferroce_cqe_wc_flags(const struct ferroce_cqe *cqe)
 		flags |= IBV_WC_WITH_IMM;
 	if (cqe->flags & FERROCE_CQE_GRH)
 		flags |= IBV_WC_GRH;
+	if (cqe->flags & FERROCE_CQE_WITH_INV)
+		flags |= IBV_WC_WITH_INV;
 	return flags;
+}
+
+/*
+ * The CQE's imm_data as ibv_wc reports it: the immediate data (big
+ * endian) with WITH_IMM, the invalidated key (host order: imm_data and
+ * invalidated_rkey share the union, and ibv_wc_read_invalidated_rkey()
+ * reads it through read_imm_data) with WITH_INV, else 0.
+ */
+static __be32 ferroce_cqe_imm_data(const struct ferroce_cqe *cqe)
+{
+	if (cqe->flags & FERROCE_CQE_WITH_INV)
+		return (__force __be32)be32toh(cqe->imm_data);
+	if (cqe->flags & FERROCE_CQE_WITH_IMM)
+		return cqe->imm_data;
+	return 0;
 }
 
 /*
@@ -64,6 +82,18 @@ static void ferroce_cqe_retire(struct ferroce_cq *cq,
 	__atomic_store_n(&wq->ci, (uint16_t)(idx + 1), __ATOMIC_RELEASE);
 }
 
+/* A CQE's opcode is the ibv_wc_opcode (FERROCE_WC_REG_MR is the kernel's). */
+static_assert(FERROCE_WC_SEND == IBV_WC_SEND, "WC_SEND");
+static_assert(FERROCE_WC_RDMA_WRITE == IBV_WC_RDMA_WRITE, "WC_RDMA_WRITE");
+static_assert(FERROCE_WC_RDMA_READ == IBV_WC_RDMA_READ, "WC_RDMA_READ");
+static_assert(FERROCE_WC_COMP_SWAP == IBV_WC_COMP_SWAP, "WC_COMP_SWAP");
+static_assert(FERROCE_WC_FETCH_ADD == IBV_WC_FETCH_ADD, "WC_FETCH_ADD");
+static_assert(FERROCE_WC_BIND_MW == IBV_WC_BIND_MW, "WC_BIND_MW");
+static_assert(FERROCE_WC_LOCAL_INV == IBV_WC_LOCAL_INV, "WC_LOCAL_INV");
+static_assert(FERROCE_WC_RECV == IBV_WC_RECV, "WC_RECV");
+static_assert(FERROCE_WC_RECV_RDMA_WITH_IMM == IBV_WC_RECV_RDMA_WITH_IMM,
+	      "WC_RECV_RDMA_WITH_IMM");
+
 static void ferroce_parse_cqe(struct ferroce_cq *cq,
 			      const struct ferroce_cqe *cqe, struct ibv_wc *wc)
 {
@@ -75,8 +105,10 @@ static void ferroce_parse_cqe(struct ferroce_cq *cq,
 	wc->qp_num = le32toh(cqe->qpn) & FERROCE_QPN_MASK;
 	wc->src_qp = le32toh(cqe->src_qp) & FERROCE_QPN_MASK;
 	wc->wc_flags = ferroce_cqe_wc_flags(cqe);
-	/* stays big endian */
-	wc->imm_data = cqe->flags & FERROCE_CQE_WITH_IMM ? cqe->imm_data : 0;
+	if (cqe->flags & FERROCE_CQE_WITH_INV)
+		wc->invalidated_rkey = be32toh(cqe->imm_data);
+	else
+		wc->imm_data = ferroce_cqe_imm_data(cqe);
 	wc->pkey_index = 0;
 	wc->slid = 0;
 	wc->sl = 0;
@@ -200,9 +232,7 @@ static uint32_t ferroce_wc_read_byte_len(struct ibv_cq_ex *ibcq)
 
 static __be32 ferroce_wc_read_imm_data(struct ibv_cq_ex *ibcq)
 {
-	const struct ferroce_cqe *cqe = to_fcq_ex(ibcq)->cur;
-
-	return cqe->flags & FERROCE_CQE_WITH_IMM ? cqe->imm_data : 0;
+	return ferroce_cqe_imm_data(to_fcq_ex(ibcq)->cur);
 }
 
 static uint32_t ferroce_wc_read_qp_num(struct ibv_cq_ex *ibcq)
@@ -394,8 +424,99 @@ static uint8_t ferroce_wqe_flags(const struct ferroce_qp *qp,
 	return flags;
 }
 
+/* A WQE's opcode is the ibv_wr_opcode: post_send writes wr->opcode as is. */
+static_assert(FERROCE_WR_RDMA_WRITE == IBV_WR_RDMA_WRITE, "WR_RDMA_WRITE");
+static_assert(FERROCE_WR_RDMA_WRITE_IMM == IBV_WR_RDMA_WRITE_WITH_IMM,
+	      "WR_RDMA_WRITE_IMM");
+static_assert(FERROCE_WR_SEND == IBV_WR_SEND, "WR_SEND");
+static_assert(FERROCE_WR_SEND_IMM == IBV_WR_SEND_WITH_IMM, "WR_SEND_IMM");
+static_assert(FERROCE_WR_RDMA_READ == IBV_WR_RDMA_READ, "WR_RDMA_READ");
+static_assert(FERROCE_WR_ATOMIC_CMP_SWP == IBV_WR_ATOMIC_CMP_AND_SWP,
+	      "WR_ATOMIC_CMP_SWP");
+static_assert(FERROCE_WR_ATOMIC_FETCH_ADD == IBV_WR_ATOMIC_FETCH_AND_ADD,
+	      "WR_ATOMIC_FETCH_ADD");
+static_assert(FERROCE_WR_LOCAL_INV == IBV_WR_LOCAL_INV, "WR_LOCAL_INV");
+static_assert(FERROCE_WR_BIND_MW == IBV_WR_BIND_MW, "WR_BIND_MW");
+static_assert(FERROCE_WR_SEND_INV == IBV_WR_SEND_WITH_INV, "WR_SEND_INV");
+
+/* The rights of a window: remote ones; LOCAL_WRITE is taken and ignored */
+#define FERROCE_MW_ACCESS						\
+	(IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |		\
+	 IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC)
+
+/*
+ * What software can check of a bind of mw (device 1.7, "Memory windows")
+ * before its WQE is posted, for an MW of type mw_type (1: ibv_bind_mw, 2:
+ * IBV_WR_BIND_MW and ibv_wr_bind_mw): the MW's type, its PD (the QP's:
+ * EPERM, as ibv_bind_mw() has it for the MR's), a new key rkey of the MW's
+ * index, the window's rights (no ZERO_BASED: zero-based windows are not in
+ * 1.7), and an MR of the MW's PD registered with IBV_ACCESS_MW_BIND, and
+ * with LOCAL_WRITE for a window with REMOTE_WRITE or REMOTE_ATOMIC. The
+ * MR's rights are known: every MR of the PD comes from ferroce_reg_mr
+ * (verbs_mr.access, which ferroce_rereg_mr keeps). Only a type 1 unbind
+ * (addr and length 0) may name no MR. The device checks the rest (the
+ * MR's range and state, the MW's) and completes a failing bind with
+ * MW_BIND_ERR, which moves the QP to ERR. Returns an errno.
+ */
+static int ferroce_check_bind_mw(const struct ferroce_qp *qp,
+				 const struct ibv_mw *mw, uint32_t rkey,
+				 const struct ibv_mw_bind_info *info,
+				 enum ibv_mw_type mw_type)
+{
+	int mr_access;
+
+	if (!mw || mw->type != mw_type)
+		return EINVAL;
+	if (mw->pd != qp->vqp.qp.pd)
+		return EPERM;
+	if ((rkey ^ mw->rkey) & ~FERROCE_KEY_VARIANT_MASK)
+		return EINVAL;
+	if (info->mw_access_flags & ~FERROCE_MW_ACCESS)
+		return EINVAL;
+	if (!info->mr)
+		return mw_type == IBV_MW_TYPE_1 && !info->addr &&
+		       !info->length ? 0 : EINVAL;
+	if (info->mr->pd != mw->pd)
+		return EPERM;
+	mr_access = verbs_get_mr(info->mr)->access;
+	if (!(mr_access & IBV_ACCESS_MW_BIND))
+		return EINVAL;
+	if (info->mw_access_flags &
+	    (IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC) &&
+	    !(mr_access & IBV_ACCESS_LOCAL_WRITE))
+		return EINVAL;
+	return 0;
+}
+
+/* The segment of a BIND_MW WQE (zeroed): the MW's new key is rkey. */
+static void ferroce_set_bind_mw(struct ferroce_sq_wqe_bind_mw *bind,
+				uint32_t rkey,
+				const struct ibv_mw_bind_info *info)
+{
+	uint32_t access = 0;
+
+	if (info->mw_access_flags & IBV_ACCESS_REMOTE_WRITE)
+		access |= FERROCE_ACCESS_REMOTE_WRITE;
+	if (info->mw_access_flags & IBV_ACCESS_REMOTE_READ)
+		access |= FERROCE_ACCESS_REMOTE_READ;
+	if (info->mw_access_flags & IBV_ACCESS_REMOTE_ATOMIC)
+		access |= FERROCE_ACCESS_REMOTE_ATOMIC;
+	bind->addr = htole64(info->addr);
+	bind->length = htole64(info->length);
+	bind->mw_key = htole32(rkey);
+	/* no MR: a type 1 unbind */
+	bind->mr_key = htole32(info->mr ? info->mr->lkey : 0);
+	bind->access = htole32(access);
+}
+
+/*
+ * Write the WQE of wr; a BIND_MW names an MW of type bind_type (2 for
+ * ibv_post_send, 1 for ibv_bind_mw). LOCAL_INV and BIND_MW carry no data:
+ * num_sge must be 0, IBV_SEND_INLINE means nothing for them.
+ */
 static int ferroce_build_send_wqe(struct ferroce_qp *qp, void *wqe,
-				  const struct ibv_send_wr *wr)
+				  const struct ibv_send_wr *wr,
+				  enum ibv_mw_type bind_type)
 {
 	struct ferroce_sq_wqe_hdr *hdr = wqe;
 	uint8_t *seg = (uint8_t *)wqe + FERROCE_SQ_WQE_SEG_OFFSET;
@@ -405,6 +526,7 @@ static int ferroce_build_send_wqe(struct ferroce_qp *qp, void *wqe,
 	struct ferroce_sq_wqe_rdma *rdma;
 	struct ferroce_sq_wqe_ud *ud;
 	uint32_t inline_len = 0;
+	bool has_data = true;
 	uint8_t flags = 0;
 	int ret;
 
@@ -439,11 +561,33 @@ static int ferroce_build_send_wqe(struct ferroce_qp *qp, void *wqe,
 			    (wr->send_flags & IBV_SEND_INLINE))
 				return -EINVAL;
 			break;
+		case IBV_WR_SEND_WITH_INV:
+			/* 1.1 (CAP_MEM_MGT_EXT): a SEND, the key in its IETH */
+			if (!(ctx->device_caps & FERROCE_CAP_MEM_MGT_EXT))
+				return -EINVAL;
+			break;
+		case IBV_WR_LOCAL_INV:
+			if (!(ctx->device_caps & FERROCE_CAP_MEM_MGT_EXT))
+				return -EINVAL;
+			has_data = false;
+			break;
+		case IBV_WR_BIND_MW:
+			/* 1.7 (CAP_MW) */
+			if (!(ctx->device_caps & FERROCE_CAP_MW))
+				return -EINVAL;
+			ret = ferroce_check_bind_mw(qp, wr->bind_mw.mw,
+						    wr->bind_mw.rkey,
+						    &wr->bind_mw.bind_info,
+						    bind_type);
+			if (ret)
+				return -ret;
+			has_data = false;
+			break;
 		default:
 			return -EINVAL;
 		}
 	}
-	if (wr->num_sge < 0)
+	if (wr->num_sge < 0 || (!has_data && wr->num_sge))
 		return -EINVAL;
 	if (!(wr->send_flags & IBV_SEND_INLINE) &&
 	    (uint32_t)wr->num_sge > qp->sq.max_sge)
@@ -451,7 +595,7 @@ static int ferroce_build_send_wqe(struct ferroce_qp *qp, void *wqe,
 
 	memset(wqe, 0, FERROCE_SQ_WQE_DATA_OFFSET);
 
-	if (wr->send_flags & IBV_SEND_INLINE) {
+	if (has_data && (wr->send_flags & IBV_SEND_INLINE)) {
 		ret = ferroce_set_inline(qp, data, wr, &inline_len);
 		if (ret)
 			return ret;
@@ -468,9 +612,19 @@ static int ferroce_build_send_wqe(struct ferroce_qp *qp, void *wqe,
 	hdr->wr_id = htole64(wr->wr_id);
 	hdr->opcode = wr->opcode;	/* FERROCE_WR_* == IBV_WR_* */
 	hdr->flags = flags;
-	if (wr->opcode == IBV_WR_SEND_WITH_IMM ||
-	    wr->opcode == IBV_WR_RDMA_WRITE_WITH_IMM)
+	switch (wr->opcode) {
+	case IBV_WR_SEND_WITH_IMM:
+	case IBV_WR_RDMA_WRITE_WITH_IMM:
 		hdr->imm_data = wr->imm_data;	/* already big endian */
+		break;
+	case IBV_WR_LOCAL_INV:
+	case IBV_WR_SEND_WITH_INV:
+		/* the key, in network order as in the IETH */
+		hdr->imm_data = htobe32(wr->invalidate_rkey);
+		break;
+	default:
+		break;
+	}
 
 	if (qp->vqp.qp.qp_type == IBV_QPT_UD) {
 		ud = (struct ferroce_sq_wqe_ud *)seg;
@@ -490,6 +644,9 @@ static int ferroce_build_send_wqe(struct ferroce_qp *qp, void *wqe,
 		atomic->rkey = htole32(wr->wr.atomic.rkey);
 		atomic->compare_add = htole64(wr->wr.atomic.compare_add);
 		atomic->swap = htole64(wr->wr.atomic.swap);
+	} else if (wr->opcode == IBV_WR_BIND_MW) {
+		ferroce_set_bind_mw((struct ferroce_sq_wqe_bind_mw *)seg,
+				    wr->bind_mw.rkey, &wr->bind_mw.bind_info);
 	}
 	return 0;
 }
@@ -501,17 +658,18 @@ static bool ferroce_can_post_send(enum ibv_qp_state state)
 	       state == IBV_QPS_SQE || state == IBV_QPS_ERR;
 }
 
-int ferroce_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr,
-		      struct ibv_send_wr **bad_wr)
+/* ibv_post_send, whose BIND_MW WRs name MWs of type bind_type */
+static int ferroce_post_send_wrs(struct ferroce_qp *qp, struct ibv_send_wr *wr,
+				 struct ibv_send_wr **bad_wr,
+				 enum ibv_mw_type bind_type)
 {
-	struct ferroce_qp *qp = to_fqp(ibqp);
 	struct ferroce_wq *sq = &qp->sq;
 	uint16_t pi;
 	int ret = 0;
 
 	pthread_spin_lock(&sq->lock);
 	pi = sq->pi;
-	if (!ferroce_can_post_send(ibqp->state)) {
+	if (!ferroce_can_post_send(qp->vqp.qp.state)) {
 		ret = EINVAL;
 		goto out;
 	}
@@ -520,7 +678,8 @@ int ferroce_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr,
 			ret = ENOMEM;
 			break;
 		}
-		ret = -ferroce_build_send_wqe(qp, ferroce_wqe(sq, pi), wr);
+		ret = -ferroce_build_send_wqe(qp, ferroce_wqe(sq, pi), wr,
+					      bind_type);
 		if (ret)
 			break;
 		pi++;
@@ -534,6 +693,46 @@ out:
 		*bad_wr = wr;
 	pthread_spin_unlock(&sq->lock);
 	return ret;
+}
+
+/* IBV_WR_BIND_MW binds type 2 windows; type 1 ones take ibv_bind_mw. */
+int ferroce_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr,
+		      struct ibv_send_wr **bad_wr)
+{
+	return ferroce_post_send_wrs(to_fqp(ibqp), wr, bad_wr, IBV_MW_TYPE_2);
+}
+
+/*
+ * ibv_bind_mw (type 1 windows): one BIND_MW WQE, posted as ibv_post_send
+ * posts them, that gives the MW the key of the next variant
+ * (ibv_inc_rkey); a length of 0 unbinds the MW (device.rst, "Memory
+ * windows"). Once the WQE is posted mw->rkey is that key. If the bind
+ * then fails (an MW_BIND_ERR CQE) the device changed nothing: the MW's
+ * key is the old one, which the consumer has to restore.
+ */
+int ferroce_bind_mw(struct ibv_qp *ibqp, struct ibv_mw *mw,
+		    struct ibv_mw_bind *mw_bind)
+{
+	struct ibv_send_wr wr = {
+		.wr_id = mw_bind->wr_id,
+		.opcode = IBV_WR_BIND_MW,
+		.send_flags = mw_bind->send_flags,
+		.bind_mw = {
+			.mw = mw,
+			.rkey = ibv_inc_rkey(mw->rkey),
+			.bind_info = mw_bind->bind_info,
+		},
+	};
+	struct ibv_send_wr *bad_wr;
+	int ret;
+
+	ret = ferroce_post_send_wrs(to_fqp(ibqp), &wr, &bad_wr, IBV_MW_TYPE_1);
+	if (ret) {
+		errno = ret;
+		return ret;
+	}
+	mw->rkey = wr.bind_mw.rkey;
+	return 0;
 }
 
 /*
@@ -645,6 +844,8 @@ int ferroce_post_srq_recv(struct ibv_srq *ibsrq, struct ibv_recv_wr *wr,
 	 IBV_QP_EX_WITH_RDMA_READ)
 #define FERROCE_ATOMIC_SEND_OPS						\
 	(IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP | IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD)
+#define FERROCE_INV_SEND_OPS						\
+	(IBV_QP_EX_WITH_LOCAL_INV | IBV_QP_EX_WITH_SEND_WITH_INV)
 #define FERROCE_UD_SEND_OPS						\
 	(IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_SEND_WITH_IMM)
 #define FERROCE_UC_SEND_OPS						\
@@ -654,11 +855,18 @@ int ferroce_post_srq_recv(struct ibv_srq *ibsrq, struct ibv_recv_wr *wr,
 uint64_t ferroce_qp_send_ops(struct ferroce_context *ctx,
 			     enum ibv_qp_type type)
 {
+	uint64_t ops;
+
 	switch (type) {
 	case IBV_QPT_RC:
-		return FERROCE_RC_SEND_OPS |
-		       (ctx->device_caps & FERROCE_CAP_ATOMIC ?
-				FERROCE_ATOMIC_SEND_OPS : 0);
+		ops = FERROCE_RC_SEND_OPS;
+		if (ctx->device_caps & FERROCE_CAP_ATOMIC)
+			ops |= FERROCE_ATOMIC_SEND_OPS;
+		if (ctx->device_caps & FERROCE_CAP_MEM_MGT_EXT)
+			ops |= FERROCE_INV_SEND_OPS;
+		if (ctx->device_caps & FERROCE_CAP_MW)
+			ops |= IBV_QP_EX_WITH_BIND_MW;
+		return ops;
 	case IBV_QPT_UC:
 		return ctx->device_caps & FERROCE_CAP_UC ? FERROCE_UC_SEND_OPS : 0;
 	case IBV_QPT_UD:
@@ -782,6 +990,49 @@ static void ferroce_wr_atomic_fetch_add(struct ibv_qp_ex *ibqp, uint32_t rkey,
 {
 	ferroce_wr_atomic(ibqp, FERROCE_WR_ATOMIC_FETCH_ADD, rkey, remote_addr,
 			  add, 0);
+}
+
+static void ferroce_wr_send_inv(struct ibv_qp_ex *ibqp, uint32_t invalidate_rkey)
+{
+	struct ferroce_sq_wqe_hdr *hdr = ferroce_wr_begin(ibqp,
+							  FERROCE_WR_SEND_INV);
+
+	if (hdr)
+		hdr->imm_data = htobe32(invalidate_rkey);
+}
+
+/* LOCAL_INV and BIND_MW carry no data: no setter may follow them. */
+static void ferroce_wr_local_inv(struct ibv_qp_ex *ibqp,
+				 uint32_t invalidate_rkey)
+{
+	struct ferroce_sq_wqe_hdr *hdr = ferroce_wr_begin(ibqp,
+							  FERROCE_WR_LOCAL_INV);
+
+	if (!hdr)
+		return;
+	hdr->imm_data = htobe32(invalidate_rkey);
+	to_fqp_ex(ibqp)->wr_wqe = NULL;
+}
+
+/* Binds a type 2 window, as IBV_WR_BIND_MW does. */
+static void ferroce_wr_bind_mw(struct ibv_qp_ex *ibqp, struct ibv_mw *mw,
+			       uint32_t rkey,
+			       const struct ibv_mw_bind_info *info)
+{
+	struct ferroce_qp *qp = to_fqp_ex(ibqp);
+	struct ferroce_sq_wqe_hdr *hdr;
+	int err;
+
+	err = ferroce_check_bind_mw(qp, mw, rkey, info, IBV_MW_TYPE_2);
+	if (err) {
+		ferroce_wr_fail(qp, err);
+		return;
+	}
+	hdr = ferroce_wr_begin(ibqp, FERROCE_WR_BIND_MW);
+	if (!hdr)
+		return;
+	ferroce_set_bind_mw(ferroce_wr_seg(hdr), rkey, info);
+	qp->wr_wqe = NULL;
 }
 
 static void ferroce_wr_set_ud_addr(struct ibv_qp_ex *ibqp, struct ibv_ah *ah,
@@ -955,4 +1206,10 @@ void ferroce_qp_set_ex_ops(struct ferroce_qp *qp, uint64_t send_ops)
 		ex->wr_atomic_cmp_swp = ferroce_wr_atomic_cmp_swp;
 	if (send_ops & IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD)
 		ex->wr_atomic_fetch_add = ferroce_wr_atomic_fetch_add;
+	if (send_ops & IBV_QP_EX_WITH_LOCAL_INV)
+		ex->wr_local_inv = ferroce_wr_local_inv;
+	if (send_ops & IBV_QP_EX_WITH_SEND_WITH_INV)
+		ex->wr_send_inv = ferroce_wr_send_inv;
+	if (send_ops & IBV_QP_EX_WITH_BIND_MW)
+		ex->wr_bind_mw = ferroce_wr_bind_mw;
 }

@@ -21,8 +21,10 @@ static void ferroce_free_context(struct ibv_context *ibctx)
 }
 
 static const struct verbs_context_ops ferroce_context_ops = {
+	.alloc_mw = ferroce_alloc_mw,
 	.alloc_pd = ferroce_alloc_pd,
 	.attach_mcast = ibv_cmd_attach_mcast,
+	.bind_mw = ferroce_bind_mw,
 	.create_ah = ferroce_create_ah,
 	.create_cq = ferroce_create_cq,
 	.create_cq_ex = ferroce_create_cq_ex,
@@ -31,6 +33,7 @@ static const struct verbs_context_ops ferroce_context_ops = {
 	.create_srq = ferroce_create_srq,
 	.create_srq_ex = ferroce_create_srq_ex,
 	.cq_event = ferroce_cq_event,
+	.dealloc_mw = ferroce_dealloc_mw,
 	.dealloc_pd = ferroce_dealloc_pd,
 	.dereg_mr = ferroce_dereg_mr,
 	.destroy_ah = ferroce_destroy_ah,

@@ -254,6 +254,8 @@ struct ibv_mr *ferroce_reg_mr(struct ibv_pd *pd, void *addr, size_t len,
 int ferroce_rereg_mr(struct verbs_mr *vmr, int flags, struct ibv_pd *pd,
 		     void *addr, size_t len, int access);
 int ferroce_dereg_mr(struct verbs_mr *vmr);
+struct ibv_mw *ferroce_alloc_mw(struct ibv_pd *pd, enum ibv_mw_type type);
+int ferroce_dealloc_mw(struct ibv_mw *mw);
 struct ibv_cq *ferroce_create_cq(struct ibv_context *ibctx, int cqe,
 				 struct ibv_comp_channel *channel,
 				 int comp_vector);
@@ -295,6 +297,8 @@ void ferroce_cq_event(struct ibv_cq *ibcq);
 void ferroce_cq_clean(struct ferroce_cq *cq, uint32_t qpn);
 int ferroce_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr,
 		      struct ibv_send_wr **bad_wr);
+int ferroce_bind_mw(struct ibv_qp *ibqp, struct ibv_mw *mw,
+		    struct ibv_mw_bind *mw_bind);
 int ferroce_post_recv(struct ibv_qp *ibqp, struct ibv_recv_wr *wr,
 		      struct ibv_recv_wr **bad_wr);
 int ferroce_post_srq_recv(struct ibv_srq *ibsrq, struct ibv_recv_wr *wr,

@@ -362,10 +362,15 @@ int ferroce_rereg_mr(struct verbs_mr *vmr, int flags, struct ibv_pd *pd,
 {
 	struct ib_uverbs_rereg_mr_resp resp;
 	struct ibv_rereg_mr cmd;
+	int ret;
 
-	return ibv_cmd_rereg_mr(vmr, flags, addr, len, (uintptr_t)addr,
-				access, pd, &cmd, sizeof(cmd), &resp,
-				sizeof(resp));
+	ret = ibv_cmd_rereg_mr(vmr, flags, addr, len, (uintptr_t)addr,
+			       access, pd, &cmd, sizeof(cmd), &resp,
+			       sizeof(resp));
+	/* The rights binding a memory window checks (ferroce_bind_mw) */
+	if (!ret && flags & IBV_REREG_MR_CHANGE_ACCESS)
+		vmr->access = access;
+	return ret;
 }
 
 int ferroce_dereg_mr(struct verbs_mr *vmr)
@@ -376,6 +381,53 @@ int ferroce_dereg_mr(struct verbs_mr *vmr)
 	if (ret)
 		return ret;
 	free(vmr);
+	return 0;
+}
+
+/*
+ * Memory windows (device 1.7, CAP_MW): type 1 (bound by ibv_bind_mw) and
+ * type 2 (bound by IBV_WR_BIND_MW), allocated by the driver in the key
+ * space of MRs with no driver data. The binds are WQEs (datapath.c).
+ */
+struct ibv_mw *ferroce_alloc_mw(struct ibv_pd *pd, enum ibv_mw_type type)
+{
+	struct ferroce_context *ctx = to_fctx(pd->context);
+	struct ib_uverbs_alloc_mw_resp resp;
+	struct ibv_alloc_mw cmd = {};
+	struct ibv_mw *mw;
+	int ret;
+
+	if (!(ctx->device_caps & FERROCE_CAP_MW)) {
+		errno = EOPNOTSUPP;
+		return NULL;
+	}
+	if (type != IBV_MW_TYPE_1 && type != IBV_MW_TYPE_2) {
+		errno = EINVAL;
+		return NULL;
+	}
+
+	mw = calloc(1, sizeof(*mw));
+	if (!mw)
+		return NULL;
+
+	ret = ibv_cmd_alloc_mw(pd, type, mw, &cmd, sizeof(cmd), &resp,
+			       sizeof(resp));
+	if (ret) {
+		free(mw);
+		errno = ret;
+		return NULL;
+	}
+	return mw;
+}
+
+int ferroce_dealloc_mw(struct ibv_mw *mw)
+{
+	int ret;
+
+	ret = ibv_cmd_dealloc_mw(mw);
+	if (ret)
+		return ret;
+	free(mw);
 	return 0;
 }
 

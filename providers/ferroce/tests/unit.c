@@ -634,7 +634,7 @@ static void test_threads(void)
  * UC QPs (device 1.5): post_send and the ibv_wr_* builders take SEND,
  * SEND_WITH_IMM, RDMA_WRITE and RDMA_WRITE_WITH_IMM only; every other
  * opcode is refused with EINVAL before it reaches the ring, even on a
- * device with atomics.
+ * device with atomics, invalidation and memory windows.
  */
 static void test_uc_post(void)
 {
@@ -659,7 +659,8 @@ static void test_uc_post(void)
 
 	fake_init(&f, 4, 8);
 	f.qp.vqp.qp.qp_type = IBV_QPT_UC;
-	f.ctx->device_caps = FERROCE_CAP_UC | FERROCE_CAP_ATOMIC;
+	f.ctx->device_caps = FERROCE_CAP_UC | FERROCE_CAP_ATOMIC |
+			     FERROCE_CAP_MEM_MGT_EXT | FERROCE_CAP_MW;
 	wr.sg_list = &sg;
 	wr.num_sge = 1;
 	wr.send_flags = IBV_SEND_SIGNALED;
@@ -710,6 +711,7 @@ static void test_uc_post(void)
 	      ex->wr_rdma_write_imm);
 	CHECK(!ex->wr_rdma_read && !ex->wr_atomic_cmp_swp &&
 	      !ex->wr_atomic_fetch_add && !ex->wr_set_ud_addr);
+	CHECK(!ex->wr_bind_mw && !ex->wr_local_inv && !ex->wr_send_inv);
 	ibv_wr_start(ex);
 	ex->wr_id = 70;
 	ex->wr_flags = IBV_SEND_SIGNALED;
@@ -2509,6 +2511,717 @@ out_ctx:
 	CHECK(atomic_load(&vdev.refcount) == 1);
 }
 
+/*
+ * Memory windows (device 1.7, CAP_MW) and invalidation (CAP_MEM_MGT_EXT)
+ * on the fake QP: the objects of one PD the binds below use.
+ */
+struct mw_objs {
+	struct ibv_pd pd, other_pd;
+	struct verbs_mr mr;		/* LOCAL_WRITE | MW_BIND */
+	struct ibv_mw mw1, mw2;		/* type 1, type 2 */
+};
+
+static void mw_objs_init(struct fake *f, struct mw_objs *o)
+{
+	memset(o, 0, sizeof(*o));
+	o->pd.context = &f->ctx->ibv_ctx.context;
+	o->other_pd.context = &f->ctx->ibv_ctx.context;
+	o->mr.ibv_mr.context = &f->ctx->ibv_ctx.context;
+	o->mr.ibv_mr.pd = &o->pd;
+	o->mr.ibv_mr.lkey = 0x1234;
+	o->mr.ibv_mr.rkey = 0x1234;
+	o->mr.mr_type = IBV_MR_TYPE_MR;
+	o->mr.access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_MW_BIND;
+	/* variant 0xff: the next one is 0x00 */
+	o->mw1 = (struct ibv_mw){ .context = &f->ctx->ibv_ctx.context,
+				  .pd = &o->pd, .rkey = 0x5ff,
+				  .type = IBV_MW_TYPE_1 };
+	o->mw2 = (struct ibv_mw){ .context = &f->ctx->ibv_ctx.context,
+				  .pd = &o->pd, .rkey = 0x610,
+				  .type = IBV_MW_TYPE_2 };
+	f->qp.vqp.qp.pd = &o->pd;
+	f->ctx->device_caps = FERROCE_CAP_MW | FERROCE_CAP_MEM_MGT_EXT;
+}
+
+static struct ferroce_sq_wqe_hdr *sq_wqe(struct fake *f, uint16_t idx)
+{
+	return ferroce_wqe(&f->qp.sq, idx);
+}
+
+static struct ferroce_sq_wqe_bind_mw *bind_seg(struct ferroce_sq_wqe_hdr *hdr)
+{
+	return (void *)((uint8_t *)hdr + FERROCE_SQ_WQE_SEG_OFFSET);
+}
+
+/* The 32 bytes of a WQE's segment are all zero. */
+static bool seg_zero(struct ferroce_sq_wqe_hdr *hdr)
+{
+	static const uint8_t zero[FERROCE_SQ_WQE_DATA_OFFSET -
+				  FERROCE_SQ_WQE_SEG_OFFSET];
+
+	return !memcmp((uint8_t *)hdr + FERROCE_SQ_WQE_SEG_OFFSET, zero,
+		       sizeof(zero));
+}
+
+/*
+ * ibv_bind_mw (type 1): one BIND_MW WQE with the MW's next key, which
+ * becomes mw->rkey once posted; length 0 unbinds (still a WQE), with or
+ * without an MR. Refused before the ring (the errno returned and set,
+ * mw->rkey kept): a type 2 MW, rights a window cannot have, an MR without
+ * MW_BIND (or LOCAL_WRITE for remote writes), PDs that differ (EPERM), a
+ * non-RC QP, no CAP_MW, a QP that cannot send, a full SQ (ENOMEM).
+ */
+static void test_bind_mw(void)
+{
+	struct ibv_mw_bind bind = {
+		.wr_id = 81, .send_flags = IBV_SEND_SIGNALED,
+	};
+	struct ferroce_sq_wqe_bind_mw *seg;
+	struct ferroce_sq_wqe_hdr *hdr;
+	struct mw_objs o;
+	struct fake f;
+
+	fake_init(&f, 4, 4);
+	mw_objs_init(&f, &o);
+	bind.bind_info = (struct ibv_mw_bind_info){
+		.mr = &o.mr.ibv_mr, .addr = 0x10000, .length = 0x2000,
+		.mw_access_flags = IBV_ACCESS_REMOTE_WRITE |
+				   IBV_ACCESS_REMOTE_READ |
+				   IBV_ACCESS_LOCAL_WRITE,
+	};
+	CHECK(ferroce_bind_mw(&f.qp.vqp.qp, &o.mw1, &bind) == 0);
+	CHECK(o.mw1.rkey == 0x500);
+	CHECK(le32toh(f.sq_dbrec.pi) == 1);
+	CHECK(le64toh(f.db_page[FERROCE_DB_SQ / 8]) ==
+	      FERROCE_DB_SQ_VAL(0x123, 1));
+	hdr = sq_wqe(&f, 0);
+	seg = bind_seg(hdr);
+	CHECK(le64toh(hdr->wr_id) == 81);
+	CHECK(hdr->opcode == FERROCE_WR_BIND_MW);
+	CHECK(hdr->flags == FERROCE_WQE_SIGNALED);
+	CHECK(hdr->num_sge == 0 && hdr->inline_len == 0 && hdr->imm_data == 0);
+	CHECK(le64toh(seg->addr) == 0x10000 && le64toh(seg->length) == 0x2000);
+	CHECK(le32toh(seg->mw_key) == 0x500 && le32toh(seg->mr_key) == 0x1234);
+	/* LOCAL_WRITE is not a window's right */
+	CHECK(le32toh(seg->access) == (FERROCE_ACCESS_REMOTE_WRITE |
+				       FERROCE_ACCESS_REMOTE_READ));
+	CHECK(seg->reserved == 0);
+
+	/* Unbind, as pyverbs does it: the MR, length 0, no rights; fenced */
+	bind.wr_id = 82;
+	bind.send_flags = IBV_SEND_FENCE | IBV_SEND_INLINE;
+	bind.bind_info.length = 0;
+	bind.bind_info.mw_access_flags = 0;
+	CHECK(ferroce_bind_mw(&f.qp.vqp.qp, &o.mw1, &bind) == 0);
+	CHECK(o.mw1.rkey == 0x501);
+	hdr = sq_wqe(&f, 1);
+	seg = bind_seg(hdr);
+	CHECK(hdr->opcode == FERROCE_WR_BIND_MW && le64toh(hdr->wr_id) == 82);
+	/* INLINE means nothing without data */
+	CHECK(hdr->flags == FERROCE_WQE_FENCE && hdr->inline_len == 0);
+	CHECK(le64toh(seg->addr) == 0x10000 && seg->length == 0);
+	CHECK(le32toh(seg->mw_key) == 0x501 && le32toh(seg->mr_key) == 0x1234);
+	CHECK(seg->access == 0);
+
+	/* Unbind without an MR (ibv_bind_mw() lets addr and length 0 pass) */
+	bind.send_flags = 0;
+	bind.bind_info = (struct ibv_mw_bind_info){};
+	CHECK(ferroce_bind_mw(&f.qp.vqp.qp, &o.mw1, &bind) == 0);
+	CHECK(o.mw1.rkey == 0x502);
+	seg = bind_seg(sq_wqe(&f, 2));
+	CHECK(le32toh(seg->mw_key) == 0x502 && seg->mr_key == 0);
+	CHECK(seg->addr == 0 && seg->length == 0 && seg->access == 0);
+	CHECK(le32toh(f.sq_dbrec.pi) == 3);
+
+	/* Refusals: nothing posted, the key kept */
+#define BIND_FAILS(mw, err)						\
+	do {								\
+		uint32_t key = (mw)->rkey;				\
+		errno = 0;						\
+		CHECK(ferroce_bind_mw(&f.qp.vqp.qp, mw, &bind) == (err)); \
+		CHECK(errno == (err) && (mw)->rkey == key);		\
+		CHECK(le32toh(f.sq_dbrec.pi) == 3 && f.qp.sq.pi == 3);	\
+	} while (0)
+	bind.bind_info = (struct ibv_mw_bind_info){
+		.mr = &o.mr.ibv_mr, .addr = 0x10000, .length = 0x100,
+		.mw_access_flags = IBV_ACCESS_REMOTE_READ,
+	};
+	BIND_FAILS(&o.mw2, EINVAL);
+	bind.bind_info.mw_access_flags |= IBV_ACCESS_ZERO_BASED;
+	BIND_FAILS(&o.mw1, EINVAL);
+	bind.bind_info.mw_access_flags = IBV_ACCESS_MW_BIND;
+	BIND_FAILS(&o.mw1, EINVAL);
+	bind.bind_info.mw_access_flags = IBV_ACCESS_REMOTE_READ;
+	bind.bind_info.mr = NULL;		/* a range needs an MR */
+	BIND_FAILS(&o.mw1, EINVAL);
+	bind.bind_info.mr = &o.mr.ibv_mr;
+	o.mr.access = IBV_ACCESS_LOCAL_WRITE;	/* no MW_BIND */
+	BIND_FAILS(&o.mw1, EINVAL);
+	o.mr.access = IBV_ACCESS_MW_BIND;	/* no LOCAL_WRITE */
+	bind.bind_info.mw_access_flags = IBV_ACCESS_REMOTE_WRITE;
+	BIND_FAILS(&o.mw1, EINVAL);
+	bind.bind_info.mw_access_flags = IBV_ACCESS_REMOTE_ATOMIC;
+	BIND_FAILS(&o.mw1, EINVAL);
+	o.mr.access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_MW_BIND;
+	o.mr.ibv_mr.pd = &o.other_pd;		/* the MR's PD is not the MW's */
+	BIND_FAILS(&o.mw1, EPERM);
+	o.mr.ibv_mr.pd = &o.pd;
+	f.qp.vqp.qp.pd = &o.other_pd;		/* nor the QP's */
+	BIND_FAILS(&o.mw1, EPERM);
+	f.qp.vqp.qp.pd = &o.pd;
+	f.qp.vqp.qp.qp_type = IBV_QPT_UC;	/* RC only */
+	f.ctx->device_caps |= FERROCE_CAP_UC;
+	BIND_FAILS(&o.mw1, EINVAL);
+	f.qp.vqp.qp.qp_type = IBV_QPT_UD;
+	BIND_FAILS(&o.mw1, EINVAL);
+	f.qp.vqp.qp.qp_type = IBV_QPT_RC;
+	f.ctx->device_caps = FERROCE_CAP_MEM_MGT_EXT;	/* no CAP_MW */
+	BIND_FAILS(&o.mw1, EINVAL);
+	f.ctx->device_caps = FERROCE_CAP_MW;
+	f.qp.vqp.qp.state = IBV_QPS_RTR;
+	BIND_FAILS(&o.mw1, EINVAL);
+	f.qp.vqp.qp.state = IBV_QPS_RTS;
+	/* A REMOTE_READ window on an MR without LOCAL_WRITE is fine */
+	o.mr.access = IBV_ACCESS_MW_BIND;
+	bind.bind_info.mw_access_flags = IBV_ACCESS_REMOTE_READ;
+	CHECK(ferroce_bind_mw(&f.qp.vqp.qp, &o.mw1, &bind) == 0);
+	CHECK(o.mw1.rkey == 0x503 && le32toh(f.sq_dbrec.pi) == 4);
+	/* The SQ (4 deep) is full */
+	errno = 0;
+	CHECK(ferroce_bind_mw(&f.qp.vqp.qp, &o.mw1, &bind) == ENOMEM);
+	CHECK(errno == ENOMEM && o.mw1.rkey == 0x503);
+	CHECK(le32toh(f.sq_dbrec.pi) == 4);
+#undef BIND_FAILS
+	fake_fini(&f);
+}
+
+/*
+ * ibv_post_send of BIND_MW (type 2 windows: the new key is the caller's,
+ * mw->rkey is not changed), LOCAL_INV (the key in imm_data, big endian, no
+ * data) and SEND_WITH_INV (a SEND with the key in imm_data), in one chain;
+ * RC only, with CAP_MW and CAP_MEM_MGT_EXT.
+ */
+static void test_post_mw(void)
+{
+	struct ibv_sge sg = { .addr = 0x1000, .length = 64, .lkey = 0x100 };
+	struct ibv_send_wr bind = {}, inv = {}, sinv = {}, wr, *bad;
+	char payload[16] = "with invalidate";
+	struct ferroce_sq_wqe_bind_mw *seg;
+	struct ferroce_sq_wqe_hdr *hdr;
+	struct ferroce_sge *sge;
+	struct ibv_ah ah = {};
+	struct mw_objs o;
+	struct fake f;
+
+	fake_init(&f, 4, 8);
+	mw_objs_init(&f, &o);
+	bind.wr_id = 90;
+	bind.opcode = IBV_WR_BIND_MW;
+	bind.send_flags = IBV_SEND_SIGNALED;
+	bind.bind_mw.mw = &o.mw2;
+	bind.bind_mw.rkey = ibv_inc_rkey(o.mw2.rkey);
+	bind.bind_mw.bind_info = (struct ibv_mw_bind_info){
+		.mr = &o.mr.ibv_mr, .addr = 0x20000, .length = 0x1000,
+		.mw_access_flags = IBV_ACCESS_REMOTE_READ |
+				   IBV_ACCESS_REMOTE_ATOMIC,
+	};
+	bind.next = &inv;
+	inv.wr_id = 91;
+	inv.opcode = IBV_WR_LOCAL_INV;
+	inv.send_flags = IBV_SEND_SIGNALED | IBV_SEND_FENCE;
+	inv.invalidate_rkey = 0x611;
+	inv.next = &sinv;
+	sinv.wr_id = 92;
+	sinv.opcode = IBV_WR_SEND_WITH_INV;
+	sinv.sg_list = &sg;
+	sinv.num_sge = 1;
+	sinv.invalidate_rkey = 0xabcdef12;
+	CHECK(ferroce_post_send(&f.qp.vqp.qp, &bind, &bad) == 0);
+	CHECK(le32toh(f.sq_dbrec.pi) == 3);
+	CHECK(le64toh(f.db_page[FERROCE_DB_SQ / 8]) ==
+	      FERROCE_DB_SQ_VAL(0x123, 3));
+	CHECK(o.mw2.rkey == 0x610);
+
+	hdr = sq_wqe(&f, 0);
+	seg = bind_seg(hdr);
+	CHECK(le64toh(hdr->wr_id) == 90 && hdr->opcode == FERROCE_WR_BIND_MW);
+	CHECK(hdr->flags == FERROCE_WQE_SIGNALED && hdr->num_sge == 0);
+	CHECK(hdr->imm_data == 0 && hdr->inline_len == 0);
+	CHECK(le64toh(seg->addr) == 0x20000 && le64toh(seg->length) == 0x1000);
+	CHECK(le32toh(seg->mw_key) == 0x611 && le32toh(seg->mr_key) == 0x1234);
+	CHECK(le32toh(seg->access) == (FERROCE_ACCESS_REMOTE_READ |
+				       FERROCE_ACCESS_REMOTE_ATOMIC));
+
+	hdr = sq_wqe(&f, 1);
+	CHECK(le64toh(hdr->wr_id) == 91 && hdr->opcode == FERROCE_WR_LOCAL_INV);
+	CHECK(hdr->flags == (FERROCE_WQE_SIGNALED | FERROCE_WQE_FENCE));
+	CHECK(hdr->imm_data == htobe32(0x611));
+	CHECK(hdr->num_sge == 0 && hdr->inline_len == 0 && seg_zero(hdr));
+
+	hdr = sq_wqe(&f, 2);
+	sge = (void *)((uint8_t *)hdr + FERROCE_SQ_WQE_DATA_OFFSET);
+	CHECK(le64toh(hdr->wr_id) == 92 && hdr->opcode == FERROCE_WR_SEND_INV);
+	CHECK(hdr->flags == 0 && hdr->num_sge == 1);
+	CHECK(hdr->imm_data == htobe32(0xabcdef12));
+	CHECK(((uint8_t *)&hdr->imm_data)[0] == 0xab);	/* network order */
+	CHECK(seg_zero(hdr));
+	CHECK(le64toh(sge->addr) == 0x1000 && le32toh(sge->length) == 64 &&
+	      le32toh(sge->lkey) == 0x100);
+
+	/* SEND_WITH_INV inline, solicited */
+	sg.addr = (uintptr_t)payload;
+	sg.length = sizeof(payload);
+	sinv.send_flags = IBV_SEND_INLINE | IBV_SEND_SOLICITED;
+	sinv.next = NULL;
+	CHECK(ferroce_post_send(&f.qp.vqp.qp, &sinv, &bad) == 0);
+	hdr = sq_wqe(&f, 3);
+	CHECK(hdr->opcode == FERROCE_WR_SEND_INV);
+	CHECK(hdr->flags == (FERROCE_WQE_INLINE | FERROCE_WQE_SOLICITED));
+	CHECK(hdr->num_sge == 0 && le32toh(hdr->inline_len) == sizeof(payload));
+	CHECK(hdr->imm_data == htobe32(0xabcdef12));
+	CHECK(!memcmp((uint8_t *)hdr + FERROCE_SQ_WQE_DATA_OFFSET, payload,
+		      sizeof(payload)));
+	CHECK(le32toh(f.sq_dbrec.pi) == 4);
+
+	/* Refusals: EINVAL (EPERM for PDs), bad_wr, nothing posted */
+#define POST_FAILS(w, err)						\
+	do {								\
+		bad = NULL;						\
+		CHECK(ferroce_post_send(&f.qp.vqp.qp, w, &bad) == (err)); \
+		CHECK(bad == (w));					\
+		CHECK(le32toh(f.sq_dbrec.pi) == 4 && f.qp.sq.pi == 4);	\
+	} while (0)
+	bind.next = NULL;
+	inv.next = NULL;
+	wr = bind;
+	wr.bind_mw.mw = &o.mw1;			/* type 1: ibv_bind_mw only */
+	wr.bind_mw.rkey = ibv_inc_rkey(o.mw1.rkey);
+	POST_FAILS(&wr, EINVAL);
+	wr = bind;
+	wr.bind_mw.rkey = 0x711;		/* another MW's index */
+	POST_FAILS(&wr, EINVAL);
+	wr = bind;
+	wr.bind_mw.mw = NULL;
+	POST_FAILS(&wr, EINVAL);
+	wr = bind;
+	wr.bind_mw.bind_info.mr = NULL;		/* type 2 always names an MR */
+	wr.bind_mw.bind_info.addr = 0;
+	wr.bind_mw.bind_info.length = 0;
+	POST_FAILS(&wr, EINVAL);
+	wr = bind;
+	wr.bind_mw.bind_info.mw_access_flags |= IBV_ACCESS_ZERO_BASED;
+	POST_FAILS(&wr, EINVAL);
+	wr = bind;
+	o.mw2.pd = &o.other_pd;
+	o.mr.ibv_mr.pd = &o.other_pd;		/* the QP's PD is another */
+	POST_FAILS(&wr, EPERM);
+	o.mw2.pd = &o.pd;
+	POST_FAILS(&wr, EPERM);			/* the MR's PD is another */
+	o.mr.ibv_mr.pd = &o.pd;
+	wr = bind;
+	wr.sg_list = &sg;			/* no data */
+	wr.num_sge = 1;
+	POST_FAILS(&wr, EINVAL);
+	wr = inv;
+	wr.sg_list = &sg;
+	wr.num_sge = 1;
+	POST_FAILS(&wr, EINVAL);
+	/* Later WRs of a chain after a refused one are not posted */
+	wr = inv;
+	wr.num_sge = -1;
+	bind.next = &wr;
+	wr.next = &inv;
+	bad = NULL;
+	CHECK(ferroce_post_send(&f.qp.vqp.qp, &bind, &bad) == EINVAL);
+	CHECK(bad == &wr && le32toh(f.sq_dbrec.pi) == 5);
+	bind.next = NULL;
+	wr.next = NULL;
+	CHECK(sq_wqe(&f, 4)->opcode == FERROCE_WR_BIND_MW);
+
+	/* Without the capabilities */
+	f.ctx->device_caps = FERROCE_CAP_MEM_MGT_EXT;
+	bad = NULL;
+	CHECK(ferroce_post_send(&f.qp.vqp.qp, &bind, &bad) == EINVAL);
+	CHECK(bad == &bind);
+	f.ctx->device_caps = FERROCE_CAP_MW;
+	bad = NULL;
+	CHECK(ferroce_post_send(&f.qp.vqp.qp, &inv, &bad) == EINVAL);
+	CHECK(bad == &inv);
+	sinv.next = NULL;
+	bad = NULL;
+	CHECK(ferroce_post_send(&f.qp.vqp.qp, &sinv, &bad) == EINVAL);
+	CHECK(bad == &sinv);
+	CHECK(le32toh(f.sq_dbrec.pi) == 5);
+
+	/* UD: none of the three (UC: test_uc_post) */
+	f.ctx->device_caps = FERROCE_CAP_MW | FERROCE_CAP_MEM_MGT_EXT;
+	f.qp.vqp.qp.qp_type = IBV_QPT_UD;
+	bind.wr.ud.ah = &ah;
+	inv.wr.ud.ah = &ah;
+	sinv.wr.ud.ah = &ah;
+	CHECK(ferroce_post_send(&f.qp.vqp.qp, &bind, &bad) == EINVAL);
+	CHECK(ferroce_post_send(&f.qp.vqp.qp, &inv, &bad) == EINVAL);
+	CHECK(ferroce_post_send(&f.qp.vqp.qp, &sinv, &bad) == EINVAL);
+	CHECK(le32toh(f.sq_dbrec.pi) == 5);
+#undef POST_FAILS
+	fake_fini(&f);
+}
+
+/*
+ * The extended QP: wr_bind_mw (type 2), wr_local_inv and wr_send_inv on RC
+ * QPs of a device with CAP_MW and CAP_MEM_MGT_EXT, the same WQEs as
+ * ibv_post_send's; BIND_MW and LOCAL_INV take no setter.
+ */
+static void test_wr_mw(void)
+{
+	struct ibv_mw_bind_info info;
+	struct ferroce_sq_wqe_bind_mw *seg;
+	struct ferroce_sq_wqe_hdr *hdr;
+	struct ferroce_sge *sge;
+	struct ibv_qp_ex *ex;
+	struct mw_objs o;
+	struct fake f;
+	uint64_t ops;
+
+	fake_init(&f, 4, 8);
+	mw_objs_init(&f, &o);
+	ex = &f.qp.vqp.qp_ex;
+
+	/* What create_qp_ex accepts, by device caps and QP type */
+	ops = IBV_QP_EX_WITH_BIND_MW | IBV_QP_EX_WITH_LOCAL_INV |
+	      IBV_QP_EX_WITH_SEND_WITH_INV;
+	CHECK((ferroce_qp_send_ops(f.ctx, IBV_QPT_RC) & ops) == ops);
+	f.ctx->device_caps = FERROCE_CAP_MW | FERROCE_CAP_UC;
+	CHECK((ferroce_qp_send_ops(f.ctx, IBV_QPT_RC) & ops) ==
+	      IBV_QP_EX_WITH_BIND_MW);
+	CHECK(!(ferroce_qp_send_ops(f.ctx, IBV_QPT_UC) & ops));
+	CHECK(!(ferroce_qp_send_ops(f.ctx, IBV_QPT_UD) & ops));
+	f.ctx->device_caps = FERROCE_CAP_MEM_MGT_EXT;
+	CHECK((ferroce_qp_send_ops(f.ctx, IBV_QPT_RC) & ops) ==
+	      (IBV_QP_EX_WITH_LOCAL_INV | IBV_QP_EX_WITH_SEND_WITH_INV));
+	f.ctx->device_caps = 0;
+	CHECK(!(ferroce_qp_send_ops(f.ctx, IBV_QPT_RC) & ops));
+	f.ctx->device_caps = FERROCE_CAP_MW | FERROCE_CAP_MEM_MGT_EXT;
+
+	ferroce_qp_set_ex_ops(&f.qp, IBV_QP_EX_WITH_SEND);
+	CHECK(!ex->wr_bind_mw && !ex->wr_local_inv && !ex->wr_send_inv);
+	ferroce_qp_set_ex_ops(&f.qp, ferroce_qp_send_ops(f.ctx, IBV_QPT_RC));
+	CHECK(ex->wr_bind_mw && ex->wr_local_inv && ex->wr_send_inv);
+
+	info = (struct ibv_mw_bind_info){
+		.mr = &o.mr.ibv_mr, .addr = 0x30000, .length = 0x40,
+		.mw_access_flags = IBV_ACCESS_REMOTE_WRITE,
+	};
+	ibv_wr_start(ex);
+	ex->wr_id = 100;
+	ex->wr_flags = IBV_SEND_SIGNALED;
+	ibv_wr_bind_mw(ex, &o.mw2, ibv_inc_rkey(o.mw2.rkey), &info);
+	ex->wr_id = 101;
+	ex->wr_flags = IBV_SEND_FENCE;
+	ibv_wr_local_inv(ex, 0x611);
+	ex->wr_id = 102;
+	ex->wr_flags = IBV_SEND_SOLICITED;
+	ibv_wr_send_inv(ex, 0x12345678);
+	ibv_wr_set_sge(ex, 0x100, 0x1000, 64);
+	CHECK(ibv_wr_complete(ex) == 0);
+	CHECK(le32toh(f.sq_dbrec.pi) == 3);
+	CHECK(le64toh(f.db_page[FERROCE_DB_SQ / 8]) ==
+	      FERROCE_DB_SQ_VAL(0x123, 3));
+
+	hdr = sq_wqe(&f, 0);
+	seg = bind_seg(hdr);
+	CHECK(le64toh(hdr->wr_id) == 100 && hdr->opcode == FERROCE_WR_BIND_MW);
+	CHECK(hdr->flags == FERROCE_WQE_SIGNALED && hdr->num_sge == 0);
+	CHECK(hdr->imm_data == 0 && hdr->inline_len == 0);
+	CHECK(le64toh(seg->addr) == 0x30000 && le64toh(seg->length) == 0x40);
+	CHECK(le32toh(seg->mw_key) == 0x611 && le32toh(seg->mr_key) == 0x1234);
+	CHECK(le32toh(seg->access) == FERROCE_ACCESS_REMOTE_WRITE);
+	CHECK(o.mw2.rkey == 0x610);
+	hdr = sq_wqe(&f, 1);
+	CHECK(le64toh(hdr->wr_id) == 101 && hdr->opcode == FERROCE_WR_LOCAL_INV);
+	CHECK(hdr->flags == FERROCE_WQE_FENCE && hdr->num_sge == 0);
+	CHECK(hdr->imm_data == htobe32(0x611) && seg_zero(hdr));
+	hdr = sq_wqe(&f, 2);
+	sge = (void *)((uint8_t *)hdr + FERROCE_SQ_WQE_DATA_OFFSET);
+	CHECK(le64toh(hdr->wr_id) == 102 && hdr->opcode == FERROCE_WR_SEND_INV);
+	CHECK(hdr->flags == FERROCE_WQE_SOLICITED && hdr->num_sge == 1);
+	CHECK(hdr->imm_data == htobe32(0x12345678) && seg_zero(hdr));
+	CHECK(le64toh(sge->addr) == 0x1000 && le32toh(sge->lkey) == 0x100);
+
+	/* Refusals discard the batch */
+	ex->wr_flags = 0;
+	ibv_wr_start(ex);
+	ibv_wr_bind_mw(ex, &o.mw1, ibv_inc_rkey(o.mw1.rkey), &info);
+	CHECK(ibv_wr_complete(ex) == EINVAL);	/* type 1 */
+	ibv_wr_start(ex);
+	ibv_wr_send(ex);
+	ibv_wr_bind_mw(ex, &o.mw2, 0x911, &info);
+	CHECK(ibv_wr_complete(ex) == EINVAL);	/* another index */
+	ibv_wr_start(ex);
+	ibv_wr_bind_mw(ex, &o.mw2, 0x611, &info);
+	ibv_wr_set_sge(ex, 0x100, 0x1000, 64);
+	CHECK(ibv_wr_complete(ex) == EINVAL);	/* no data */
+	ibv_wr_start(ex);
+	ibv_wr_local_inv(ex, 0x611);
+	ibv_wr_set_inline_data(ex, &info, 8);
+	CHECK(ibv_wr_complete(ex) == EINVAL);
+	info.mw_access_flags = IBV_ACCESS_REMOTE_ATOMIC;
+	o.mr.access = IBV_ACCESS_MW_BIND;
+	ibv_wr_start(ex);
+	ibv_wr_bind_mw(ex, &o.mw2, 0x611, &info);
+	CHECK(ibv_wr_complete(ex) == EINVAL);	/* no LOCAL_WRITE */
+	o.mr.access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_MW_BIND;
+	o.mw2.pd = &o.other_pd;
+	ibv_wr_start(ex);
+	ibv_wr_bind_mw(ex, &o.mw2, 0x611, &info);
+	CHECK(ibv_wr_complete(ex) == EPERM);
+	o.mw2.pd = &o.pd;
+	CHECK(le32toh(f.sq_dbrec.pi) == 3 && f.qp.sq.pi == 3);
+
+	/* SEND_WITH_INV with inline data */
+	ibv_wr_start(ex);
+	ibv_wr_send_inv(ex, 0x611);
+	ibv_wr_set_inline_data(ex, &info, 8);
+	CHECK(ibv_wr_complete(ex) == 0);
+	hdr = sq_wqe(&f, 3);
+	CHECK(hdr->opcode == FERROCE_WR_SEND_INV);
+	CHECK(hdr->flags == FERROCE_WQE_INLINE && le32toh(hdr->inline_len) == 8);
+	CHECK(hdr->imm_data == htobe32(0x611));
+	CHECK(le32toh(f.sq_dbrec.pi) == 4);
+	fake_fini(&f);
+}
+
+/*
+ * Completions of the memory operations: BIND_MW (5) and LOCAL_INV (6) are
+ * send CQEs (they retire the SQ) reported as IBV_WC_BIND_MW and
+ * IBV_WC_LOCAL_INV, MW_BIND_ERR as it is; a receive CQE with WITH_INV
+ * reports IBV_WC_WITH_INV and the invalidated key in host order, by
+ * ibv_poll_cq and by the extended CQ (ibv_wc_read_invalidated_rkey).
+ */
+static void test_poll_mw(void)
+{
+	struct ibv_poll_cq_attr attr = {};
+	struct ibv_cq_ex *ex;
+	struct ibv_wc wc[4];
+	struct fake f;
+
+	fake_init(&f, 8, 8);
+	device_cqe(&f, 0, 1, FERROCE_WC_BIND_MW, 0);
+	device_cqe(&f, 1, 2, FERROCE_WC_LOCAL_INV, 1);
+	device_cqe(&f, 2, 3, FERROCE_WC_RECV, 0);
+	f.cq.buf[2].flags = FERROCE_CQE_WITH_INV;
+	f.cq.buf[2].imm_data = htobe32(0x61122);
+	device_cqe(&f, 3, 4, FERROCE_WC_BIND_MW, 2);
+	f.cq.buf[3].status = FERROCE_WC_MW_BIND_ERR;
+	CHECK(ferroce_poll_cq(&f.cq.vcq.cq, 4, wc) == 4);
+	CHECK(wc[0].wr_id == 1 && wc[0].opcode == IBV_WC_BIND_MW);
+	CHECK(wc[0].status == IBV_WC_SUCCESS && wc[0].wc_flags == 0);
+	CHECK(wc[1].wr_id == 2 && wc[1].opcode == IBV_WC_LOCAL_INV);
+	CHECK(wc[2].opcode == IBV_WC_RECV);
+	CHECK(wc[2].wc_flags == IBV_WC_WITH_INV);
+	CHECK(wc[2].invalidated_rkey == 0x61122);
+	CHECK(wc[3].opcode == IBV_WC_BIND_MW);
+	CHECK(wc[3].status == IBV_WC_MW_BIND_ERR);
+	CHECK(f.qp.sq.ci == 3);
+	CHECK(f.qp.rq.ci == 1);
+
+	ex = &f.cq.vcq.cq_ex;
+	ferroce_cq_set_ex_ops(&f.cq, IBV_WC_EX_WITH_IMM);
+	device_cqe(&f, 4, 5, FERROCE_WC_LOCAL_INV, 3);
+	device_cqe(&f, 5, 6, FERROCE_WC_RECV, 1);
+	f.cq.buf[5].flags = FERROCE_CQE_WITH_INV;
+	f.cq.buf[5].imm_data = htobe32(0xabcdef01);
+	device_cqe(&f, 6, 7, FERROCE_WC_RECV_RDMA_WITH_IMM, 2);
+	f.cq.buf[6].flags = FERROCE_CQE_WITH_IMM;
+	f.cq.buf[6].imm_data = htobe32(0xabcdef01);
+	device_cqe(&f, 7, 8, FERROCE_WC_BIND_MW, 4);
+	CHECK(ibv_start_poll(ex, &attr) == 0);
+	CHECK(ex->wr_id == 5 && ibv_wc_read_opcode(ex) == IBV_WC_LOCAL_INV);
+	CHECK(ibv_wc_read_wc_flags(ex) == 0);
+	CHECK(ibv_next_poll(ex) == 0);
+	CHECK(ibv_wc_read_opcode(ex) == IBV_WC_RECV);
+	CHECK(ibv_wc_read_wc_flags(ex) == IBV_WC_WITH_INV);
+	CHECK(ibv_wc_read_invalidated_rkey(ex) == 0xabcdef01);
+	CHECK(ibv_next_poll(ex) == 0);
+	CHECK(ibv_wc_read_wc_flags(ex) == IBV_WC_WITH_IMM);
+	CHECK(ibv_wc_read_imm_data(ex) == htobe32(0xabcdef01));
+	CHECK(ibv_next_poll(ex) == 0);
+	CHECK(ex->wr_id == 8 && ibv_wc_read_opcode(ex) == IBV_WC_BIND_MW);
+	CHECK(ibv_next_poll(ex) == ENOENT);
+	ibv_end_poll(ex);
+	CHECK(f.qp.sq.ci == 5 && f.qp.rq.ci == 3);
+	fake_fini(&f);
+}
+
+/*
+ * ibv_alloc_mw / ibv_dealloc_mw against the fake driver (alloc_mw takes no
+ * driver data); mw_cmd_ret is what the next command answers.
+ */
+static int mw_alloc_calls, mw_dealloc_calls, mw_cmd_ret;
+static enum ibv_mw_type mw_alloc_type;
+
+int ibv_cmd_alloc_mw(struct ibv_pd *pd, enum ibv_mw_type type,
+		     struct ibv_mw *mw, struct ibv_alloc_mw *cmd,
+		     size_t cmd_size, struct ib_uverbs_alloc_mw_resp *resp,
+		     size_t resp_size)
+{
+	mw_alloc_calls++;
+	mw_alloc_type = type;
+	CHECK(cmd_size == sizeof(*cmd) && resp_size == sizeof(*resp));
+	if (mw_cmd_ret)
+		return mw_cmd_ret;
+	mw->context = pd->context;
+	mw->pd = pd;
+	mw->rkey = 0x4200 + mw_alloc_calls;
+	mw->handle = mw_alloc_calls;
+	mw->type = type;
+	return 0;
+}
+
+int ibv_cmd_dealloc_mw(struct ibv_mw *mw)
+{
+	mw_dealloc_calls++;
+	return mw_cmd_ret;
+}
+
+/* rereg_mr of the fake driver: answers rereg_ret */
+static int rereg_calls, rereg_ret;
+
+int ibv_cmd_rereg_mr(struct verbs_mr *vmr, uint32_t flags, void *addr,
+		     size_t length, uint64_t hca_va, int access,
+		     struct ibv_pd *pd, struct ibv_rereg_mr *cmd,
+		     size_t cmd_sz, struct ib_uverbs_rereg_mr_resp *resp,
+		     size_t resp_sz)
+{
+	rereg_calls++;
+	return rereg_ret;
+}
+
+/*
+ * Memory windows through the provider's verbs: allocated only with CAP_MW
+ * (EOPNOTSUPP before any command otherwise) and of type 1 or 2 (EINVAL);
+ * the driver's errors passed on; ibv_bind_mw reaches ferroce_bind_mw on a
+ * QP of the provider; rereg_mr keeps the MR's rights the bind checks.
+ */
+static void test_mw_verbs(void)
+{
+	static struct verbs_device vdev = { .ops = &ferroce_dev_ops };
+	struct ibv_qp_init_attr qattr = { .qp_type = IBV_QPT_RC };
+	struct verbs_mr vmr = {};
+	struct ibv_mw_bind bind = {};
+	struct ferroce_sq_wqe_hdr *hdr;
+	struct ferroce_context *ctx;
+	struct verbs_context *vctx;
+	struct ibv_pd pd = {};
+	struct ibv_mw *mw1, *mw2;
+	struct ibv_qp *qp;
+	struct ibv_cq *cq;
+	uint16_t pi;
+
+	vctx = old_driver_context(&vdev);
+	CHECK(vctx);
+	if (!vctx)
+		return;
+	ctx = to_fctx(&vctx->context);
+	pd.context = &vctx->context;
+	CHECK(vctx->context.ops.alloc_mw == ferroce_alloc_mw);
+	CHECK(vctx->context.ops.dealloc_mw == ferroce_dealloc_mw);
+	CHECK(vctx->context.ops.bind_mw == ferroce_bind_mw);
+
+	/* No CAP_MW (the first release's device) */
+	CHECK(!(ctx->device_caps & FERROCE_CAP_MW));
+	errno = 0;
+	CHECK(!ibv_alloc_mw(&pd, IBV_MW_TYPE_1) && errno == EOPNOTSUPP);
+	errno = 0;
+	CHECK(!ferroce_alloc_mw(&pd, IBV_MW_TYPE_2) && errno == EOPNOTSUPP);
+	CHECK(mw_alloc_calls == 0);
+
+	ctx->device_caps |= FERROCE_CAP_MW | FERROCE_CAP_MEM_MGT_EXT;
+	errno = 0;
+	CHECK(!ibv_alloc_mw(&pd, 3) && errno == EINVAL);
+	errno = 0;
+	CHECK(!ibv_alloc_mw(&pd, 0) && errno == EINVAL);
+	CHECK(mw_alloc_calls == 0);
+	mw_cmd_ret = ENOSPC;
+	errno = 0;
+	CHECK(!ibv_alloc_mw(&pd, IBV_MW_TYPE_1) && errno == ENOSPC);
+	CHECK(mw_alloc_calls == 1);
+	mw_cmd_ret = 0;
+	mw1 = ibv_alloc_mw(&pd, IBV_MW_TYPE_1);
+	mw2 = ibv_alloc_mw(&pd, IBV_MW_TYPE_2);
+	CHECK(mw1 && mw2);
+	if (!mw1 || !mw2)
+		goto out_ctx;
+	CHECK(mw_alloc_calls == 3 && mw_alloc_type == IBV_MW_TYPE_2);
+	CHECK(mw1->type == IBV_MW_TYPE_1 && mw1->pd == &pd &&
+	      mw1->rkey == 0x4202);
+	CHECK(mw2->type == IBV_MW_TYPE_2 && mw2->rkey == 0x4203);
+
+	/* ibv_bind_mw on an RTS QP of the provider */
+	cq = ferroce_create_cq(&vctx->context, 16, NULL, 0);
+	CHECK(cq);
+	if (!cq)
+		goto out_mw;
+	qattr.send_cq = cq;
+	qattr.recv_cq = cq;
+	qattr.cap = (struct ibv_qp_cap){ .max_send_wr = 4, .max_send_sge = 1 };
+	qp = ferroce_create_qp(&pd, &qattr);
+	CHECK(qp);
+	if (!qp)
+		goto out_cq;
+	qp->state = IBV_QPS_RTS;
+	vmr.ibv_mr.context = &vctx->context;
+	vmr.ibv_mr.pd = &pd;
+	vmr.ibv_mr.lkey = 0x777;
+	vmr.mr_type = IBV_MR_TYPE_MR;
+	vmr.access = IBV_ACCESS_LOCAL_WRITE;
+	bind.bind_info = (struct ibv_mw_bind_info){
+		.mr = &vmr.ibv_mr, .addr = 0x1000, .length = 0x100,
+		.mw_access_flags = IBV_ACCESS_REMOTE_WRITE,
+	};
+	pi = to_fqp(qp)->sq.pi;
+	CHECK(ibv_bind_mw(qp, mw2, &bind) == EINVAL);	/* libibverbs' check */
+	CHECK(ibv_bind_mw(qp, mw1, &bind) == EINVAL);	/* no MW_BIND */
+	CHECK(to_fqp(qp)->sq.pi == pi);
+
+	/* rereg_mr: the new rights once the driver took them */
+	rereg_ret = EINVAL;
+	CHECK(ferroce_rereg_mr(&vmr, IBV_REREG_MR_CHANGE_ACCESS, NULL, NULL, 0,
+			       IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_MW_BIND) ==
+	      EINVAL);
+	CHECK(vmr.access == IBV_ACCESS_LOCAL_WRITE);
+	rereg_ret = 0;
+	CHECK(ferroce_rereg_mr(&vmr, IBV_REREG_MR_CHANGE_PD, &pd, NULL, 0,
+			       0) == 0);
+	CHECK(vmr.access == IBV_ACCESS_LOCAL_WRITE);
+	CHECK(ferroce_rereg_mr(&vmr, IBV_REREG_MR_CHANGE_ACCESS, NULL, NULL, 0,
+			       IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_MW_BIND) ==
+	      0);
+	CHECK(vmr.access == (IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_MW_BIND));
+	CHECK(rereg_calls == 3);
+
+	CHECK(ibv_bind_mw(qp, mw1, &bind) == 0);
+	CHECK(mw1->rkey == 0x4203);
+	CHECK(to_fqp(qp)->sq.pi == (uint16_t)(pi + 1));
+	hdr = ferroce_wqe(&to_fqp(qp)->sq, pi);
+	CHECK(hdr->opcode == FERROCE_WR_BIND_MW && hdr->flags == 0);
+	CHECK(le32toh(bind_seg(hdr)->mw_key) == 0x4203);
+	CHECK(ferroce_destroy_qp(qp) == 0);
+out_cq:
+	CHECK(ferroce_destroy_cq(cq) == 0);
+out_mw:
+	/* A failing dealloc keeps the MW */
+	mw_cmd_ret = EBUSY;
+	CHECK(ibv_dealloc_mw(mw1) == EBUSY);
+	mw_cmd_ret = 0;
+	CHECK(ibv_dealloc_mw(mw1) == 0);
+	CHECK(ibv_dealloc_mw(mw2) == 0);
+	CHECK(mw_dealloc_calls == 3);
+out_ctx:
+	ferroce_free_context(&vctx->context);
+	CHECK(atomic_load(&vdev.refcount) == 1);
+}
+
 int main(void)
 {
 	test_sizing();
@@ -2530,6 +3243,11 @@ int main(void)
 	test_srq_resize_threads();
 	test_cq_resize();
 	test_cq_resize_ex();
+	test_bind_mw();
+	test_post_mw();
+	test_wr_mw();
+	test_poll_mw();
+	test_mw_verbs();
 	if (failures) {
 		fprintf(stderr, "ferroce-unit: %d check(s) failed\n", failures);
 		return 1;
