@@ -51,10 +51,6 @@ fn set_word(n: &Node, gpa: u64, v: u64) {
     n.fill(gpa, &v.to_le_bytes());
 }
 
-fn statuses(c: &[Cqe]) -> Vec<(u64, u8, u8)> {
-    c.iter().map(|c| (c.wr_id, c.opcode, c.status)).collect()
-}
-
 /// Moves one round of frames a -> b -> a; returns (a's, b's) frames.
 fn round(a: &Node, b: &Node) -> (Vec<Vec<u8>>, Vec<Vec<u8>>) {
     let fa = a.h.dev.take_tx();

@@ -16,15 +16,6 @@ use ferroce_dev::wire::{self, decode, encode, op, psn_add};
 
 const ALL_ACCESS: u32 = ACCESS_LOCAL_WRITE | ACCESS_REMOTE_WRITE | ACCESS_REMOTE_READ;
 
-fn wr(wr_id: u64, opcode: u8) -> SendWr {
-    SendWr {
-        wr_id,
-        opcode,
-        flags: WQE_SIGNALED,
-        ..SendWr::default()
-    }
-}
-
 /// Memory the responder must never write: an MR of another PD, a
 /// read-only MR and the unregistered page after the writable MR.
 struct Guarded {

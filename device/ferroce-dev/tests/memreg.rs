@@ -35,33 +35,6 @@ fn pair() -> (Node, Node) {
     (a, b)
 }
 
-fn run(a: &Node, b: &Node) {
-    let rounds = Wire::new(1, Impair::default()).run(a, b, 10_000);
-    assert!(rounds < 10_000, "did not converge");
-}
-
-fn statuses(c: &[Cqe]) -> Vec<(u64, u8, u8)> {
-    c.iter().map(|c| (c.wr_id, c.opcode, c.status)).collect()
-}
-
-fn wr(wr_id: u64, opcode: u8) -> SendWr {
-    SendWr {
-        wr_id,
-        opcode,
-        flags: WQE_SIGNALED,
-        ..SendWr::default()
-    }
-}
-
-fn write_wr(wr_id: u64, src: &MrInfo, len: u32, remote_addr: u64, rkey: u32) -> SendWr {
-    SendWr {
-        remote_addr,
-        rkey,
-        sges: vec![(src.va(0), len, src.key)],
-        ..wr(wr_id, WR_RDMA_WRITE)
-    }
-}
-
 /// The key as a WQE header's `imm_data` holds it (be32 in memory).
 fn key_imm(key: u32) -> u32 {
     u32::from_le_bytes(key.to_be_bytes())
@@ -181,11 +154,6 @@ fn reg_seg(key: u32, length: u64, access: u32) -> SqWqeRegMr {
         access,
         reserved: 0,
     }
-}
-
-/// The new key of a fast-register MR: same index, variant `variant`.
-fn with_variant(key: u32, variant: u8) -> u32 {
-    (key & !KEY_VARIANT_MASK) | u32::from(variant)
 }
 
 fn mr_state(n: &Node, key: u32) -> Option<FastRegState> {

@@ -48,37 +48,6 @@ fn two_pairs() -> (Node, Node) {
     (a, b)
 }
 
-fn run(a: &Node, b: &Node) {
-    let rounds = Wire::new(1, Impair::default()).run(a, b, 10_000);
-    assert!(rounds < 10_000, "did not converge");
-}
-
-fn statuses(c: &[Cqe]) -> Vec<(u64, u8, u8)> {
-    c.iter().map(|c| (c.wr_id, c.opcode, c.status)).collect()
-}
-
-fn with_variant(key: u32, variant: u8) -> u32 {
-    (key & !KEY_VARIANT_MASK) | u32::from(variant)
-}
-
-fn wr(wr_id: u64, opcode: u8) -> SendWr {
-    SendWr {
-        wr_id,
-        opcode,
-        flags: WQE_SIGNALED,
-        ..SendWr::default()
-    }
-}
-
-fn write_wr(wr_id: u64, src: &MrInfo, len: u32, remote_addr: u64, rkey: u32) -> SendWr {
-    SendWr {
-        remote_addr,
-        rkey,
-        sges: vec![(src.va(0), len, src.key)],
-        ..wr(wr_id, WR_RDMA_WRITE)
-    }
-}
-
 fn read_wr(wr_id: u64, sink: &MrInfo, len: u32, remote_addr: u64, rkey: u32) -> SendWr {
     SendWr {
         remote_addr,

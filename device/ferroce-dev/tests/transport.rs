@@ -16,19 +16,6 @@ fn pattern(seed: u64, len: usize) -> Vec<u8> {
     (0..len).map(|_| r.next() as u8).collect()
 }
 
-fn wr(wr_id: u64, opcode: u8) -> SendWr {
-    SendWr {
-        wr_id,
-        opcode,
-        flags: WQE_SIGNALED,
-        ..SendWr::default()
-    }
-}
-
-fn statuses(c: &[Cqe]) -> Vec<(u64, u8, u8)> {
-    c.iter().map(|c| (c.wr_id, c.opcode, c.status)).collect()
-}
-
 /// WRITE, READ and SEND of many sizes under loss, duplication, corruption
 /// and reordering: memory ends up byte-exact and every WQE completes once,
 /// in order, successfully.

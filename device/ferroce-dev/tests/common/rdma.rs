@@ -706,3 +706,39 @@ impl Wire {
         max_rounds
     }
 }
+
+/// Runs a loss-free wire between `a` and `b` until both are idle.
+pub fn run(a: &Node, b: &Node) {
+    let rounds = Wire::new(1, Impair::default()).run(a, b, 10_000);
+    assert!(rounds < 10_000, "did not converge");
+}
+
+/// `(wr_id, opcode, status)` of each CQE.
+pub fn statuses(c: &[Cqe]) -> Vec<(u64, u8, u8)> {
+    c.iter().map(|c| (c.wr_id, c.opcode, c.status)).collect()
+}
+
+/// A signaled send WR of `opcode`, everything else default.
+pub fn wr(wr_id: u64, opcode: u8) -> SendWr {
+    SendWr {
+        wr_id,
+        opcode,
+        flags: WQE_SIGNALED,
+        ..SendWr::default()
+    }
+}
+
+/// A signaled RDMA WRITE of `len` bytes from the start of `src`.
+pub fn write_wr(wr_id: u64, src: &MrInfo, len: u32, remote_addr: u64, rkey: u32) -> SendWr {
+    SendWr {
+        remote_addr,
+        rkey,
+        sges: vec![(src.va(0), len, src.key)],
+        ..wr(wr_id, WR_RDMA_WRITE)
+    }
+}
+
+/// `key` with its variant (bits 7:0) replaced.
+pub fn with_variant(key: u32, variant: u8) -> u32 {
+    (key & !KEY_VARIANT_MASK) | u32::from(variant)
+}
