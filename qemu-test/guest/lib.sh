@@ -46,6 +46,15 @@ check() {
 	if "$@"; then ok "$name"; else not_ok "$name (command: $*)"; fi
 }
 
+# guest_tool NAME: /tmp/NAME, a copy of qemu-test/guest/NAME.c as
+# qemu-test/run built it on the host, in the root these guests boot (gcc in
+# a TCG guest takes half a minute per program).
+guest_tool() {
+	[ -x "/tmp/$1" ] && return 0
+	cp "/src/.build/guest-tools/$1" "/tmp/$1" ||
+		{ echo "no /src/.build/guest-tools/$1: qemu-test/run builds it" >&2; return 1; }
+}
+
 # note KEY VALUE: a measured number or fact, collected into the run report.
 note() { echo "$1 $2" | tee -a /mnt/work/notes; }
 

@@ -264,8 +264,7 @@ verify_pair() {
 	shift 4
 	[ "$VM_NAME" = "$server" ] && side=server
 	if [ ! -x /tmp/rdma-verify ]; then
-		step "rdma-verify.c compiles" gcc -O2 -Wall -o /tmp/rdma-verify \
-			/src/qemu-test/guest/rdma-verify.c -libverbs || return 1
+		step "rdma-verify is built" guest_tool rdma-verify || return 1
 	fi
 	check "$name (rdma-verify -d $DEV -g $GIDX $*): $side side" \
 		pair "$name" "$port" "$limit" "$server" /tmp/rdma-verify -d "$DEV" -g "$GIDX" "$@"
