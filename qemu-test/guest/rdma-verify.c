@@ -10,14 +10,19 @@
  * attributes, as the pingpongs do).
  *
  *   rdma-verify -d DEV -g GID_INDEX [-p PORT] [-n ROUNDS] [-s MAX_LEN] [-t TIMEOUT]
- *               [-w SECONDS] [-x] [SERVER]
+ *               [-w SECONDS] [-x] [-m MW_TYPE] [SERVER]
  *
  * TIMEOUT is the QP's local ACK timeout exponent (4.096 us * 2^TIMEOUT, 7
  * retries), 14 by default as in the pingpongs.  SECONDS is how long it waits
  * for a completion before it gives up (20 by default; a test that stalls the
  * device waits longer, for the async event instead).  -x polls through the
  * extended CQ API (ibv_create_cq_ex, ibv_start_poll/next_poll/end_poll and
- * the ibv_wc_read_* accessors) instead of ibv_poll_cq.
+ * the ibv_wc_read_* accessors) instead of ibv_poll_cq.  -m 1 or -m 2 goes
+ * through a memory window: the server binds one of that type over its
+ * buffer (ibv_bind_mw, or an IBV_WR_BIND_MW work request) and gives the
+ * client the window's rkey instead of the MR's; after the rounds it
+ * invalidates the window (a zero-length bind, or IBV_WR_LOCAL_INV) and the
+ * client's RDMA WRITE through it must fail with a remote access error.
  *
  * Prints a summary line and exits 0 when every byte matched.  While it
  * waits (for a completion or for its peer) it also reads the device's
@@ -54,6 +59,8 @@ static struct ibv_cq *cq;
 static struct ibv_cq_ex *cq_ex;	/* -x: cq is ibv_cq_ex_to_cq(cq_ex) */
 static struct ibv_qp *qp;
 static struct ibv_mr *mr;
+static struct ibv_mw *mw;	/* -m: the server's window */
+static int mw_type;
 static uint8_t *src, *dst;	/* two regions of max_len bytes in one MR */
 static size_t max_len = 256 * 1024;
 static int ack_timeout = 14;
@@ -72,6 +79,7 @@ static int rounds_done;
  */
 static int teardown(void)
 {
+	int mw_rc = mw ? ibv_dealloc_mw(mw) : 0;
 	int qp_rc = qp ? ibv_destroy_qp(qp) : 0;
 	int mr_rc = mr ? ibv_dereg_mr(mr) : 0;
 	int cq_rc = cq ? ibv_destroy_cq(cq) : 0;
@@ -80,7 +88,9 @@ static int teardown(void)
 
 	printf("rdma-verify: destroy QP %d, dereg MR %d, destroy CQ %d, dealloc PD %d, close %d\n",
 	       qp_rc, mr_rc, cq_rc, pd_rc, ctx_rc);
-	return !!qp_rc + !!mr_rc + !!cq_rc + !!pd_rc + !!ctx_rc;
+	if (mw)
+		printf("rdma-verify: dealloc MW %d\n", mw_rc);
+	return !!mw_rc + !!qp_rc + !!mr_rc + !!cq_rc + !!pd_rc + !!ctx_rc;
 }
 
 /*
@@ -230,7 +240,8 @@ static int poll_ex(struct ibv_wc *wc)
 	return 1;
 }
 
-static struct ibv_wc poll1(const char *what)
+/* The next completion, whatever its status. */
+static struct ibv_wc poll_any(const char *what)
 {
 	struct ibv_wc wc;
 	struct timespec t0, t;
@@ -248,6 +259,13 @@ static struct ibv_wc poll1(const char *what)
 		if (t.tv_sec - t0.tv_sec > cq_wait)
 			die("%s: no completion in %d s\n", what, cq_wait);
 	}
+	return wc;
+}
+
+static struct ibv_wc poll1(const char *what)
+{
+	struct ibv_wc wc = poll_any(what);
+
 	if (wc.status != IBV_WC_SUCCESS)
 		die("%s: completion status %s (%d)\n", what, ibv_wc_status_str(wc.status), wc.status);
 	return wc;
@@ -272,6 +290,47 @@ static void post_send(enum ibv_wr_opcode op, size_t off, size_t len, const struc
 	}
 	if (ibv_post_send(qp, &wr, &bad))
 		die("ibv_post_send failed\n");
+}
+
+/*
+ * -m: binds (len > 0) or, len 0, unbinds (type 1) / invalidates (type 2)
+ * the window over the whole buffer; returns the window's rkey.
+ */
+static uint32_t window(uint32_t key, size_t len)
+{
+	struct ibv_mw_bind_info info = {
+		.mr = mr, .addr = (uintptr_t)src, .length = len,
+		.mw_access_flags = len ? IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ : 0,
+	};
+	struct ibv_send_wr wr = { .wr_id = 9, .send_flags = IBV_SEND_SIGNALED }, *bad;
+	struct ibv_wc wc;
+
+	if (mw_type == 1) {
+		struct ibv_mw_bind b = { .wr_id = 9, .send_flags = IBV_SEND_SIGNALED, .bind_info = info };
+
+		if (ibv_bind_mw(qp, mw, &b))
+			die("ibv_bind_mw: %s\n", strerror(errno));
+		wc = poll1(len ? "bind MW (type 1)" : "unbind MW (type 1)");
+		key = mw->rkey;
+	} else if (len) {
+		wr.opcode = IBV_WR_BIND_MW;
+		wr.bind_mw.mw = mw;
+		wr.bind_mw.rkey = ibv_inc_rkey(key);
+		wr.bind_mw.bind_info = info;
+		if (ibv_post_send(qp, &wr, &bad))
+			die("ibv_post_send(IBV_WR_BIND_MW): %s\n", strerror(errno));
+		wc = poll1("bind MW (type 2)");
+		key = wr.bind_mw.rkey;
+	} else {
+		wr.opcode = IBV_WR_LOCAL_INV;
+		wr.invalidate_rkey = key;
+		if (ibv_post_send(qp, &wr, &bad))
+			die("ibv_post_send(IBV_WR_LOCAL_INV): %s\n", strerror(errno));
+		wc = poll1("LOCAL_INV of the MW");
+	}
+	if (wc.opcode != (mw_type == 1 || len ? IBV_WC_BIND_MW : IBV_WC_LOCAL_INV))
+		die("memory window: completion opcode %d\n", wc.opcode);
+	return key;
 }
 
 static void post_recv(size_t off, size_t len)
@@ -344,7 +403,7 @@ int main(int argc, char **argv)
 	struct dest me = { 0 }, rem;
 	union ibv_gid gid;
 
-	while ((c = getopt(argc, argv, "d:g:p:n:s:t:w:x")) != -1) {
+	while ((c = getopt(argc, argv, "d:g:p:n:s:t:w:xm:")) != -1) {
 		switch (c) {
 		case 'd': devname = optarg; break;
 		case 'g': gidx = atoi(optarg); break;
@@ -354,13 +413,16 @@ int main(int argc, char **argv)
 		case 't': ack_timeout = atoi(optarg); break;
 		case 'w': cq_wait = atoi(optarg); break;
 		case 'x': use_cq_ex = 1; break;
-		default: die("usage: rdma-verify -d DEV -g GID_INDEX [-p PORT] [-n ROUNDS] [-s MAX_LEN] [-t TIMEOUT] [-w SECONDS] [-x] [SERVER]\n");
+		case 'm': mw_type = atoi(optarg); break;
+		default: die("usage: rdma-verify -d DEV -g GID_INDEX [-p PORT] [-n ROUNDS] [-s MAX_LEN] [-t TIMEOUT] [-w SECONDS] [-x] [-m MW_TYPE] [SERVER]\n");
 		}
 	}
 	if (optind < argc)
 		server = argv[optind];
 	if (!devname || gidx < 0 || max_len < 2)
 		die("-d DEV and -g GID_INDEX are required\n");
+	if (mw_type < 0 || mw_type > 2)
+		die("-m takes 1 or 2\n");
 
 	list = ibv_get_device_list(NULL);
 	for (int i = 0; list && list[i]; i++)
@@ -392,7 +454,12 @@ int main(int argc, char **argv)
 	dst = src + max_len;
 	memset(src, GUARD, 2 * max_len);
 	mr = ibv_reg_mr(pd, src, 2 * max_len, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
-			IBV_ACCESS_REMOTE_READ);
+			IBV_ACCESS_REMOTE_READ | (mw_type ? IBV_ACCESS_MW_BIND : 0));
+	if (mr && mw_type && !server) {
+		mw = ibv_alloc_mw(pd, mw_type == 1 ? IBV_MW_TYPE_1 : IBV_MW_TYPE_2);
+		if (!mw)
+			die("ibv_alloc_mw(type %d): %s\n", mw_type, strerror(errno));
+	}
 	{
 		struct ibv_qp_init_attr ia = {
 			.send_cq = cq, .recv_cq = cq, .qp_type = IBV_QPT_RC,
@@ -423,6 +490,17 @@ int main(int argc, char **argv)
 	connect_qp(gidx, &rem, pa.active_mtu, me.psn);
 	say('C');
 	expect('C');
+	if (mw_type && !server) {
+		/* The client writes and reads through the window. */
+		uint32_t key = window(mw->rkey, 2 * max_len);
+
+		printf("rdma-verify: type %d memory window 0x%x over MR 0x%x\n", mw_type, key,
+		       mr->rkey);
+		xfer(&key, sizeof(key), 1);
+		me.rkey = key;
+	} else if (mw_type) {
+		xfer(&rem.rkey, sizeof(rem.rkey), 0);
+	}
 
 	for (int r = 0; r < rounds; r++) {
 		size_t len = (size_t)r < nlens ? lens[r] : 1 + rnd(&seq) % max_len;
@@ -489,6 +567,24 @@ int main(int argc, char **argv)
 			break;
 		}
 		rounds_done = r + 1;
+	}
+	if (mw_type && !bad) {
+		/* Revoked, the window refuses the client's next WRITE. */
+		if (!server) {
+			window(me.rkey, 0);
+			say('I');
+			expect('D');
+		} else {
+			struct ibv_wc wc;
+
+			expect('I');
+			post_send(IBV_WR_RDMA_WRITE, 0, 64, &rem);
+			wc = poll_any("RDMA WRITE through the revoked window");
+			printf("rdma-verify: RDMA WRITE through the revoked window: %s\n",
+			       ibv_wc_status_str(wc.status));
+			bad |= wc.status != IBV_WC_REM_ACCESS_ERR;
+			say('D');
+		}
 	}
 	printf("rdma-verify: %s, %d rounds up to %zu bytes, RDMA WRITE %llu, RDMA READ %llu, SEND %llu bytes: %s\n",
 	       devname, rounds, max_len, (unsigned long long)bytes[0], (unsigned long long)bytes[1],

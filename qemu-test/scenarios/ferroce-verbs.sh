@@ -6,7 +6,7 @@
 # UC packets must be dropped by their PSN, or a UC message arrives twice.
 # The wire loses nothing, which UC pingpong needs (UC never resends).
 FAULTS=dup=3%
-DESC="two VMs with ferroce NICs, $FAULTS of frames duplicated: UC (device 1.5): ibv_uc_pingpong polling and with events, no ACK sent, duplicates dropped by PSN, ib_write_bw -c UC; SRQ (device 1.6): ibv_srq_pingpong polling and with events; RDMA atomics (device 1.4): ib_atomic_bw and ib_atomic_lat with CMP_AND_SWAP and FETCH_AND_ADD, atomic-count's exact counter over 4 QPs and its CMP_SWAP checks, replays seen by the responders, device counters"
+DESC="two VMs with ferroce NICs, $FAULTS of frames duplicated: UC (device 1.5): ibv_uc_pingpong polling and with events, no ACK sent, duplicates dropped by PSN, ib_write_bw -c UC; SRQ (device 1.6): ibv_srq_pingpong polling and with events; memory windows (device 1.7): rdma-verify through type 1 and 2 windows, refused once revoked; RDMA atomics (device 1.4): ib_atomic_bw and ib_atomic_lat with CMP_AND_SWAP and FETCH_AND_ADD, atomic-count's exact counter over 4 QPs and its CMP_SWAP checks, replays seen by the responders, device counters"
 TIMEOUT=540
 CTL_SERVER=1
 
