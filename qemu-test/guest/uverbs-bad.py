@@ -699,8 +699,8 @@ def check_mr(c, pd):
         c.reg_mr(pd, buf, 65536, ACC_REMOTE_WRITE), errno.EINVAL)
     bad("ON_DEMAND without ODP (ib_core)",
         c.reg_mr(pd, buf, 65536, ACC_LOCAL_WRITE | ACC_ON_DEMAND), errno.EOPNOTSUPP)
-    bad("MW_BIND, no memory windows (driver)",
-        c.reg_mr(pd, buf, 65536, ACC_LOCAL_WRITE | ACC_MW_BIND), errno.EOPNOTSUPP)
+    good("MW_BIND accepted (device 1.7 memory windows)",
+         c.reg_mr(pd, buf, 65536, ACC_LOCAL_WRITE | ACC_MW_BIND))
     good("optional access bits 20 and 29 ignored, accepted",
          c.reg_mr(pd, buf, 65536, ACC_LOCAL_WRITE | ACC_OPTIONAL_FIRST | ACC_OPTIONAL_LAST))
     bad("length 0", c.reg_mr(pd, buf, 0, rw), errno.EINVAL)
