@@ -578,7 +578,11 @@ impl State {
             }
             if !ok {
                 e.reads.clear();
-                self.send_ack(c, r.psn, Syndrome::Nak(NakCode::RemoteOpErr), r.msn);
+                // The PSN of the first response not sent: the requester
+                // took the ones before as acknowledgements, and a NAK
+                // behind them would be stale to it (device.rst).
+                let psn = psn_add(r.psn, r.next);
+                self.send_ack(c, psn, Syndrome::Nak(NakCode::RemoteOpErr), r.msn);
                 self.qp_fail(c, e, None);
                 return true;
             }
