@@ -28,6 +28,43 @@ cm_listening() {
 # /mnt/work/cm-expect over the VMs and asks the wire capture for as many.
 cm_expect() { echo "$1 rc=$2 sidr=$3" >>/mnt/work/cm-expect; }
 
+# mckey_pair NAME RECEIVER_VM GROUP: UD multicast through rdma_cm between
+# this VM and its peer (PEER_VMS).  RECEIVER_VM joins GROUP (an IPv4
+# multicast address: RoCE v2 MGID ::ffff:GROUP, MAC 01:00:5e:...) and waits
+# for 20 datagrams of 500 bytes; once it receives, the other VM joins the
+# same group and sends them.  Both join as full members, so the sender's
+# QP gets its own datagrams back through its device's loopback (and drops
+# them: it posted no receive).  A lost datagram leaves the receiver waiting:
+# its timeout fails the check.  Logs: /mnt/work/NAME.{server,client}.log.
+mckey_pair() {
+	local name=$1 rcv=$2 group=$3 pid rc r
+	# mck LIMIT SIDE [-s]: mckey, its command line in NAME.SIDE.cmd.
+	mck() {
+		local cmd=(mckey -m "$group" -b "${VM_IP%/*}" -C 20 -S 500 "${@:3}")
+		echo "${cmd[*]}" >"/mnt/work/$name.$2.cmd"
+		timeout "$1" stdbuf -oL "${cmd[@]}"
+	}
+	if [ "$VM_NAME" = "$rcv" ]; then
+		mck 120 server >"/mnt/work/$name.server.log" 2>&1 &
+		pid=$!
+		wait_for 90 grep -q '^receiving data transfers' "/mnt/work/$name.server.log"
+		set_marker "$name-ready" "$?"
+		wait "$pid"
+		rc=$?
+		sed "s/^/# $name: /" "/mnt/work/$name.server.log"
+		check "$name receiver: joined $group, received the 20 datagrams (exit $rc)" \
+			sh -c "[ $rc = 0 ] && grep -q '^data transfers complete' /mnt/work/$name.server.log"
+	else
+		r=$(wait_marker "$name-ready" 150)
+		check "$name sender: the receiver joined $group (${r:-no answer})" test "$r" = 0
+		mck 60 client -s >"/mnt/work/$name.client.log" 2>&1
+		rc=$?
+		sed "s/^/# $name: /" "/mnt/work/$name.client.log"
+		check "$name sender: joined $group, sent 20 datagrams to it (exit $rc)" \
+			sh -c "[ $rc = 0 ] && grep -q '^data transfers complete' /mnt/work/$name.client.log"
+	fi
+}
+
 # cm_pair NAME LIMIT SERVER_VM PORT SERVER_CMD... -- CLIENT_CMD...
 # Like roce.sh's pair, for tools that take their whole command line (the
 # server address is in CLIENT_CMD): the server runs SERVER_CMD and says it

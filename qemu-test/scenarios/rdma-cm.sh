@@ -9,7 +9,7 @@
 # vm3 (the ferroce <-> rxe rpings are reported as skipped): the reference
 # the ferroce run is held to, and a way to check the scenario itself.
 RDMA_CM_KIND=${RDMA_CM_DEV:-ferroce}
-DESC="rdma_cm between two VMs ($RDMA_CM_KIND; RDMA_CM_DEV=rxe for rxe): rping both ways with data checked, ucmatose, udaddy, mckey (multicast), rdma_server/client, perftest -R, qperf -cm1; ferroce <-> rxe rping; CM REQ/REP/RTU and SIDR on the wire, dissected"
+DESC="rdma_cm between two VMs ($RDMA_CM_KIND; RDMA_CM_DEV=rxe for rxe): rping both ways with data checked, ucmatose, udaddy, mckey (multicast), rdma_server/client, perftest -R, qperf -cm1; ferroce <-> rxe rping and mckey; CM REQ/REP/RTU and SIDR on the wire, dissected"
 TIMEOUT=600
 CAPTURE=1
 CTL_SERVER=0
@@ -82,23 +82,28 @@ check() {
 	[ "$cm" -gt 0 ] || { echo "wire: no CM connection was reported by any client"; rc=1; }
 	cm_wire_check "$dir/wire-lan.pcap" "bridge wire" "$cm" "$sidr" "${srcs[@]}" || rc=1
 	cm_device_wire_checks "$dir" || rc=1
-	mckey_wire_check "$dir" || rc=1
+	# vm2 sent to vm1's group; with vm3 (rxe), vm3 sent to vm1's and vm1
+	# to vm3's.
+	mckey_wire_check "$dir" 10.0.1.2 230.0.1.1 01:00:5e:00:01:01 || rc=1
+	if [ -n "${VM_ROLE[vm3]:-}" ]; then
+		mckey_wire_check "$dir" 10.0.1.3 230.0.3.2 01:00:5e:00:03:02 || rc=1
+		mckey_wire_check "$dir" 10.0.1.1 230.0.3.4 01:00:5e:00:03:04 || rc=1
+	fi
 	return "$rc"
 }
 
-# mckey_wire_check RUN_DIR: mckey's datagrams crossed the bridge as RoCE v2
-# multicast: at least 20 UD SENDs with immediate (opcode 0x65) from the
-# client (vm2) to 230.0.1.1 and QP 0xffffff, all to the group's MAC
-# 01:00:5e:00:01:01.
+# mckey_wire_check RUN_DIR SRC GROUP MAC: mckey's datagrams from SRC to
+# GROUP crossed the bridge as RoCE v2 multicast: at least 20 UD SENDs with
+# immediate (opcode 0x65) to QP 0xffffff, all to the group's MAC.
 mckey_wire_check() {
 	local out n macs
 	out=$("$FERROCE_TOP/scripts/in-root" -- tshark -r "$1/wire-lan.pcap" \
-		-Y 'ip.src == 10.0.1.2 && ip.dst == 230.0.1.1 && udp.dstport == 4791' -T fields \
+		-Y "ip.src == $2 && ip.dst == $3 && udp.dstport == 4791" -T fields \
 		-e eth.dst -e infiniband.bth.opcode -e infiniband.bth.destqp 2>/dev/null)
 	n=$(awk '{q = tolower($3); sub(/^0x0*/, "", q)} $2 == 101 && (q == "ffffff" || $3 == 16777215)' <<<"$out" | wc -l)
 	macs=$(awk '{print $1}' <<<"$out" | sort -u | tr '\n' ' ')
-	echo "bridge wire: mckey: $n UD SEND-with-immediate frames 10.0.1.2 -> 230.0.1.1 to QP 0xffffff, destination MAC(s) ${macs:-none}"
-	[ "$n" -ge 20 ] && [ "$macs" = "01:00:5e:00:01:01 " ]
+	echo "bridge wire: mckey: $n UD SEND-with-immediate frames $2 -> $3 to QP 0xffffff, destination MAC(s) ${macs:-none}"
+	[ "$n" -ge 20 ] && [ "$macs" = "$4 " ]
 }
 
 # cm_device_wire_checks RUN_DIR: each ferroce device's own capture holds a
