@@ -168,13 +168,7 @@ fn version_1_7_advertises_multicast() {
         "device.rst: DEV_CAPS in 1.7"
     );
     assert_eq!(h.reg_r(REG_DEV_CAPS) & CAP_MCAST, CAP_MCAST);
-    let resp = h.alloc(256, 8);
-    let mut c = CmdQueryCaps::zeroed();
-    c.hdr.opcode = CMD_QUERY_CAPS;
-    c.resp_addr = resp;
-    c.resp_len = 256;
-    h.ok(&c);
-    let caps: Caps = h.read(resp);
+    let caps = h.query_caps();
     assert_eq!(caps.device_caps, 0x3fffff);
     assert_eq!(caps.fw_version, 1 << 32 | 7 << 16);
 }

@@ -167,13 +167,7 @@ fn version_1_7_advertises_memory_windows() {
     let caps = h.reg_r(REG_DEV_CAPS);
     assert_eq!(caps & CAP_MW, CAP_MW);
     assert_eq!(caps, 0x3fffff, "device.rst: DEV_CAPS in 1.7");
-    let resp = h.alloc(256, 8);
-    let mut c = CmdQueryCaps::zeroed();
-    c.hdr.opcode = CMD_QUERY_CAPS;
-    c.resp_addr = resp;
-    c.resp_len = 256;
-    h.ok(&c);
-    let q: Caps = h.read(resp);
+    let q = h.query_caps();
     assert_eq!(q.device_caps, caps);
     assert_eq!(q.fw_version, 1 << 32 | 7 << 16);
 }

@@ -189,13 +189,7 @@ fn version_1_6_advertises_srq() {
     assert_eq!(h.reg_r(REG_VERSION), 1 << VERSION_MAJOR_SHIFT | minor);
     assert!(minor >= 6);
     assert_eq!(h.reg_r(REG_DEV_CAPS) & CAP_SRQ, CAP_SRQ);
-    let resp = h.alloc(256, 8);
-    let mut c = CmdQueryCaps::zeroed();
-    c.hdr.opcode = CMD_QUERY_CAPS;
-    c.resp_addr = resp;
-    c.resp_len = 256;
-    h.ok(&c);
-    let caps: Caps = h.read(resp);
+    let caps = h.query_caps();
     assert_eq!(caps.device_caps, h.reg_r(REG_DEV_CAPS));
     assert_eq!(caps.fw_version, 1 << 32 | u64::from(minor) << 16);
 }

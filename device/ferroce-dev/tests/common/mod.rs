@@ -224,6 +224,17 @@ impl Harness {
         self.expect(c, STATUS_SUCCESS)
     }
 
+    /// QUERY_CAPS into a 256-byte buffer; the capabilities it returned.
+    pub fn query_caps(&mut self) -> Caps {
+        let resp = self.alloc(256, 8);
+        let mut c = CmdQueryCaps::zeroed();
+        c.hdr.opcode = CMD_QUERY_CAPS;
+        c.resp_addr = resp;
+        c.resp_len = 256;
+        self.ok(&c);
+        self.read(resp)
+    }
+
     /// Reads every new AEQ entry into `events` and re-arms the AEQ.
     pub fn drain_aeq(&mut self) {
         loop {
