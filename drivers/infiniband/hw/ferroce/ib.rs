@@ -141,7 +141,6 @@ impl rdma::Driver for IbDev {
             hw::ib_atomic_cap_IB_ATOMIC_NONE
         };
         attr.masked_atomic_cap = hw::ib_atomic_cap_IB_ATOMIC_NONE;
-        // 1.6: SRQs have the QP limits (device.rst, QUERY_CAPS).
         // 1.7: UD multicast, with the limits of the format (device.rst,
         // Limits).
         if c.device_caps & hw::FERROCE_CAP_MCAST != 0 {
@@ -150,6 +149,7 @@ impl rdma::Driver for IbDev {
             attr.max_mcast_qp_attach = per_grp;
             attr.max_total_mcast_qp_attach = grp.saturating_mul(per_grp);
         }
+        // 1.6: SRQs have the QP limits (device.rst, QUERY_CAPS).
         if c.device_caps & hw::FERROCE_CAP_SRQ != 0 {
             attr.max_srq = c.max_qp;
             attr.max_srq_wr = c.max_qp_wr;
