@@ -15,7 +15,7 @@ mod common;
 use common::rdma::*;
 use common::*;
 use ferroce_dev::hw::*;
-use ferroce_dev::wire::{self, op, Packet};
+use ferroce_dev::wire::{self, op};
 
 /// The Q_Key of the groups' QPs.
 const QKEY: u32 = 0x1111;
@@ -125,15 +125,6 @@ fn recvs(c: &[Cqe]) -> Vec<(u32, u64, u8)> {
         .filter(|c| c.opcode == WC_RECV)
         .map(|c| (c.qpn, c.wr_id, c.status))
         .collect()
-}
-
-/// Re-encodes `frame` with `edit` applied.
-fn forged(frame: &[u8], edit: impl Fn(&mut Packet<'_>)) -> Vec<u8> {
-    let mut p = wire::decode(frame).unwrap();
-    edit(&mut p);
-    let mut out = Vec::new();
-    assert!(wire::encode(&p, &mut out));
-    out
 }
 
 /// Node 36 with one UD QP and an AH to [`GROUP_V4`], and its source MR

@@ -1278,11 +1278,7 @@ fn rnr_wait_is_respected_by_new_doorbells() {
 
 /// Re-encodes ACK frame `f` with another AETH syndrome.
 fn with_syndrome(f: &[u8], syndrome: u8) -> Vec<u8> {
-    let mut p = ferroce_dev::wire::decode(f).unwrap();
-    p.aeth.syndrome = syndrome;
-    let mut out = Vec::new();
-    assert!(ferroce_dev::wire::encode(&p, &mut out));
-    out
+    forged(f, |p| p.aeth.syndrome = syndrome)
 }
 
 /// IBTA 9.7.5.1.1 / rxe `check_psn` in rxe_comp.c: a NAK or RNR NAK whose
@@ -1442,15 +1438,8 @@ fn rc_packets_from_a_foreign_address_are_dropped() {
     a.fill(src.gpa, &[7; 100]);
     a.post_send(0, &write_wr(1, &src, 0, &dst, 0, 100));
     let f = a.h.dev.take_tx();
-    let forged = |edit: &dyn Fn(&mut ferroce_dev::wire::Packet<'_>)| {
-        let mut p = ferroce_dev::wire::decode(&f[0]).unwrap();
-        edit(&mut p);
-        let mut out = Vec::new();
-        assert!(ferroce_dev::wire::encode(&p, &mut out));
-        out
-    };
-    let other_src = forged(&|p| p.net.sgid = ipv4_gid([10, 0, 1, 99]));
-    let other_dst = forged(&|p| p.net.dgid = ipv4_gid([10, 0, 1, 98]));
+    let other_src = forged(&f[0], |p| p.net.sgid = ipv4_gid([10, 0, 1, 99]));
+    let other_dst = forged(&f[0], |p| p.net.dgid = ipv4_gid([10, 0, 1, 98]));
     b.h.dev
         .receive_batch([other_src.as_slice(), other_dst.as_slice()]);
     assert_eq!(b.bytes(dst.gpa, 100), vec![0; 100]);
@@ -1460,10 +1449,7 @@ fn rc_packets_from_a_foreign_address_are_dropped() {
     b.h.dev.receive(&f[0]);
     assert_eq!(b.bytes(dst.gpa, 100), vec![7; 100]);
     let ack = b.h.dev.take_tx();
-    let mut p = ferroce_dev::wire::decode(&ack[0]).unwrap();
-    p.net.sgid = ipv4_gid([10, 0, 1, 99]);
-    let mut bad_ack = Vec::new();
-    assert!(ferroce_dev::wire::encode(&p, &mut bad_ack));
+    let bad_ack = forged(&ack[0], |p| p.net.sgid = ipv4_gid([10, 0, 1, 99]));
     a.h.dev.receive(&bad_ack);
     assert!(a.poll().is_empty());
     assert_eq!(a.h.dev.counters().data.rx_bad_addr, 1);

@@ -748,13 +748,7 @@ fn rxe_style_ack_req_is_executed_and_not_answered() {
         a.h.dev
             .take_tx()
             .iter()
-            .map(|f| {
-                let mut p = decode(f).unwrap();
-                p.bth.ack_req = true;
-                let mut out = Vec::new();
-                assert!(ferroce_dev::wire::encode(&p, &mut out));
-                out
-            })
+            .map(|f| forged(f, |p| p.bth.ack_req = true))
             .collect();
     deliver(&b, &frames);
     assert!(b.h.dev.take_tx().is_empty());

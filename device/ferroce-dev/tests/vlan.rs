@@ -9,7 +9,7 @@ mod common;
 use common::rdma::*;
 use common::*;
 use ferroce_dev::hw::*;
-use ferroce_dev::wire::{self, Packet};
+use ferroce_dev::wire;
 
 const ALL_ACCESS: u32 = ACCESS_LOCAL_WRITE | ACCESS_REMOTE_WRITE | ACCESS_REMOTE_READ;
 const VID: u16 = 100;
@@ -104,15 +104,6 @@ fn exchange(a: &Node, b: &Node) -> (Vec<Vec<u8>>, Vec<Vec<u8>>) {
         from_b.extend(fb);
     }
     (from_a, from_b)
-}
-
-/// Re-encodes `frame` with `edit` applied.
-fn forged(frame: &[u8], edit: impl Fn(&mut Packet<'_>)) -> Vec<u8> {
-    let mut p = wire::decode(frame).unwrap();
-    edit(&mut p);
-    let mut out = Vec::new();
-    assert!(wire::encode(&p, &mut out));
-    out
 }
 
 /// A multi-packet WRITE over RoCE v2 and RoCE v1 VLAN entries: every

@@ -742,3 +742,12 @@ pub fn write_wr(wr_id: u64, src: &MrInfo, len: u32, remote_addr: u64, rkey: u32)
 pub fn with_variant(key: u32, variant: u8) -> u32 {
     (key & !KEY_VARIANT_MASK) | u32::from(variant)
 }
+
+/// `frame` decoded, edited by `edit` and encoded again (with a new ICRC).
+pub fn forged(frame: &[u8], edit: impl FnOnce(&mut ferroce_dev::wire::Packet<'_>)) -> Vec<u8> {
+    let mut p = ferroce_dev::wire::decode(frame).unwrap();
+    edit(&mut p);
+    let mut out = Vec::new();
+    assert!(ferroce_dev::wire::encode(&p, &mut out));
+    out
+}
