@@ -608,6 +608,11 @@ impl QpCtx {
     fn receives(&self) -> bool {
         self.rq_depth != 0 || self.srqn != 0
     }
+    /// Whether a UD/GSI QP's state takes datagrams (RTR and later, SQE
+    /// included: only its send queue stopped).
+    fn takes_datagrams(&self) -> bool {
+        matches!(self.state, QPS_RTR | QPS_RTS | QPS_SQD | QPS_SQE)
+    }
 }
 
 fn wc_opcode(wr: u8) -> u8 {
@@ -1143,7 +1148,7 @@ impl State {
             (QPT_RC, 0) if response => matches!(c.state, QPS_RTS | QPS_SQD),
             (QPT_RC, 0) => connected,
             (QPT_UC, 1) => connected || uc_sqe,
-            (QPT_UD | QPT_GSI, 3) => matches!(c.state, QPS_RTR | QPS_RTS | QPS_SQD | QPS_SQE),
+            (QPT_UD | QPT_GSI, 3) => c.takes_datagrams(),
             _ => false,
         };
         if !accepted {

@@ -168,9 +168,9 @@ impl State {
             return;
         };
         for qpn in qpns {
-            let receives = self.qp_ctx(qpn).filter(|c| {
-                c.qp_type == QPT_UD && matches!(c.state, QPS_RTR | QPS_RTS | QPS_SQD | QPS_SQE)
-            });
+            let receives = self
+                .qp_ctx(qpn)
+                .filter(|c| c.qp_type == QPT_UD && c.takes_datagrams());
             let Some(c) = receives else {
                 self.data.rx_no_qp += 1;
                 continue;
