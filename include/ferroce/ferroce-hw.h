@@ -93,7 +93,7 @@
 #define FERROCE_VERSION_MAJOR_MASK		0xffff0000
 #define FERROCE_VERSION_MINOR_MASK		0x0000ffff
 #define FERROCE_VERSION_MAJOR			1
-#define FERROCE_VERSION_MINOR			7
+#define FERROCE_VERSION_MINOR			8
 
 /* MAGIC: "FRCE" read as a little-endian u32 */
 #define FERROCE_MAGIC_VALUE			0x45435246
@@ -121,6 +121,8 @@
 #define FERROCE_CAP_RESIZE_CQ			0x00080000	/* 1.6: RESIZE_CQ */
 #define FERROCE_CAP_MCAST			0x00100000	/* 1.7: UD multicast (ATTACH/DETACH_MCAST) */
 #define FERROCE_CAP_MW				0x00200000	/* 1.7: memory windows, type 1 and 2 */
+#define FERROCE_CAP_ATOMIC_WRITE		0x00400000	/* 1.8: RC ATOMIC_WRITE (IBTA 1.5) */
+#define FERROCE_CAP_FLUSH			0x00800000	/* 1.8: RC FLUSH, global visibility (IBTA 1.5) */
 
 /* DEV_CTRL */
 #define FERROCE_CTRL_RESET			0x00000001	/* self-clearing */
@@ -500,8 +502,10 @@ struct ferroce_cmd_dealloc_pd {
 #define FERROCE_ACCESS_REMOTE_ATOMIC		0x08
 #define FERROCE_ACCESS_MW_BIND			0x10	/* 1.7, CAP_MW */
 #define FERROCE_ACCESS_ZERO_BASED		0x20
-#define FERROCE_ACCESS_MR_MASK			0x2f	/* | MW_BIND with CAP_MW */
-#define FERROCE_ACCESS_QP_MASK			0x0f
+#define FERROCE_ACCESS_FLUSH_GLOBAL		0x100	/* 1.8, CAP_FLUSH: MRs and RC QPs */
+#define FERROCE_ACCESS_FLUSH_PERSISTENT		0x200	/* 1.8, CAP_FLUSH: RC QPs only */
+#define FERROCE_ACCESS_MR_MASK			0x2f	/* | MW_BIND, FLUSH_GLOBAL with the caps */
+#define FERROCE_ACCESS_QP_MASK			0x0f	/* | FLUSH_* with CAP_FLUSH, RC */
 
 /* Memory keys: index in 31:8, variant ("key") in 7:0; index 0 is invalid */
 #define FERROCE_KEY_INDEX_SHIFT			8
@@ -876,6 +880,8 @@ struct ferroce_sge {
 #define FERROCE_WR_LOCAL_INV			7	/* CAP_MEM_MGT_EXT, RC */
 #define FERROCE_WR_BIND_MW			8	/* CAP_MW, RC */
 #define FERROCE_WR_SEND_INV			9	/* CAP_MEM_MGT_EXT, RC */
+#define FERROCE_WR_FLUSH			14	/* 1.8, CAP_FLUSH, RC */
+#define FERROCE_WR_ATOMIC_WRITE			15	/* 1.8, CAP_ATOMIC_WRITE, RC */
 #define FERROCE_WR_REG_MR			0x20	/* CAP_MEM_MGT_EXT, RC */
 
 /* SQ WQE flags */
@@ -944,6 +950,32 @@ struct ferroce_sq_wqe_bind_mw {
 	__le32 reserved;
 };
 
+/* ATOMIC_WRITE WQE (1.8, CAP_ATOMIC_WRITE): 8 bytes placed as one store */
+struct ferroce_sq_wqe_atomic_write {
+	__le64 remote_addr;	/* 8-byte aligned */
+	__le32 rkey;
+	__le32 reserved0;
+	__u8 data[8];		/* written verbatim, in this byte order */
+	__le64 reserved1;
+};
+
+/* FLUSH placement types (bit mask) and selectivity levels (1.8, CAP_FLUSH) */
+#define FERROCE_FLUSH_GLOBAL			0x01	/* = IB_FLUSH_GLOBAL */
+#define FERROCE_FLUSH_PERSISTENT		0x02	/* = IB_FLUSH_PERSISTENT */
+#define FERROCE_FLUSH_RANGE			0	/* = IB_FLUSH_RANGE */
+#define FERROCE_FLUSH_MR			1	/* = IB_FLUSH_MR */
+
+/* FLUSH WQE (1.8, CAP_FLUSH) */
+struct ferroce_sq_wqe_flush {
+	__le64 remote_addr;	/* RANGE: start of the range */
+	__le32 rkey;
+	__le32 length;		/* RANGE: bytes; MR: sent, not used */
+	__u8 type;		/* FERROCE_FLUSH_GLOBAL | FERROCE_FLUSH_PERSISTENT */
+	__u8 level;		/* FERROCE_FLUSH_RANGE or FERROCE_FLUSH_MR */
+	__u8 reserved0[6];
+	__le64 reserved1;
+};
+
 struct ferroce_rq_wqe_hdr {
 	__le64 wr_id;
 	__u8 num_sge;
@@ -976,6 +1008,8 @@ struct ferroce_srq_dbrec {
 #define FERROCE_WC_FETCH_ADD			4
 #define FERROCE_WC_BIND_MW			5	/* 1.7, CAP_MW */
 #define FERROCE_WC_LOCAL_INV			6
+#define FERROCE_WC_FLUSH			8	/* 1.8, CAP_FLUSH */
+#define FERROCE_WC_ATOMIC_WRITE			9	/* 1.8, CAP_ATOMIC_WRITE */
 #define FERROCE_WC_REG_MR			0x20	/* not IB_WC_REG_MR (10): driver maps */
 #define FERROCE_WC_RECV				128
 #define FERROCE_WC_RECV_RDMA_WITH_IMM		129
@@ -1080,6 +1114,8 @@ _Static_assert(sizeof(struct ferroce_sq_wqe_ud) == 16, "sq_wqe_ud");
 _Static_assert(sizeof(struct ferroce_sq_wqe_atomic) == 32, "sq_wqe_atomic");
 _Static_assert(sizeof(struct ferroce_sq_wqe_reg_mr) == 32, "sq_wqe_reg_mr");
 _Static_assert(sizeof(struct ferroce_sq_wqe_bind_mw) == 32, "sq_wqe_bind_mw");
+_Static_assert(sizeof(struct ferroce_sq_wqe_atomic_write) == 32, "sq_wqe_atomic_write");
+_Static_assert(sizeof(struct ferroce_sq_wqe_flush) == 32, "sq_wqe_flush");
 _Static_assert(sizeof(struct ferroce_rq_wqe_hdr) == FERROCE_RQ_WQE_DATA_OFFSET, "rq_wqe_hdr");
 _Static_assert(sizeof(struct ferroce_qp_dbrec) == 8, "qp_dbrec");
 _Static_assert(sizeof(struct ferroce_cq_dbrec) == 8, "cq_dbrec");
