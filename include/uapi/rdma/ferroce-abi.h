@@ -67,6 +67,15 @@ struct ferroce_uresp_alloc_ctx {
 };
 
 /*
+ * The extended QUERY_DEVICE command (ibv_query_device_ex) takes no driver
+ * request and answers with the calling context's struct
+ * ferroce_uresp_alloc_ctx, the same values alloc_ucontext returned: a
+ * provider importing a context (ibv_import_device on a dup of another
+ * process's or library's cmd_fd) learns its doorbell page and the device's
+ * limits this way. The doorbell page may be mapped any number of times.
+ */
+
+/*
  * create_cq: the CQ ring lives in process memory, allocated and zeroed by
  * the provider: depth * FERROCE_CQE_SIZE bytes starting on a page boundary.
  * The driver pins it and hands the device its page list. The doorbell

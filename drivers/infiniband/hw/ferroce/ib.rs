@@ -173,6 +173,16 @@ impl rdma::Driver for IbDev {
             // User SRQs (RESIZE_SRQ); kernel SRQs are not resized.
             flags |= hw::ib_device_cap_flags_IB_DEVICE_SRQ_RESIZE;
         }
+        if c.device_caps & hw::FERROCE_CAP_ATOMIC_WRITE != 0 {
+            // 1.8: IBTA 1.5's ATOMIC_WRITE on RC QPs.
+            flags |= hw::ib_device_cap_flags_IB_DEVICE_ATOMIC_WRITE;
+        }
+        if c.device_caps & hw::FERROCE_CAP_FLUSH != 0 {
+            // 1.8: FLUSH for global visibility. Guest RAM is not persistent
+            // memory, so not IB_DEVICE_FLUSH_PERSISTENT: ib_core then refuses
+            // MRs with IB_ACCESS_FLUSH_PERSISTENT.
+            flags |= hw::ib_device_cap_flags_IB_DEVICE_FLUSH_GLOBAL;
+        }
         attr.device_cap_flags = flags as u64;
         Ok(())
     }
@@ -265,6 +275,20 @@ impl rdma::Driver for IbDev {
 
     fn dealloc_ucontext(dev: &rdma::Device<Self>, ctx: &UContext) {
         verbs::dealloc_ucontext(dev, ctx)
+    }
+
+    fn query_ucontext(_dev: &rdma::Device<Self>, _ctx: &UContext) -> Result {
+        // Nothing to add to ib_core's answer: the provider reads the
+        // context's values with the extended QUERY_DEVICE.
+        Ok(())
+    }
+
+    fn query_device_udata(
+        dev: &rdma::Device<Self>,
+        ctx: &UContext,
+        udata: &mut UData<'_>,
+    ) -> Result {
+        verbs::query_device_udata(dev, ctx, udata)
     }
 
     fn create_cq(

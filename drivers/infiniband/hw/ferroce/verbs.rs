@@ -185,6 +185,8 @@ mod db_pages_tests {
 /// Driver state of a user context: its doorbell page.
 pub(crate) struct UContext {
     pub(crate) db_page: u32,
+    /// The `mmap()` offset of the doorbell page group.
+    db_mmap_offset: u64,
 }
 
 /// Where a CQ's ring and doorbell record live.
@@ -395,32 +397,47 @@ pub(crate) fn alloc_ucontext(
     // The context's group of doorbell pages, one kernel page: mapped whole,
     // rung through its first page (offset 0 of the mapping).
     let page = dev.db_pages.alloc()?;
-    let r = (|| {
+    (|| {
         let db_page_size = u64::from(hw::FERROCE_DB_PAGE_SIZE);
         let off = init.offer_mmio(
             &dev.db_region,
             u64::from(page) * db_page_size,
             u64::from(dev.db_pages.per_group()) * db_page_size,
         )?;
-        let c = &dev.caps;
-        udata.respond(&hw::ferroce_uresp_alloc_ctx {
-            db_mmap_offset: off,
+        let ctx = UContext {
             db_page: page,
-            device_caps: c.device_caps,
-            max_qp_wr: c.max_qp_wr,
-            max_sge: c.max_sge,
-            max_inline: c.max_inline,
-            max_cqe: c.max_cqe,
-            ..Default::default()
-        })
-    })();
-    match r {
-        Ok(()) => Ok(UContext { db_page: page }),
-        Err(e) => {
-            dev.db_pages.put(page);
-            Err(e)
-        }
+            db_mmap_offset: off,
+        };
+        udata.respond(&ctx_resp(dev, &ctx))?;
+        Ok(ctx)
+    })()
+    .inspect_err(|_| dev.db_pages.put(page))
+}
+
+/// What the provider learns of context `ctx`: from `alloc_ucontext`, and
+/// again from the extended QUERY_DEVICE when it imports the context.
+fn ctx_resp(dev: &rdma::Device<IbDev>, ctx: &UContext) -> hw::ferroce_uresp_alloc_ctx {
+    let c = &dev.caps;
+    hw::ferroce_uresp_alloc_ctx {
+        db_mmap_offset: ctx.db_mmap_offset,
+        db_page: ctx.db_page,
+        device_caps: c.device_caps,
+        max_qp_wr: c.max_qp_wr,
+        max_sge: c.max_sge,
+        max_inline: c.max_inline,
+        max_cqe: c.max_cqe,
+        ..Default::default()
     }
+}
+
+/// The extended QUERY_DEVICE's driver response (`ferroce-abi.h`): the
+/// context's `alloc_ucontext` response, for `ibv_import_device`.
+pub(crate) fn query_device_udata(
+    dev: &rdma::Device<IbDev>,
+    ctx: &UContext,
+    udata: &mut UData<'_>,
+) -> Result {
+    udata.respond(&ctx_resp(dev, ctx))
 }
 
 /// `dealloc_ucontext`: the context's hold of its doorbell page goes; the
@@ -736,7 +753,7 @@ pub(crate) fn modify_qp(
         rq_psn: a.rq_psn,
         sq_psn: a.sq_psn,
         qkey: a.qkey,
-        qp_access_flags: qp_access(a.qp_access_flags as u32, qp.qp_type),
+        qp_access_flags: qp_access(a.qp_access_flags as u32, qp.qp_type, dev.caps.device_caps),
         pkey_index: a.pkey_index,
         timeout: a.timeout,
         retry_cnt: a.retry_cnt,
@@ -1015,13 +1032,19 @@ pub(crate) fn rereg_user_mr(
 }
 
 /// The `IB_ACCESS_*` rights an MR may have on this device: `MW_BIND` only
-/// with memory windows (device 1.7, `CAP_MW`).
+/// with memory windows (device 1.7, `CAP_MW`), `FLUSH_GLOBAL` only with
+/// `CAP_FLUSH` (1.8); never `FLUSH_PERSISTENT` (ib_core already refuses it,
+/// as the device does not claim persistent memory).
 fn mr_access_mask(dev: &rdma::Device<IbDev>) -> u32 {
-    if dev.caps.device_caps & hw::FERROCE_CAP_MW != 0 {
-        hw::FERROCE_ACCESS_MR_MASK | hw::FERROCE_ACCESS_MW_BIND
-    } else {
-        hw::FERROCE_ACCESS_MR_MASK
+    let caps = dev.caps.device_caps;
+    let mut mask = hw::FERROCE_ACCESS_MR_MASK;
+    if caps & hw::FERROCE_CAP_MW != 0 {
+        mask |= hw::FERROCE_ACCESS_MW_BIND;
     }
+    if caps & hw::FERROCE_CAP_FLUSH != 0 {
+        mask |= hw::FERROCE_ACCESS_FLUSH_GLOBAL;
+    }
+    mask
 }
 
 /// `alloc_mw` (device 1.7, `CAP_MW`): a REG_MR of type `MW1` or `MW2`, a
@@ -1299,25 +1322,26 @@ pub(crate) fn post_recv(dev: &rdma::Device<IbDev>, qp: &Qp, wrs: &mut rdma::Recv
 }
 
 /// The QP access flags for the device. Optional flags, and permissions for
-/// remote operations the device never executes (FLUSH, which ib_core
-/// grants with `IB_ACCESS_FLUSH_*`, and memory-window binds), allow nothing
-/// on this device and are dropped, as mlx5 does; the device refuses any
-/// other bit it does not know. A UC QP has no READ and no atomic (IBTA
-/// 9.8): ib_core lets applications ask for them anyway (perftest, pyverbs
-/// and rdma-core's examples set them for every connected QP) and they
-/// allow nothing, so they are dropped too (the device refuses them on UC).
-fn qp_access(access: u32, qp_type: QpType) -> u32 {
-    let rc_only = if qp_type == QpType::Uc {
-        hw::ib_access_flags_IB_ACCESS_REMOTE_READ | hw::ib_access_flags_IB_ACCESS_REMOTE_ATOMIC
-    } else {
-        0
-    };
-    access
-        & !(hw::ib_access_flags_IB_ACCESS_OPTIONAL
-            | hw::ib_access_flags_IB_ACCESS_FLUSH_GLOBAL
-            | hw::ib_access_flags_IB_ACCESS_FLUSH_PERSISTENT
-            | hw::ib_access_flags_IB_ACCESS_MW_BIND
-            | rc_only)
+/// remote operations the QP never executes (memory-window binds; FLUSH,
+/// which ib_core grants with `IB_ACCESS_FLUSH_*`, except on RC QPs of a
+/// device with `CAP_FLUSH`, 1.8), allow nothing and are dropped, as mlx5
+/// does; the device refuses any other bit it does not know. A UC QP has no
+/// READ and no atomic (IBTA 9.8): ib_core lets applications ask for them
+/// anyway (perftest, pyverbs and rdma-core's examples set them for every
+/// connected QP) and they allow nothing, so they are dropped too (the
+/// device refuses them on UC).
+fn qp_access(access: u32, qp_type: QpType, device_caps: u32) -> u32 {
+    let mut dropped =
+        hw::ib_access_flags_IB_ACCESS_OPTIONAL | hw::ib_access_flags_IB_ACCESS_MW_BIND;
+    if qp_type == QpType::Uc {
+        dropped |=
+            hw::ib_access_flags_IB_ACCESS_REMOTE_READ | hw::ib_access_flags_IB_ACCESS_REMOTE_ATOMIC;
+    }
+    if qp_type != QpType::Rc || device_caps & hw::FERROCE_CAP_FLUSH == 0 {
+        dropped |= hw::ib_access_flags_IB_ACCESS_FLUSH_GLOBAL
+            | hw::ib_access_flags_IB_ACCESS_FLUSH_PERSISTENT;
+    }
+    access & !dropped
 }
 
 /// The access flags the device takes (optional flags may be ignored by

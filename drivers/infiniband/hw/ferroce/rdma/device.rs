@@ -90,6 +90,25 @@ pub(crate) trait Driver: Send + Sync + Sized + 'static {
     /// mmaps). `dealloc_ucontext` follows when the process closes it.
     fn disassociate_ucontext(_dev: &Device<Self>, _ctx: &Self::UContext) {}
 
+    /// Lets a context be imported by another owner of its command file
+    /// (`ibv_import_device`): ib_core's QUERY_CONTEXT answers only for a
+    /// driver that has this. The provider learns the context's driver data
+    /// through [`Driver::query_device_udata`].
+    fn query_ucontext(_dev: &Device<Self>, _ctx: &Self::UContext) -> Result {
+        build_error!(VTABLE_DEFAULT_ERROR)
+    }
+
+    /// Writes the driver's response to the extended QUERY_DEVICE command
+    /// (`ibv_query_device_ex`) of context `ctx`, after
+    /// [`Driver::query_device`]; nothing by default.
+    fn query_device_udata(
+        _dev: &Device<Self>,
+        _ctx: &Self::UContext,
+        _udata: &mut UData<'_>,
+    ) -> Result {
+        Ok(())
+    }
+
     /// Creates the driver state of a new protection domain.
     fn alloc_pd(dev: &Device<Self>, user: bool) -> Result<Self::Pd>;
 
@@ -738,6 +757,9 @@ impl<T: Driver> Adapter<T> {
             // waiting for their processes to close them.
             ops.disassociate_ucontext = Some(Self::disassociate_ucontext);
             ops.size_ib_ucontext = size_of::<UContextObj<T>>();
+            if T::HAS_QUERY_UCONTEXT {
+                ops.query_ucontext = Some(Self::query_ucontext);
+            }
         }
         ops.mmap = Some(Self::mmap);
         ops.mmap_free = Some(Self::mmap_free);
@@ -985,12 +1007,30 @@ impl<T: Driver> Adapter<T> {
     extern "C" fn query_device(
         ibdev: *mut b::ib_device,
         attr: *mut b::ib_device_attr,
-        _udata: *mut b::ib_udata,
+        udata: *mut b::ib_udata,
     ) -> c_int {
         // SAFETY: ib_core passes our live device and a valid attribute struct
-        // that nothing else accesses during the call.
-        let (dev, attr) = unsafe { (Device::<T>::from_raw(ibdev), &mut *attr) };
-        from_result(|| T::query_device(dev, attr).map(|()| 0))
+        // that nothing else accesses during the call; `udata` is NULL (the
+        // query at registration) or the driver udata of the extended
+        // QUERY_DEVICE command, inside its bundle.
+        let (dev, attr, udata) = unsafe {
+            (
+                Device::<T>::from_raw(ibdev),
+                &mut *attr,
+                UData::from_raw(udata),
+            )
+        };
+        from_result(|| {
+            T::query_device(dev, attr)?;
+            if let Some(mut udata) = udata {
+                // SAFETY: the command runs in a context of this device
+                // (ib_core looked it up before calling), allocated by
+                // `alloc_ucontext`; `ctx` is used only during the call.
+                let ctx = unsafe { ctx_of::<T>(&udata) };
+                T::query_device_udata(dev, ctx, &mut udata)?;
+            }
+            Ok(0)
+        })
     }
 
     extern "C" fn query_port(
@@ -1078,6 +1118,23 @@ impl<T: Driver> Adapter<T> {
             T::dealloc_ucontext(dev, &(*obj).data.assume_init_ref().data);
             (*obj).data.assume_init_drop();
         }
+    }
+
+    extern "C" fn query_ucontext(
+        uctx: *mut b::ib_ucontext,
+        _attrs: *mut b::uverbs_attr_bundle,
+    ) -> c_int {
+        let obj = uctx.cast::<UContextObj<T>>();
+        // SAFETY: ib_core calls this for the live context the QUERY_CONTEXT
+        // command runs in, whose `alloc_ucontext` succeeded (so `data` is
+        // initialised) and which stays alive during the call.
+        let (dev, ctx) = unsafe {
+            (
+                Device::<T>::from_raw((*uctx).device),
+                &(*obj).data.assume_init_ref().data,
+            )
+        };
+        from_result(|| T::query_ucontext(dev, ctx).map(|()| 0))
     }
 
     extern "C" fn disassociate_ucontext(uctx: *mut b::ib_ucontext) {
