@@ -10,7 +10,7 @@
  * attributes, as the pingpongs do).
  *
  *   rdma-verify -d DEV -g GID_INDEX [-p PORT] [-n ROUNDS] [-s MAX_LEN] [-t TIMEOUT]
- *               [-w SECONDS] [-x] [-m MW_TYPE] [SERVER]
+ *               [-w SECONDS] [-x] [-m MW_TYPE] [-P] [SERVER]
  *
  * TIMEOUT is the QP's local ACK timeout exponent (4.096 us * 2^TIMEOUT, 7
  * retries), 14 by default as in the pingpongs.  SECONDS is how long it waits
@@ -23,6 +23,12 @@
  * client the window's rkey instead of the MR's; after the rounds it
  * invalidates the window (a zero-length bind, or IBV_WR_LOCAL_INV) and the
  * client's RDMA WRITE through it must fail with a remote access error.
+ * -P adds IBTA 1.5's memory placement operations after the rounds (through
+ * ibv_create_qp_ex and ibv_wr_*): per round the client ATOMIC_WRITEs 8
+ * pattern bytes to an aligned offset of the server's buffer and FLUSHes
+ * them (type GLOBAL, level RANGE or MR, alternately), and the server checks
+ * the bytes and their guards; then a FLUSH of type PERSISTENT, which the
+ * server's MR does not allow, must fail with a remote access error.
  *
  * Prints a summary line and exits 0 when every byte matched.  While it
  * waits (for a completion or for its peer) it also reads the device's
@@ -58,6 +64,7 @@ static struct ibv_pd *pd;
 static struct ibv_cq *cq;
 static struct ibv_cq_ex *cq_ex;	/* -x: cq is ibv_cq_ex_to_cq(cq_ex) */
 static struct ibv_qp *qp;
+static struct ibv_qp_ex *qpx;	/* -P: the QP's extended send API */
 static struct ibv_mr *mr;
 static struct ibv_mw *mw;	/* -m: the server's window */
 static int mw_type;
@@ -343,6 +350,47 @@ static void post_recv(size_t off, size_t len)
 }
 
 
+/*
+ * -P, client: ATOMIC_WRITE (8 bytes of pattern(seed) from src + off) to
+ * the server's dst + off, then FLUSH it, both signaled and in order.
+ */
+static void place(size_t off, uint64_t seed, int level, const struct dest *rem)
+{
+	uint64_t raddr = rem->addr + max_len + off;
+	uint8_t value[8];
+	struct ibv_wc wc;
+
+	pattern(value, sizeof(value), seed);
+	ibv_wr_start(qpx);
+	qpx->wr_id = 15;
+	qpx->wr_flags = IBV_SEND_SIGNALED;
+	ibv_wr_atomic_write(qpx, rem->rkey, raddr, value);
+	qpx->wr_id = 14;
+	qpx->wr_flags = IBV_SEND_SIGNALED;
+	ibv_wr_flush(qpx, rem->rkey, raddr, sizeof(value), IBV_FLUSH_GLOBAL, (uint8_t)level);
+	if (ibv_wr_complete(qpx))
+		die("ibv_wr_complete(ATOMIC_WRITE, FLUSH): %s\n", strerror(errno));
+	wc = poll1("ATOMIC_WRITE");
+	if (wc.opcode != IBV_WC_ATOMIC_WRITE || wc.wr_id != 15)
+		die("ATOMIC_WRITE: completion opcode %d, wr_id %llu\n", wc.opcode,
+		    (unsigned long long)wc.wr_id);
+	wc = poll1("FLUSH");
+	if (wc.opcode != IBV_WC_FLUSH || wc.wr_id != 14)
+		die("FLUSH: completion opcode %d, wr_id %llu\n", wc.opcode, (unsigned long long)wc.wr_id);
+}
+
+/* -P, client: a FLUSH the server's MR does not allow; returns its status. */
+static enum ibv_wc_status flush_persistent(const struct dest *rem)
+{
+	ibv_wr_start(qpx);
+	qpx->wr_id = 16;
+	qpx->wr_flags = IBV_SEND_SIGNALED;
+	ibv_wr_flush(qpx, rem->rkey, rem->addr, 8, IBV_FLUSH_PERSISTENT, IBV_FLUSH_RANGE);
+	if (ibv_wr_complete(qpx))
+		die("ibv_wr_complete(FLUSH PERSISTENT): %s\n", strerror(errno));
+	return poll_any("FLUSH PERSISTENT").status;
+}
+
 /* ibv_query_qp reports back what the QP was given on the way to RTS. */
 static void check_query(int gidx, const struct dest *rem, enum ibv_mtu mtu, uint32_t psn)
 {
@@ -393,7 +441,7 @@ static void connect_qp(int gidx, const struct dest *rem, enum ibv_mtu mtu, uint3
 int main(int argc, char **argv)
 {
 	const char *devname = NULL, *server = NULL;
-	int gidx = -1, port = 18800, rounds = 24, c, bad = 0, use_cq_ex = 0;
+	int gidx = -1, port = 18800, rounds = 24, c, bad = 0, use_cq_ex = 0, placement = 0;
 	static const size_t lens[] = { 1, 2, 7, 63, 64, 1023, 1024, 1025, 2048, 4095, 4096,
 				       4097, 8191, 65536, 65537, 131072 };
 	size_t nlens = sizeof(lens) / sizeof(lens[0]);
@@ -403,7 +451,7 @@ int main(int argc, char **argv)
 	struct dest me = { 0 }, rem;
 	union ibv_gid gid;
 
-	while ((c = getopt(argc, argv, "d:g:p:n:s:t:w:xm:")) != -1) {
+	while ((c = getopt(argc, argv, "d:g:p:n:s:t:w:xm:P")) != -1) {
 		switch (c) {
 		case 'd': devname = optarg; break;
 		case 'g': gidx = atoi(optarg); break;
@@ -414,7 +462,8 @@ int main(int argc, char **argv)
 		case 'w': cq_wait = atoi(optarg); break;
 		case 'x': use_cq_ex = 1; break;
 		case 'm': mw_type = atoi(optarg); break;
-		default: die("usage: rdma-verify -d DEV -g GID_INDEX [-p PORT] [-n ROUNDS] [-s MAX_LEN] [-t TIMEOUT] [-w SECONDS] [-x] [-m MW_TYPE] [SERVER]\n");
+		case 'P': placement = 1; break;
+		default: die("usage: rdma-verify -d DEV -g GID_INDEX [-p PORT] [-n ROUNDS] [-s MAX_LEN] [-t TIMEOUT] [-w SECONDS] [-x] [-m MW_TYPE] [-P] [SERVER]\n");
 		}
 	}
 	if (optind < argc)
@@ -423,6 +472,8 @@ int main(int argc, char **argv)
 		die("-d DEV and -g GID_INDEX are required\n");
 	if (mw_type < 0 || mw_type > 2)
 		die("-m takes 1 or 2\n");
+	if (placement && max_len < 16)
+		die("-P needs -s 16 or more\n");
 
 	list = ibv_get_device_list(NULL);
 	for (int i = 0; list && list[i]; i++)
@@ -454,7 +505,8 @@ int main(int argc, char **argv)
 	dst = src + max_len;
 	memset(src, GUARD, 2 * max_len);
 	mr = ibv_reg_mr(pd, src, 2 * max_len, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
-			IBV_ACCESS_REMOTE_READ | (mw_type ? IBV_ACCESS_MW_BIND : 0));
+			IBV_ACCESS_REMOTE_READ | (mw_type ? IBV_ACCESS_MW_BIND : 0) |
+			(placement ? IBV_ACCESS_FLUSH_GLOBAL : 0));
 	if (mr && mw_type && !server) {
 		mw = ibv_alloc_mw(pd, mw_type == 1 ? IBV_MW_TYPE_1 : IBV_MW_TYPE_2);
 		if (!mw)
@@ -465,14 +517,31 @@ int main(int argc, char **argv)
 			.send_cq = cq, .recv_cq = cq, .qp_type = IBV_QPT_RC,
 			.cap = { .max_send_wr = 4, .max_recv_wr = 4, .max_send_sge = 1, .max_recv_sge = 1 },
 		};
+		struct ibv_qp_init_attr_ex iax = {
+			.send_cq = cq, .recv_cq = cq, .qp_type = IBV_QPT_RC, .cap = ia.cap, .pd = pd,
+			.comp_mask = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS,
+			.send_ops_flags = IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_RDMA_READ |
+					  IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_ATOMIC_WRITE |
+					  IBV_QP_EX_WITH_FLUSH,
+		};
 		struct ibv_qp_attr a = {
 			.qp_state = IBV_QPS_INIT, .port_num = 1,
-			.qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ,
+			.qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
+					   (placement ? IBV_ACCESS_FLUSH_GLOBAL : 0),
 		};
 
-		qp = mr ? ibv_create_qp(pd, &ia) : NULL;
+		if (!mr)
+			die("cannot register the buffer: %s\n", strerror(errno));
+		if (placement) {
+			qp = ibv_create_qp_ex(ctx, &iax);
+			qpx = qp ? ibv_qp_to_qp_ex(qp) : NULL;
+			if (!qpx)
+				die("ibv_create_qp_ex with ATOMIC_WRITE and FLUSH: %s\n", strerror(errno));
+		} else {
+			qp = ibv_create_qp(pd, &ia);
+		}
 		if (!qp)
-			die("cannot register the buffer or create the QP\n");
+			die("cannot create the QP\n");
 		if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
 				  IBV_QP_ACCESS_FLAGS))
 			die("modify QP to INIT failed\n");
@@ -567,6 +636,45 @@ int main(int argc, char **argv)
 			break;
 		}
 		rounds_done = r + 1;
+	}
+	for (int r = 0; placement && !bad && r < rounds; r++) {
+		/* 8-byte aligned, somewhere in the server's dst region. */
+		size_t off = 8 * (rnd(&seq) % (max_len / 8));
+
+		if (server) {
+			xfer(&off, sizeof(off), 1);
+			expect('R');
+			place(off, 4000 + r, r % 2 ? IBV_FLUSH_MR : IBV_FLUSH_RANGE, &rem);
+			say('W');
+			bad |= hear() != 'O';
+		} else {
+			size_t want;
+
+			xfer(&want, sizeof(want), 0);
+			if (want != off)
+				die("-P: the client's offset %zu, expected %zu\n", want, off);
+			guard(dst, off, 8);
+			say('R');
+			expect('W');
+			c = verify("ATOMIC_WRITE", r, dst, off, 8, 4000 + r);
+			say(c ? 'X' : 'O');
+			bad |= c;
+		}
+		if (bad)
+			fprintf(stderr, "rdma-verify: placement round %d (offset %zu) failed\n", r, off);
+	}
+	if (placement && !bad) {
+		/* The server's MR has FLUSH_GLOBAL only. */
+		if (server) {
+			enum ibv_wc_status st = flush_persistent(&rem);
+
+			printf("rdma-verify: %d ATOMIC_WRITE + FLUSH rounds verified; FLUSH PERSISTENT: %s\n",
+			       rounds, ibv_wc_status_str(st));
+			bad |= st != IBV_WC_REM_ACCESS_ERR;
+			say('D');
+		} else {
+			expect('D');
+		}
 	}
 	if (mw_type && !bad) {
 		/* Revoked, the window refuses the client's next WRITE. */
