@@ -109,6 +109,8 @@ impl rdma::Driver for IbDev {
     type Srq = Srq;
     type Mw = Mw;
 
+    const UVERBS_ABI_VERSION: u32 = hw::FERROCE_UVERBS_ABI_VERSION;
+
     fn query_device(dev: &rdma::Device<Self>, attr: &mut rdma::DeviceAttr) -> Result {
         let c = &dev.caps;
         attr.fw_ver = c.fw_version;

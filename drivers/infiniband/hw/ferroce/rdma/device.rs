@@ -54,6 +54,10 @@ pub(crate) trait Driver: Send + Sync + Sized + 'static {
     /// Driver state of a memory window (`struct ib_mw`).
     type Mw: Send + Sync;
 
+    /// The version of the driver's uverbs ABI (`ib_device_ops.uverbs_abi_ver`),
+    /// which its rdma-core provider checks.
+    const UVERBS_ABI_VERSION: u32;
+
     /// Fills in the device attributes (zeroed by ib_core).
     fn query_device(dev: &Device<Self>, attr: &mut DeviceAttr) -> Result;
 
@@ -741,7 +745,7 @@ impl<T: Driver> Adapter<T> {
         // nullable function pointers), so all zeroes is a valid value.
         let mut ops: b::ib_device_ops = unsafe { core::mem::zeroed() };
         ops.driver_id = b::rdma_driver_id_RDMA_DRIVER_UNKNOWN;
-        ops.uverbs_abi_ver = 1;
+        ops.uverbs_abi_ver = T::UVERBS_ABI_VERSION;
         ops.dealloc_driver = Some(Self::dealloc_driver);
         ops.query_device = Some(Self::query_device);
         ops.query_port = Some(Self::query_port);
