@@ -70,7 +70,8 @@ void *ferroce_nl_driver_nest_start(struct sk_buff *msg);
 void ferroce_nl_nest_end(struct sk_buff *msg, void *nest);
 void ferroce_nl_nest_cancel(struct sk_buff *msg, void *nest);
 
-int ferroce_irq_set_spread_hint(unsigned int irq, unsigned int index);
+int ferroce_irq_set_spread_hint(struct device *dev, unsigned int irq,
+				unsigned int index);
 void ferroce_irq_clear_hint(unsigned int irq);
 
 #endif /* FERROCE_BINDINGS_H */

@@ -130,12 +130,14 @@ struct net_device *ferroce_netdev_notifier_dev(void *info)
 }
 
 /*
- * Pins @irq to the @index-th CPU of the local spread (cpumask_local_spread),
- * as affinity and hint; ferroce_irq_clear_hint() must run before free_irq().
+ * Pins @irq to the @index-th CPU of the spread local to @dev's NUMA node
+ * (cpumask_local_spread), as affinity and hint; ferroce_irq_clear_hint()
+ * must run before free_irq().
  */
-int ferroce_irq_set_spread_hint(unsigned int irq, unsigned int index)
+int ferroce_irq_set_spread_hint(struct device *dev, unsigned int irq,
+				unsigned int index)
 {
-	unsigned int cpu = cpumask_local_spread(index, NUMA_NO_NODE);
+	unsigned int cpu = cpumask_local_spread(index, dev_to_node(dev));
 
 	return irq_set_affinity_and_hint(irq, cpumask_of(cpu));
 }

@@ -83,8 +83,9 @@ impl<'a, H: Handler + 'static> MsixIrqs<'a, H> {
     /// Allocates between `min` and `max` MSI-X vectors and requests each
     /// vector `i` with the handler `handler(i)`. Vectors from `spread_from`
     /// on get one CPU each as affinity and hint (the `i - spread_from`-th
-    /// CPU of `cpumask_local_spread`), e.g. completion vectors after an
-    /// async one; best effort, a failure is only logged.
+    /// CPU of `cpumask_local_spread` for the device's NUMA node), e.g.
+    /// completion vectors after an async one; best effort, a failure is
+    /// only logged.
     pub(crate) fn new(
         pdev: &'a pci::Device<Bound>,
         min: u32,
@@ -137,10 +138,16 @@ impl<'a, H: Handler + 'static> MsixIrqs<'a, H> {
                         continue;
                     };
                     let cpu_index = u32::try_from(cpu_index)?;
-                    // SAFETY: `irq_num` is the IRQ of a vector requested just
-                    // above; `Vector`'s drop clears the hint before the IRQ
-                    // is freed.
-                    let ret = unsafe { b::ferroce_irq_set_spread_hint(irq_num, cpu_index) };
+                    let dev = core::ptr::from_ref::<kernel::device::Device<Bound>>(pdev.as_ref())
+                        .cast::<kernel::bindings::device>()
+                        .cast_mut();
+                    // SAFETY: `kernel::device::Device` is a transparent
+                    // wrapper of `struct device`, so `dev` is the bound PCI
+                    // device, alive during the call (only read); `irq_num`
+                    // is the IRQ of a vector requested just above;
+                    // `Vector`'s drop clears the hint before the IRQ is
+                    // freed.
+                    let ret = unsafe { b::ferroce_irq_set_spread_hint(dev, irq_num, cpu_index) };
                     if ret == 0 {
                         if let Some(vector) = regs.last_mut() {
                             // INVARIANT: the hint was set just above.
