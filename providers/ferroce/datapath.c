@@ -90,6 +90,9 @@ static_assert(FERROCE_WC_COMP_SWAP == IBV_WC_COMP_SWAP, "WC_COMP_SWAP");
 static_assert(FERROCE_WC_FETCH_ADD == IBV_WC_FETCH_ADD, "WC_FETCH_ADD");
 static_assert(FERROCE_WC_BIND_MW == IBV_WC_BIND_MW, "WC_BIND_MW");
 static_assert(FERROCE_WC_LOCAL_INV == IBV_WC_LOCAL_INV, "WC_LOCAL_INV");
+static_assert(FERROCE_WC_FLUSH == IBV_WC_FLUSH, "WC_FLUSH");
+static_assert(FERROCE_WC_ATOMIC_WRITE == IBV_WC_ATOMIC_WRITE,
+	      "WC_ATOMIC_WRITE");
 static_assert(FERROCE_WC_RECV == IBV_WC_RECV, "WC_RECV");
 static_assert(FERROCE_WC_RECV_RDMA_WITH_IMM == IBV_WC_RECV_RDMA_WITH_IMM,
 	      "WC_RECV_RDMA_WITH_IMM");
@@ -438,6 +441,9 @@ static_assert(FERROCE_WR_ATOMIC_FETCH_ADD == IBV_WR_ATOMIC_FETCH_AND_ADD,
 static_assert(FERROCE_WR_LOCAL_INV == IBV_WR_LOCAL_INV, "WR_LOCAL_INV");
 static_assert(FERROCE_WR_BIND_MW == IBV_WR_BIND_MW, "WR_BIND_MW");
 static_assert(FERROCE_WR_SEND_INV == IBV_WR_SEND_WITH_INV, "WR_SEND_INV");
+static_assert(FERROCE_WR_FLUSH == IBV_WR_FLUSH, "WR_FLUSH");
+static_assert(FERROCE_WR_ATOMIC_WRITE == IBV_WR_ATOMIC_WRITE,
+	      "WR_ATOMIC_WRITE");
 
 /* The rights of a window: remote ones; LOCAL_WRITE is taken and ignored */
 #define FERROCE_MW_ACCESS						\
@@ -452,11 +458,12 @@ static_assert(FERROCE_WR_SEND_INV == IBV_WR_SEND_WITH_INV, "WR_SEND_INV");
  * index, the window's rights (no ZERO_BASED: zero-based windows are not in
  * 1.7), and an MR of the MW's PD registered with IBV_ACCESS_MW_BIND, and
  * with LOCAL_WRITE for a window with REMOTE_WRITE or REMOTE_ATOMIC. The
- * MR's rights are known: every MR of the PD comes from ferroce_reg_mr
- * (verbs_mr.access, which ferroce_rereg_mr keeps). Only a type 1 unbind
- * (addr and length 0) may name no MR. The device checks the rest (the
- * MR's range and state, the MW's) and completes a failing bind with
- * MW_BIND_ERR, which moves the QP to ERR. Returns an errno.
+ * rights of an MR from ferroce_reg_mr are known (verbs_mr.access, which
+ * ferroce_rereg_mr keeps); those of an imported one (ibv_import_mr) are
+ * not, and only the device checks them. Only a type 1 unbind (addr and
+ * length 0) may name no MR. The device checks the rest (the MR's range and
+ * state, the MW's) and completes a failing bind with MW_BIND_ERR, which
+ * moves the QP to ERR. Returns an errno.
  */
 static int ferroce_check_bind_mw(const struct ferroce_qp *qp,
 				 const struct ibv_mw *mw, uint32_t rkey,
@@ -478,6 +485,8 @@ static int ferroce_check_bind_mw(const struct ferroce_qp *qp,
 		       !info->length ? 0 : EINVAL;
 	if (info->mr->pd != mw->pd)
 		return EPERM;
+	if (verbs_get_mr(info->mr)->mr_type == IBV_MR_TYPE_IMPORTED_MR)
+		return 0;
 	mr_access = verbs_get_mr(info->mr)->access;
 	if (!(mr_access & IBV_ACCESS_MW_BIND))
 		return EINVAL;
@@ -583,6 +592,13 @@ static int ferroce_build_send_wqe(struct ferroce_qp *qp, void *wqe,
 				return -ret;
 			has_data = false;
 			break;
+		case IBV_WR_FLUSH:
+		case IBV_WR_ATOMIC_WRITE:
+			/*
+			 * struct ibv_send_wr has no fields for them (the
+			 * flush's type and level, the 8 bytes to write):
+			 * ibv_wr_flush and ibv_wr_atomic_write only.
+			 */
 		default:
 			return -EINVAL;
 		}
@@ -866,6 +882,11 @@ uint64_t ferroce_qp_send_ops(struct ferroce_context *ctx,
 			ops |= FERROCE_INV_SEND_OPS;
 		if (ctx->device_caps & FERROCE_CAP_MW)
 			ops |= IBV_QP_EX_WITH_BIND_MW;
+		/* 1.8: IBTA 1.5's memory placement extensions */
+		if (ctx->device_caps & FERROCE_CAP_ATOMIC_WRITE)
+			ops |= IBV_QP_EX_WITH_ATOMIC_WRITE;
+		if (ctx->device_caps & FERROCE_CAP_FLUSH)
+			ops |= IBV_QP_EX_WITH_FLUSH;
 		return ops;
 	case IBV_QPT_UC:
 		return ctx->device_caps & FERROCE_CAP_UC ? FERROCE_UC_SEND_OPS : 0;
@@ -1032,6 +1053,68 @@ static void ferroce_wr_bind_mw(struct ibv_qp_ex *ibqp, struct ibv_mw *mw,
 	if (!hdr)
 		return;
 	ferroce_set_bind_mw(ferroce_wr_seg(hdr), rkey, info);
+	qp->wr_wqe = NULL;
+}
+
+/*
+ * ATOMIC_WRITE (device 1.8, CAP_ATOMIC_WRITE): the 8 bytes at atomic_wr go
+ * into the WQE as they are, and land in remote memory in that order. No
+ * SGEs or inline data: no setter may follow.
+ */
+static void ferroce_wr_atomic_write(struct ibv_qp_ex *ibqp, uint32_t rkey,
+				    uint64_t remote_addr,
+				    const void *atomic_wr)
+{
+	struct ferroce_sq_wqe_hdr *hdr =
+		ferroce_wr_begin(ibqp, FERROCE_WR_ATOMIC_WRITE);
+	struct ferroce_sq_wqe_atomic_write *seg;
+
+	if (!hdr)
+		return;
+	seg = ferroce_wr_seg(hdr);
+	seg->remote_addr = htole64(remote_addr);
+	seg->rkey = htole32(rkey);
+	memcpy(seg->data, atomic_wr, sizeof(seg->data));
+	to_fqp_ex(ibqp)->wr_wqe = NULL;
+}
+
+/* The placement types and selectivity levels of a FLUSH WQE */
+static_assert(FERROCE_FLUSH_GLOBAL == IBV_FLUSH_GLOBAL, "FLUSH_GLOBAL");
+static_assert(FERROCE_FLUSH_PERSISTENT == IBV_FLUSH_PERSISTENT,
+	      "FLUSH_PERSISTENT");
+static_assert(FERROCE_FLUSH_RANGE == IBV_FLUSH_RANGE, "FLUSH_RANGE");
+static_assert(FERROCE_FLUSH_MR == IBV_FLUSH_MR, "FLUSH_MR");
+
+/*
+ * FLUSH (device 1.8, CAP_FLUSH): type GLOBAL, PERSISTENT or both, level
+ * RANGE or MR, and a length the WQE's 32 bits hold; else the batch fails
+ * with EINVAL. A PERSISTENT flush is posted: the responder refuses it
+ * (no MR of the device has FLUSH_PERSISTENT). No data: no setter may
+ * follow.
+ */
+static void ferroce_wr_flush(struct ibv_qp_ex *ibqp, uint32_t rkey,
+			     uint64_t remote_addr, size_t len, uint8_t type,
+			     uint8_t level)
+{
+	struct ferroce_qp *qp = to_fqp_ex(ibqp);
+	struct ferroce_sq_wqe_flush *seg;
+	struct ferroce_sq_wqe_hdr *hdr;
+
+	if ((uint64_t)len > UINT32_MAX || !type ||
+	    type & ~(FERROCE_FLUSH_GLOBAL | FERROCE_FLUSH_PERSISTENT) ||
+	    (level != FERROCE_FLUSH_RANGE && level != FERROCE_FLUSH_MR)) {
+		ferroce_wr_fail(qp, EINVAL);
+		return;
+	}
+	hdr = ferroce_wr_begin(ibqp, FERROCE_WR_FLUSH);
+	if (!hdr)
+		return;
+	seg = ferroce_wr_seg(hdr);
+	seg->remote_addr = htole64(remote_addr);
+	seg->rkey = htole32(rkey);
+	seg->length = htole32(len);
+	seg->type = type;
+	seg->level = level;
 	qp->wr_wqe = NULL;
 }
 
@@ -1212,4 +1295,8 @@ void ferroce_qp_set_ex_ops(struct ferroce_qp *qp, uint64_t send_ops)
 		ex->wr_send_inv = ferroce_wr_send_inv;
 	if (send_ops & IBV_QP_EX_WITH_BIND_MW)
 		ex->wr_bind_mw = ferroce_wr_bind_mw;
+	if (send_ops & IBV_QP_EX_WITH_ATOMIC_WRITE)
+		ex->wr_atomic_write = ferroce_wr_atomic_write;
+	if (send_ops & IBV_QP_EX_WITH_FLUSH)
+		ex->wr_flush = ferroce_wr_flush;
 }

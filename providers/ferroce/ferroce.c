@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
 /*
- * libferroce: device matching and the user context (doorbell page).
+ * libferroce: device matching and the user context (doorbell page), also
+ * an imported one (ibv_import_device).
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -9,15 +10,20 @@
 
 #include "ferroce.h"
 
+static void ferroce_uninit_context(struct ferroce_context *ctx)
+{
+	pthread_mutex_destroy(&ctx->qp_table_mutex);
+	pthread_mutex_destroy(&ctx->dbrec_mutex);
+	verbs_uninit_context(&ctx->ibv_ctx);
+	free(ctx);
+}
+
 static void ferroce_free_context(struct ibv_context *ibctx)
 {
 	struct ferroce_context *ctx = to_fctx(ibctx);
 
 	munmap(ctx->db, FERROCE_DB_PAGE_SIZE);
-	pthread_mutex_destroy(&ctx->qp_table_mutex);
-	pthread_mutex_destroy(&ctx->dbrec_mutex);
-	verbs_uninit_context(&ctx->ibv_ctx);
-	free(ctx);
+	ferroce_uninit_context(ctx);
 }
 
 static const struct verbs_context_ops ferroce_context_ops = {
@@ -42,6 +48,8 @@ static const struct verbs_context_ops ferroce_context_ops = {
 	.destroy_srq = ferroce_destroy_srq,
 	.detach_mcast = ibv_cmd_detach_mcast,
 	.free_context = ferroce_free_context,
+	.import_mr = ferroce_import_mr,
+	.import_pd = ferroce_import_pd,
 	.modify_qp = ferroce_modify_qp,
 	.modify_srq = ferroce_modify_srq,
 	.poll_cq = ferroce_poll_cq,
@@ -56,14 +64,14 @@ static const struct verbs_context_ops ferroce_context_ops = {
 	.rereg_mr = ferroce_rereg_mr,
 	.req_notify_cq = ferroce_req_notify_cq,
 	.resize_cq = ferroce_resize_cq,
+	.unimport_mr = ferroce_unimport_mr,
+	.unimport_pd = ferroce_unimport_pd,
 };
 
-static struct verbs_context *ferroce_alloc_context(struct ibv_device *ibdev,
-						   int cmd_fd,
-						   void *private_data)
+/* A context with nothing of the device's yet, on cmd_fd (NULL: errno) */
+static struct ferroce_context *ferroce_init_context(struct ibv_device *ibdev,
+						   int cmd_fd)
 {
-	struct ferroce_alloc_context_resp resp = {};
-	struct ibv_get_context cmd = {};
 	struct ferroce_context *ctx;
 
 	ctx = verbs_init_and_alloc_context(ibdev, cmd_fd, ctx, ibv_ctx,
@@ -74,33 +82,121 @@ static struct verbs_context *ferroce_alloc_context(struct ibv_device *ibdev,
 	pthread_mutex_init(&ctx->qp_table_mutex, NULL);
 	pthread_mutex_init(&ctx->dbrec_mutex, NULL);
 	list_head_init(&ctx->dbrec_pages);
+	return ctx;
+}
 
-	if (ibv_cmd_get_context(&ctx->ibv_ctx, &cmd, sizeof(cmd),
-				&resp.ibv_resp, sizeof(resp)))
-		goto err_free;
+/*
+ * The context's values, as alloc_ucontext answered them (also when the
+ * extended QUERY_DEVICE repeats them for an import): the device's limits
+ * and the doorbell page, mapped here. Returns an errno.
+ */
+static int ferroce_set_context(struct ferroce_context *ctx,
+			       const struct ferroce_uresp_alloc_ctx *resp)
+{
+	int ret;
 
-	ctx->device_caps = resp.device_caps;
-	ctx->max_qp_wr = resp.max_qp_wr;
-	ctx->max_sge = resp.max_sge;
-	ctx->max_inline = resp.max_inline;
-	ctx->max_cqe = resp.max_cqe;
+	ctx->device_caps = resp->device_caps;
+	ctx->max_qp_wr = resp->max_qp_wr;
+	ctx->max_sge = resp->max_sge;
+	ctx->max_inline = resp->max_inline;
+	ctx->max_cqe = resp->max_cqe;
 
 	ctx->db = mmap(NULL, FERROCE_DB_PAGE_SIZE, PROT_WRITE, MAP_SHARED,
-		       cmd_fd, resp.db_mmap_offset);
+		       ctx->ibv_ctx.context.cmd_fd, resp->db_mmap_offset);
 	if (ctx->db == MAP_FAILED) {
+		ret = errno;
 		verbs_err(&ctx->ibv_ctx, "ferroce: cannot map doorbell page: %m\n");
-		goto err_free;
+		return ret;
 	}
 
 	verbs_set_ops(&ctx->ibv_ctx, &ferroce_context_ops);
+	return 0;
+}
 
+static struct verbs_context *ferroce_alloc_context(struct ibv_device *ibdev,
+						   int cmd_fd,
+						   void *private_data)
+{
+	struct ferroce_alloc_context_resp resp = {};
+	struct ibv_get_context cmd = {};
+	struct ferroce_context *ctx;
+	int ret;
+
+	ctx = ferroce_init_context(ibdev, cmd_fd);
+	if (!ctx)
+		return NULL;
+
+	ret = ibv_cmd_get_context(&ctx->ibv_ctx, &cmd, sizeof(cmd),
+				  &resp.ibv_resp, sizeof(resp));
+	if (!ret)
+		ret = ferroce_set_context(ctx, &resp.drv_payload);
+	if (ret) {
+		ferroce_uninit_context(ctx);
+		errno = ret;
+		return NULL;
+	}
+	return &ctx->ibv_ctx;
+}
+
+/*
+ * Whether the extended QUERY_DEVICE answered with the context's values
+ * (ferroce-abi.h): resp_size is the core response's length, or that of the
+ * old command's (no driver data) if the kernel has no extended one. The
+ * driver's part has no length of its own: a driver that does not know it
+ * writes nothing there and it reads as the zeroes it was filled with, and
+ * no driver's answer has a max_qp_wr or max_cqe of 0.
+ */
+static bool
+ferroce_query_device_has_ctx(const struct ferroce_query_device_ex_resp *resp,
+			     size_t resp_size)
+{
+	return resp_size > sizeof(resp->ibv_resp.base) &&
+	       resp->drv_payload.max_qp_wr && resp->drv_payload.max_cqe;
+}
+
+/*
+ * ibv_import_device(): the context of cmd_fd (a dup of another owner's
+ * command file), as alloc_context makes it, from the context's values the
+ * driver repeats in the extended QUERY_DEVICE's response instead of
+ * ALLOC_CONTEXT's. QUERY_CONTEXT first: it fails (EOPNOTSUPP) on a driver
+ * that does not let its contexts be imported, and sets num_comp_vectors.
+ * A driver that does not return the values: EOPNOTSUPP.
+ */
+static struct verbs_context *ferroce_import_context(struct ibv_device *ibdev,
+						    int cmd_fd)
+{
+	struct ferroce_query_device_ex_resp resp = {};
+	size_t resp_size = sizeof(resp);
+	struct ibv_device_attr_ex attr;
+	struct ferroce_context *ctx;
+	int ret;
+
+	ctx = ferroce_init_context(ibdev, cmd_fd);
+	if (!ctx)
+		return NULL;
+
+	ret = ibv_cmd_query_context(&ctx->ibv_ctx.context, NULL);
+	if (ret)
+		goto err;
+	ret = ibv_cmd_query_device_any(&ctx->ibv_ctx.context, NULL, &attr,
+				       sizeof(attr), &resp.ibv_resp,
+				       &resp_size);
+	if (ret)
+		goto err;
+	if (!ferroce_query_device_has_ctx(&resp, resp_size)) {
+		verbs_err(&ctx->ibv_ctx,
+			  "ferroce: the driver does not return the context\n");
+		ret = EOPNOTSUPP;
+		goto err;
+	}
+	ret = ferroce_set_context(ctx, &resp.drv_payload);
+	if (ret)
+		goto err;
 	return &ctx->ibv_ctx;
 
-err_free:
-	pthread_mutex_destroy(&ctx->qp_table_mutex);
-	pthread_mutex_destroy(&ctx->dbrec_mutex);
-	verbs_uninit_context(&ctx->ibv_ctx);
-	free(ctx);
+err:
+	ferroce_uninit_context(ctx);
+	errno = ret;
 	return NULL;
 }
 
@@ -137,6 +233,7 @@ static const struct verbs_device_ops ferroce_dev_ops = {
 	.alloc_device = ferroce_device_alloc,
 	.uninit_device = ferroce_device_free,
 	.alloc_context = ferroce_alloc_context,
+	.import_context = ferroce_import_context,
 };
 
 PROVIDER_DRIVER(ferroce, ferroce_dev_ops);

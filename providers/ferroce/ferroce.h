@@ -28,6 +28,9 @@
 
 DECLARE_DRV_CMD(ferroce_alloc_context, IB_USER_VERBS_CMD_GET_CONTEXT,
 		empty, ferroce_uresp_alloc_ctx);
+/* the extended QUERY_DEVICE answers with the context's alloc_ctx values */
+DECLARE_DRV_CMD(ferroce_query_device_ex, IB_USER_VERBS_EX_CMD_QUERY_DEVICE,
+		empty, ferroce_uresp_alloc_ctx);
 DECLARE_DRV_CMD(ferroce_create_cq, IB_USER_VERBS_CMD_CREATE_CQ,
 		ferroce_ureq_create_cq, ferroce_uresp_create_cq);
 DECLARE_DRV_CMD(ferroce_create_cq_ex, IB_USER_VERBS_EX_CMD_CREATE_CQ,
@@ -249,11 +252,15 @@ int ferroce_query_port(struct ibv_context *ibctx, uint8_t port,
 		       struct ibv_port_attr *attr);
 struct ibv_pd *ferroce_alloc_pd(struct ibv_context *ibctx);
 int ferroce_dealloc_pd(struct ibv_pd *pd);
+struct ibv_pd *ferroce_import_pd(struct ibv_context *ibctx, uint32_t pd_handle);
+void ferroce_unimport_pd(struct ibv_pd *pd);
 struct ibv_mr *ferroce_reg_mr(struct ibv_pd *pd, void *addr, size_t len,
 			      uint64_t hca_va, int access);
 int ferroce_rereg_mr(struct verbs_mr *vmr, int flags, struct ibv_pd *pd,
 		     void *addr, size_t len, int access);
 int ferroce_dereg_mr(struct verbs_mr *vmr);
+struct ibv_mr *ferroce_import_mr(struct ibv_pd *pd, uint32_t mr_handle);
+void ferroce_unimport_mr(struct ibv_mr *mr);
 struct ibv_mw *ferroce_alloc_mw(struct ibv_pd *pd, enum ibv_mw_type type);
 int ferroce_dealloc_mw(struct ibv_mw *mw);
 struct ibv_cq *ferroce_create_cq(struct ibv_context *ibctx, int cqe,

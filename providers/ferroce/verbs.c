@@ -329,6 +329,30 @@ int ferroce_dealloc_pd(struct ibv_pd *pd)
 	return 0;
 }
 
+/*
+ * ibv_import_pd: the PD of handle pd_handle in the context's command file
+ * (another owner's, for an imported context), without a command: the
+ * provider's PD is libibverbs' alone, and the kernel checks the handle
+ * whenever a command names it. ibv_unimport_pd frees it and leaves the PD
+ * to its owner.
+ */
+struct ibv_pd *ferroce_import_pd(struct ibv_context *ibctx, uint32_t pd_handle)
+{
+	struct ibv_pd *pd;
+
+	pd = calloc(1, sizeof(*pd));
+	if (!pd)
+		return NULL;
+	pd->context = ibctx;
+	pd->handle = pd_handle;
+	return pd;
+}
+
+void ferroce_unimport_pd(struct ibv_pd *pd)
+{
+	free(pd);
+}
+
 struct ibv_mr *ferroce_reg_mr(struct ibv_pd *pd, void *addr, size_t len,
 			      uint64_t hca_va, int access)
 {
@@ -382,6 +406,35 @@ int ferroce_dereg_mr(struct verbs_mr *vmr)
 		return ret;
 	free(vmr);
 	return 0;
+}
+
+/*
+ * ibv_import_mr: the MR of handle mr_handle, its keys and length from the
+ * kernel (QUERY_MR); its address (NULL) and rights (0, mr_type
+ * IBV_MR_TYPE_IMPORTED_MR) are not known. ibv_unimport_mr frees it and
+ * leaves the MR to its owner.
+ */
+struct ibv_mr *ferroce_import_mr(struct ibv_pd *pd, uint32_t mr_handle)
+{
+	struct verbs_mr *vmr;
+	int ret;
+
+	vmr = calloc(1, sizeof(*vmr));
+	if (!vmr)
+		return NULL;
+
+	ret = ibv_cmd_query_mr(pd, vmr, mr_handle);
+	if (ret) {
+		free(vmr);
+		errno = ret;
+		return NULL;
+	}
+	return &vmr->ibv_mr;
+}
+
+void ferroce_unimport_mr(struct ibv_mr *mr)
+{
+	free(verbs_get_mr(mr));
 }
 
 /*

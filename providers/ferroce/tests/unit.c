@@ -4,7 +4,8 @@
  * doorbell values, SRQ posting against a record the test writes as the
  * device, against fake queues in memory (no device, no kernel); and the
  * provider's control path against a fake kernel of the ABI's first release
- * (test_old_driver, and the SRQ commands of test_srq_create). Built and run
+ * (test_old_driver, and the SRQ commands of test_srq_create) and an
+ * imported context (test_import). Built and run
  * by "make provider-check", also with ThreadSanitizer (ferroce-unit-tsan),
  * which reports any data race test_threads, test_srq_threads or
  * test_srq_resize_threads provokes.
@@ -642,7 +643,7 @@ static void test_uc_post(void)
 		IBV_WR_RDMA_READ, IBV_WR_ATOMIC_CMP_AND_SWP,
 		IBV_WR_ATOMIC_FETCH_AND_ADD, IBV_WR_LOCAL_INV,
 		IBV_WR_BIND_MW, IBV_WR_SEND_WITH_INV, IBV_WR_TSO,
-		IBV_WR_DRIVER1,
+		IBV_WR_DRIVER1, IBV_WR_ATOMIC_WRITE, IBV_WR_FLUSH,
 	};
 	static const enum ibv_wr_opcode taken[] = {
 		IBV_WR_SEND, IBV_WR_SEND_WITH_IMM, IBV_WR_RDMA_WRITE,
@@ -660,7 +661,8 @@ static void test_uc_post(void)
 	fake_init(&f, 4, 8);
 	f.qp.vqp.qp.qp_type = IBV_QPT_UC;
 	f.ctx->device_caps = FERROCE_CAP_UC | FERROCE_CAP_ATOMIC |
-			     FERROCE_CAP_MEM_MGT_EXT | FERROCE_CAP_MW;
+			     FERROCE_CAP_MEM_MGT_EXT | FERROCE_CAP_MW |
+			     FERROCE_CAP_ATOMIC_WRITE | FERROCE_CAP_FLUSH;
 	wr.sg_list = &sg;
 	wr.num_sge = 1;
 	wr.send_flags = IBV_SEND_SIGNALED;
@@ -712,6 +714,7 @@ static void test_uc_post(void)
 	CHECK(!ex->wr_rdma_read && !ex->wr_atomic_cmp_swp &&
 	      !ex->wr_atomic_fetch_add && !ex->wr_set_ud_addr);
 	CHECK(!ex->wr_bind_mw && !ex->wr_local_inv && !ex->wr_send_inv);
+	CHECK(!ex->wr_atomic_write && !ex->wr_flush);
 	ibv_wr_start(ex);
 	ex->wr_id = 70;
 	ex->wr_flags = IBV_SEND_SIGNALED;
@@ -3222,6 +3225,590 @@ out_ctx:
 	CHECK(atomic_load(&vdev.refcount) == 1);
 }
 
+/*
+ * ATOMIC_WRITE and FLUSH (device 1.8, CAP_ATOMIC_WRITE and CAP_FLUSH): RC
+ * QPs only, with the caps; posted by ibv_wr_atomic_write and ibv_wr_flush
+ * only (ibv_send_wr has no fields for them: ibv_post_send refuses them).
+ * Their WQEs have no SGEs, no inline data and no setter, the segment of
+ * device.rst ("Atomic write and flush") and every reserved byte 0.
+ */
+static void test_wr_mpe(void)
+{
+	static const uint8_t data[8] = { 0x11, 0x22, 0x33, 0x44,
+					 0x55, 0x66, 0x77, 0x88 };
+	const uint64_t ops = IBV_QP_EX_WITH_ATOMIC_WRITE | IBV_QP_EX_WITH_FLUSH;
+	struct ibv_sge sg = { .addr = 0x1000, .length = 8, .lkey = 0x100 };
+	struct ferroce_sq_wqe_atomic_write *aw;
+	struct ibv_send_wr wr = {}, *bad;
+	struct ferroce_sq_wqe_flush *fl;
+	struct ferroce_sq_wqe_hdr *hdr;
+	struct ibv_qp_ex *ex;
+	struct fake f;
+
+	fake_init(&f, 4, 8);
+	ex = &f.qp.vqp.qp_ex;
+
+	/* What create_qp_ex accepts, by device caps and QP type */
+	f.ctx->device_caps = FERROCE_CAP_ATOMIC_WRITE | FERROCE_CAP_FLUSH |
+			     FERROCE_CAP_UC;
+	CHECK((ferroce_qp_send_ops(f.ctx, IBV_QPT_RC) & ops) == ops);
+	CHECK(!(ferroce_qp_send_ops(f.ctx, IBV_QPT_UC) & ops));
+	CHECK(!(ferroce_qp_send_ops(f.ctx, IBV_QPT_UD) & ops));
+	f.ctx->device_caps = FERROCE_CAP_ATOMIC_WRITE;
+	CHECK((ferroce_qp_send_ops(f.ctx, IBV_QPT_RC) & ops) ==
+	      IBV_QP_EX_WITH_ATOMIC_WRITE);
+	f.ctx->device_caps = FERROCE_CAP_FLUSH;
+	CHECK((ferroce_qp_send_ops(f.ctx, IBV_QPT_RC) & ops) ==
+	      IBV_QP_EX_WITH_FLUSH);
+	/* a 1.7 device */
+	f.ctx->device_caps = FERROCE_CAP_ATOMIC | FERROCE_CAP_MEM_MGT_EXT |
+			     FERROCE_CAP_MW | FERROCE_CAP_UC;
+	CHECK(!(ferroce_qp_send_ops(f.ctx, IBV_QPT_RC) & ops));
+	f.ctx->device_caps = FERROCE_CAP_ATOMIC_WRITE | FERROCE_CAP_FLUSH;
+
+	ferroce_qp_set_ex_ops(&f.qp, IBV_QP_EX_WITH_SEND);
+	CHECK(!ex->wr_atomic_write && !ex->wr_flush);
+	ferroce_qp_set_ex_ops(&f.qp, ferroce_qp_send_ops(f.ctx, IBV_QPT_RC));
+	CHECK(ex->wr_atomic_write && ex->wr_flush);
+
+	/* Stale bytes in the slots: the reserved fields are written as 0 */
+	memset(f.qp.sq.buf, 0xa5, 8 * 128);
+	ibv_wr_start(ex);
+	ex->wr_id = 110;
+	ex->wr_flags = IBV_SEND_SIGNALED | IBV_SEND_INLINE;
+	ibv_wr_atomic_write(ex, 0x4321, 0x7000008, data);
+	ex->wr_id = 111;
+	ex->wr_flags = IBV_SEND_FENCE;
+	ibv_wr_flush(ex, 0x4322, 0x7000000, 4096, IBV_FLUSH_GLOBAL,
+		     IBV_FLUSH_RANGE);
+	ex->wr_id = 112;
+	ex->wr_flags = IBV_SEND_SIGNALED | IBV_SEND_SOLICITED;
+	ibv_wr_flush(ex, 0x4323, 0x7000010, UINT32_MAX,
+		     IBV_FLUSH_GLOBAL | IBV_FLUSH_PERSISTENT, IBV_FLUSH_MR);
+	ex->wr_id = 113;
+	ex->wr_flags = 0;
+	ibv_wr_flush(ex, 0x4324, 0, 0, IBV_FLUSH_PERSISTENT, IBV_FLUSH_RANGE);
+	CHECK(ibv_wr_complete(ex) == 0);
+	CHECK(le32toh(f.sq_dbrec.pi) == 4);
+	CHECK(le64toh(f.db_page[FERROCE_DB_SQ / 8]) ==
+	      FERROCE_DB_SQ_VAL(0x123, 4));
+
+	hdr = sq_wqe(&f, 0);
+	aw = (void *)((uint8_t *)hdr + FERROCE_SQ_WQE_SEG_OFFSET);
+	CHECK(le64toh(hdr->wr_id) == 110);
+	CHECK(hdr->opcode == FERROCE_WR_ATOMIC_WRITE && hdr->opcode == 15);
+	/* INLINE means nothing without data */
+	CHECK(hdr->flags == FERROCE_WQE_SIGNALED);
+	CHECK(hdr->num_sge == 0 && hdr->inline_len == 0 && hdr->imm_data == 0);
+	CHECK(hdr->reserved0 == 0 && hdr->reserved1 == 0 &&
+	      hdr->reserved2 == 0);
+	CHECK(le64toh(aw->remote_addr) == 0x7000008);
+	CHECK(le32toh(aw->rkey) == 0x4321);
+	/* the bytes as they are, not a number in some byte order */
+	CHECK(!memcmp(aw->data, data, sizeof(data)));
+	CHECK(aw->reserved0 == 0 && aw->reserved1 == 0);
+
+	hdr = sq_wqe(&f, 1);
+	fl = (void *)((uint8_t *)hdr + FERROCE_SQ_WQE_SEG_OFFSET);
+	CHECK(le64toh(hdr->wr_id) == 111);
+	CHECK(hdr->opcode == FERROCE_WR_FLUSH && hdr->opcode == 14);
+	CHECK(hdr->flags == FERROCE_WQE_FENCE);
+	CHECK(hdr->num_sge == 0 && hdr->inline_len == 0 && hdr->imm_data == 0);
+	CHECK(hdr->reserved0 == 0 && hdr->reserved1 == 0 &&
+	      hdr->reserved2 == 0);
+	CHECK(le64toh(fl->remote_addr) == 0x7000000);
+	CHECK(le32toh(fl->rkey) == 0x4322 && le32toh(fl->length) == 4096);
+	CHECK(fl->type == FERROCE_FLUSH_GLOBAL);
+	CHECK(fl->level == FERROCE_FLUSH_RANGE);
+	CHECK(!memcmp(fl->reserved0, "\0\0\0\0\0\0", 6) && fl->reserved1 == 0);
+
+	hdr = sq_wqe(&f, 2);
+	fl = (void *)((uint8_t *)hdr + FERROCE_SQ_WQE_SEG_OFFSET);
+	CHECK(le64toh(hdr->wr_id) == 112 && hdr->opcode == FERROCE_WR_FLUSH);
+	CHECK(hdr->flags == (FERROCE_WQE_SIGNALED | FERROCE_WQE_SOLICITED));
+	CHECK(le64toh(fl->remote_addr) == 0x7000010);
+	CHECK(le32toh(fl->rkey) == 0x4323 && le32toh(fl->length) == UINT32_MAX);
+	CHECK(fl->type == (FERROCE_FLUSH_GLOBAL | FERROCE_FLUSH_PERSISTENT));
+	CHECK(fl->level == FERROCE_FLUSH_MR);
+	CHECK(!memcmp(fl->reserved0, "\0\0\0\0\0\0", 6) && fl->reserved1 == 0);
+
+	/* A persistent flush is the responder's to refuse */
+	hdr = sq_wqe(&f, 3);
+	fl = (void *)((uint8_t *)hdr + FERROCE_SQ_WQE_SEG_OFFSET);
+	CHECK(le64toh(hdr->wr_id) == 113 && hdr->opcode == FERROCE_WR_FLUSH);
+	CHECK(hdr->flags == 0 && fl->remote_addr == 0 && fl->length == 0);
+	CHECK(fl->type == FERROCE_FLUSH_PERSISTENT);
+	CHECK(fl->level == FERROCE_FLUSH_RANGE);
+
+	/* Refusals discard the batch: nothing is rung */
+#define WR_FAILS(calls, err)						\
+	do {								\
+		ibv_wr_start(ex);					\
+		ibv_wr_send(ex);					\
+		calls;							\
+		CHECK(ibv_wr_complete(ex) == (err));			\
+		CHECK(le32toh(f.sq_dbrec.pi) == 4 && f.qp.sq.pi == 4);	\
+	} while (0)
+	ferroce_qp_set_ex_ops(&f.qp, ops | IBV_QP_EX_WITH_SEND);
+	WR_FAILS(ibv_wr_flush(ex, 1, 0, (size_t)UINT32_MAX + 1,
+			      IBV_FLUSH_GLOBAL, IBV_FLUSH_RANGE), EINVAL);
+	WR_FAILS(ibv_wr_flush(ex, 1, 0, 8, 0, IBV_FLUSH_RANGE), EINVAL);
+	WR_FAILS(ibv_wr_flush(ex, 1, 0, 8, 4, IBV_FLUSH_RANGE), EINVAL);
+	WR_FAILS(ibv_wr_flush(ex, 1, 0, 8, IBV_FLUSH_GLOBAL | 0x80,
+			      IBV_FLUSH_MR), EINVAL);
+	WR_FAILS(ibv_wr_flush(ex, 1, 0, 8, IBV_FLUSH_GLOBAL, 2), EINVAL);
+	/* no data: no setter */
+	WR_FAILS((ibv_wr_atomic_write(ex, 1, 0x7000000, data),
+		  ibv_wr_set_sge(ex, 0x100, 0x1000, 8)), EINVAL);
+	WR_FAILS((ibv_wr_atomic_write(ex, 1, 0x7000000, data),
+		  ibv_wr_set_inline_data(ex, (void *)data, 8)), EINVAL);
+	WR_FAILS((ibv_wr_flush(ex, 1, 0, 8, IBV_FLUSH_GLOBAL, IBV_FLUSH_MR),
+		  ibv_wr_set_sge(ex, 0x100, 0x1000, 8)), EINVAL);
+	/* the first error is the one returned */
+	WR_FAILS((ibv_wr_set_sge(ex, 0x100, 0x1000, 8),
+		  ibv_wr_set_sge(ex, 0x100, 0x1000, 8),
+		  ibv_wr_flush(ex, 1, 0, 8, IBV_FLUSH_GLOBAL, IBV_FLUSH_MR),
+		  ibv_wr_atomic_write(ex, 1, 0, data),
+		  ibv_wr_send(ex), ibv_wr_send(ex), ibv_wr_send(ex),
+		  ibv_wr_send(ex)), EINVAL);
+	/* full: 4 of 8 slots taken, the 5th WQE of the batch */
+	WR_FAILS((ibv_wr_flush(ex, 1, 0, 8, IBV_FLUSH_GLOBAL, IBV_FLUSH_MR),
+		  ibv_wr_atomic_write(ex, 1, 0, data),
+		  ibv_wr_atomic_write(ex, 1, 0, data),
+		  ibv_wr_flush(ex, 1, 0, 8, IBV_FLUSH_GLOBAL, IBV_FLUSH_MR)),
+		 ENOMEM);
+#undef WR_FAILS
+
+	/* ibv_post_send: no fields for them, EINVAL whatever the caps */
+	wr.wr_id = 120;
+	wr.send_flags = IBV_SEND_SIGNALED;
+	wr.wr.rdma.remote_addr = 0x7000000;
+	wr.wr.rdma.rkey = 0x4321;
+	wr.sg_list = &sg;
+	wr.num_sge = 1;
+	wr.opcode = IBV_WR_ATOMIC_WRITE;
+	bad = NULL;
+	CHECK(ferroce_post_send(&f.qp.vqp.qp, &wr, &bad) == EINVAL);
+	CHECK(bad == &wr);
+	wr.opcode = IBV_WR_FLUSH;
+	wr.num_sge = 0;
+	bad = NULL;
+	CHECK(ferroce_post_send(&f.qp.vqp.qp, &wr, &bad) == EINVAL);
+	CHECK(bad == &wr);
+	CHECK(le32toh(f.sq_dbrec.pi) == 4 && f.qp.sq.pi == 4);
+	fake_fini(&f);
+}
+
+/*
+ * Completions of ATOMIC_WRITE (9) and FLUSH (8): send CQEs that retire the
+ * SQ, reported as IBV_WC_ATOMIC_WRITE (byte_len 8) and IBV_WC_FLUSH
+ * (byte_len 0) by ibv_poll_cq and by the extended CQ; a refused flush with
+ * its error status.
+ */
+static void test_poll_mpe(void)
+{
+	struct ibv_poll_cq_attr attr = {};
+	struct ibv_cq_ex *ex;
+	struct ibv_wc wc[4];
+	struct fake f;
+
+	fake_init(&f, 8, 8);
+	device_cqe(&f, 0, 1, FERROCE_WC_ATOMIC_WRITE, 0);
+	f.cq.buf[0].byte_len = htole32(8);
+	device_cqe(&f, 1, 2, FERROCE_WC_FLUSH, 1);
+	f.cq.buf[1].byte_len = 0;
+	device_cqe(&f, 2, 3, FERROCE_WC_FLUSH, 3);
+	f.cq.buf[2].byte_len = 0;
+	f.cq.buf[2].status = IBV_WC_REM_ACCESS_ERR;
+	CHECK(ferroce_poll_cq(&f.cq.vcq.cq, 4, wc) == 3);
+	CHECK(wc[0].wr_id == 1 && wc[0].opcode == IBV_WC_ATOMIC_WRITE);
+	CHECK(wc[0].status == IBV_WC_SUCCESS && wc[0].byte_len == 8);
+	CHECK(wc[0].wc_flags == 0 && wc[0].qp_num == 0x123);
+	CHECK(wc[1].wr_id == 2 && wc[1].opcode == IBV_WC_FLUSH);
+	CHECK(wc[1].status == IBV_WC_SUCCESS && wc[1].byte_len == 0);
+	CHECK(wc[2].opcode == IBV_WC_FLUSH);
+	CHECK(wc[2].status == IBV_WC_REM_ACCESS_ERR);
+	CHECK(f.qp.sq.ci == 4 && f.qp.rq.ci == 0);
+
+	ex = &f.cq.vcq.cq_ex;
+	ferroce_cq_set_ex_ops(&f.cq, IBV_WC_EX_WITH_BYTE_LEN);
+	device_cqe(&f, 3, 4, FERROCE_WC_FLUSH, 4);
+	f.cq.buf[3].byte_len = 0;
+	device_cqe(&f, 4, 5, FERROCE_WC_ATOMIC_WRITE, 5);
+	f.cq.buf[4].byte_len = htole32(8);
+	CHECK(ibv_start_poll(ex, &attr) == 0);
+	CHECK(ex->wr_id == 4 && ibv_wc_read_opcode(ex) == IBV_WC_FLUSH);
+	CHECK(ibv_wc_read_byte_len(ex) == 0);
+	CHECK(ibv_next_poll(ex) == 0);
+	CHECK(ex->wr_id == 5 && ibv_wc_read_opcode(ex) == IBV_WC_ATOMIC_WRITE);
+	CHECK(ex->status == IBV_WC_SUCCESS && ibv_wc_read_byte_len(ex) == 8);
+	CHECK(ibv_next_poll(ex) == ENOENT);
+	ibv_end_poll(ex);
+	CHECK(f.qp.sq.ci == 6 && le32toh(f.cq_dbrec.ci) == 5);
+	fake_fini(&f);
+}
+
+/*
+ * Importing (ibv_import_device, ibv_import_pd, ibv_import_mr) against a
+ * fake 1.8 driver: QUERY_CONTEXT answers import_qc_ret; the extended
+ * QUERY_DEVICE answers with import_ctx as the driver data, or (an older
+ * driver) none (import_qd_drv false), or is not there at all
+ * (import_qd_ex false: libibverbs falls back to the old command and
+ * reports its length). QUERY_MR answers import_qmr_ret or the MR below.
+ */
+static const struct ferroce_uresp_alloc_ctx import_ctx = {
+	.db_mmap_offset = 3 * 4096, .db_page = 7,
+	.device_caps = FERROCE_CAP_ATOMIC | FERROCE_CAP_MW |
+		       FERROCE_CAP_ATOMIC_WRITE | FERROCE_CAP_FLUSH,
+	.max_qp_wr = 1024, .max_sge = 16, .max_inline = 512, .max_cqe = 8192,
+};
+static int import_qc_calls, import_qc_ret, import_qd_calls, import_qmr_ret;
+static bool import_qd_ex = true, import_qd_drv = true;
+static int dealloc_pd_calls, dereg_mr_calls;
+
+int ibv_cmd_query_context(struct ibv_context *ctx,
+			  struct ibv_command_buffer *driver)
+{
+	import_qc_calls++;
+	if (import_qc_ret)
+		return import_qc_ret;
+	ctx->num_comp_vectors = 3;
+	return 0;
+}
+
+int ibv_cmd_query_device_any(struct ibv_context *context,
+			     const struct ibv_query_device_ex_input *input,
+			     struct ibv_device_attr_ex *attr, size_t attr_size,
+			     struct ib_uverbs_ex_query_device_resp *resp,
+			     size_t *resp_size)
+{
+	struct ferroce_query_device_ex_resp *r = container_of(
+		resp, struct ferroce_query_device_ex_resp, ibv_resp);
+	static const struct ferroce_uresp_alloc_ctx zero;
+
+	import_qd_calls++;
+	memset(attr, 0, attr_size);
+	attr->orig_attr.max_qp_wr = 4321;
+	/* libibverbs tries the extended command for more than the old attrs */
+	if (!import_qd_ex || attr_size <= sizeof(attr->orig_attr)) {
+		resp->base.max_qp_wr = 4321;
+		*resp_size = sizeof(resp->base);
+		return 0;
+	}
+	resp->base.max_qp_wr = 4321;
+	/* the core response's length, as the kernel reports it */
+	resp->response_length = sizeof(*resp);
+	if (import_qd_drv && *resp_size >= sizeof(*r)) {
+		/* zero-filled by the provider, as the ABI asks */
+		CHECK(!memcmp(&r->drv_payload, &zero, sizeof(zero)));
+		r->drv_payload = import_ctx;
+	}
+	*resp_size = resp->response_length;
+	return 0;
+}
+
+int ibv_cmd_query_mr(struct ibv_pd *pd, struct verbs_mr *vmr,
+		     uint32_t mr_handle)
+{
+	if (import_qmr_ret)
+		return import_qmr_ret;
+	/* what libibverbs' sets */
+	vmr->ibv_mr.lkey = 0x3344;
+	vmr->ibv_mr.rkey = 0x3344;
+	vmr->ibv_mr.length = 0x10000;
+	vmr->ibv_mr.handle = mr_handle;
+	vmr->ibv_mr.context = pd->context;
+	vmr->ibv_mr.pd = pd;
+	vmr->ibv_mr.addr = NULL;
+	vmr->mr_type = IBV_MR_TYPE_IMPORTED_MR;
+	return 0;
+}
+
+int ibv_cmd_dealloc_pd(struct ibv_pd *pd)
+{
+	dealloc_pd_calls++;
+	return 0;
+}
+
+int ibv_cmd_dereg_mr(struct verbs_mr *vmr)
+{
+	dereg_mr_calls++;
+	return 0;
+}
+
+/*
+ * A context imported from a cmd_fd that is a file of four pages: the
+ * doorbell page is mapped from it at import_ctx.db_mmap_offset. The
+ * context owns the file (closed by ferroce_free_context, or on failure);
+ * *dup_fd (if not NULL) is a dup of it to read the doorbells with.
+ */
+static struct verbs_context *import_context(struct verbs_device *vdev,
+					    int *dup_fd)
+{
+	char path[] = "/tmp/ferroce-unit-XXXXXX";
+	int fd = mkstemp(path);
+
+	CHECK(fd >= 0 && unlink(path) == 0 && ftruncate(fd, 4 * 4096) == 0);
+	if (dup_fd)
+		*dup_fd = dup(fd);
+	atomic_store(&vdev->refcount, 1);
+	return ferroce_dev_ops.import_context(&vdev->device, fd);
+}
+
+/*
+ * ibv_import_device: the context's values come from the extended
+ * QUERY_DEVICE, no ALLOC_CONTEXT is sent; a driver that does not let
+ * contexts be imported or does not return them: NULL, errno, nothing
+ * left behind. Then what rdma-core's test_shared_pd does: a PD and an MR
+ * imported by handle (no command), a CQ and an extended QP of the
+ * imported context that writes with the imported MR's keys; unimporting
+ * sends no DEALLOC_PD or DEREG_MR.
+ */
+static void test_import(void)
+{
+	static struct verbs_device vdev = { .ops = &ferroce_dev_ops };
+	struct ibv_qp_init_attr_ex xattr = {};
+	struct ferroce_sq_wqe_rdma *rdma;
+	struct ferroce_sq_wqe_hdr *hdr;
+	struct ferroce_context *ctx;
+	struct verbs_context *vctx;
+	struct ibv_device_attr_ex attr;
+	struct ferroce_sge *sge;
+	struct ibv_qp_ex *ex;
+	struct ibv_mr *mr;
+	struct ibv_pd *pd;
+	struct ibv_cq *cq;
+	struct ibv_qp *qp;
+	int calls, fd = -1;
+	uint64_t db;
+
+	CHECK(ferroce_dev_ops.import_context == ferroce_import_context);
+
+	/* Refused: no command beyond the failing one, the device let go */
+	calls = old_driver_calls;
+	import_qc_ret = EOPNOTSUPP;
+	errno = 0;
+	CHECK(!import_context(&vdev, NULL) && errno == EOPNOTSUPP);
+	CHECK(import_qc_calls == 1 && import_qd_calls == 0);
+	CHECK(atomic_load(&vdev.refcount) == 1);
+	import_qc_ret = 0;
+	import_qd_drv = false;			/* a driver before 1.8 */
+	errno = 0;
+	CHECK(!import_context(&vdev, NULL) && errno == EOPNOTSUPP);
+	CHECK(import_qc_calls == 2 && import_qd_calls == 1);
+	CHECK(atomic_load(&vdev.refcount) == 1);
+	import_qd_drv = true;
+	import_qd_ex = false;			/* a kernel without it */
+	errno = 0;
+	CHECK(!import_context(&vdev, NULL) && errno == EOPNOTSUPP);
+	CHECK(import_qd_calls == 2);
+	CHECK(atomic_load(&vdev.refcount) == 1);
+	import_qd_ex = true;
+	CHECK(old_driver_calls == calls);
+
+	vctx = import_context(&vdev, &fd);
+	CHECK(vctx);
+	if (!vctx)
+		return;
+	ctx = to_fctx(&vctx->context);
+	CHECK(import_qc_calls == 4 && import_qd_calls == 3);
+	CHECK(old_driver_calls == calls);	/* no ALLOC_CONTEXT */
+	CHECK(vctx->context.num_comp_vectors == 3);
+	CHECK(ctx->device_caps == import_ctx.device_caps);
+	CHECK(ctx->max_qp_wr == import_ctx.max_qp_wr);
+	CHECK(ctx->max_sge == import_ctx.max_sge);
+	CHECK(ctx->max_inline == import_ctx.max_inline);
+	CHECK(ctx->max_cqe == import_ctx.max_cqe);
+	CHECK(ctx->db && ctx->db != MAP_FAILED);
+	CHECK(vctx->context.ops.poll_cq == ferroce_poll_cq);
+	CHECK(vctx->context.ops.post_send == ferroce_post_send);
+	/* query_device goes on without driver data */
+	CHECK(ferroce_query_device(&vctx->context, NULL, &attr,
+				   sizeof(attr)) == 0);
+	CHECK(attr.orig_attr.max_qp_wr == 4321);
+	CHECK(import_qd_calls == 4);
+
+	/* PD: no command either way */
+	pd = ibv_import_pd(&vctx->context, 0x55);
+	CHECK(pd);
+	if (!pd)
+		goto out_ctx;
+	CHECK(pd->context == &vctx->context && pd->handle == 0x55);
+
+	/* MR: QUERY_MR's answer; its failure passed on */
+	import_qmr_ret = ENOENT;
+	errno = 0;
+	CHECK(!ibv_import_mr(pd, 0x66) && errno == ENOENT);
+	import_qmr_ret = 0;
+	mr = ibv_import_mr(pd, 0x66);
+	CHECK(mr);
+	if (!mr)
+		goto out_pd;
+	CHECK(mr->handle == 0x66 && mr->pd == pd &&
+	      mr->context == &vctx->context);
+	CHECK(mr->lkey == 0x3344 && mr->rkey == 0x3344 &&
+	      mr->length == 0x10000 && !mr->addr);
+	CHECK(verbs_get_mr(mr)->mr_type == IBV_MR_TYPE_IMPORTED_MR);
+
+	/* An RDMA WRITE of the imported context, with the imported keys */
+	cq = ferroce_create_cq(&vctx->context, 16, NULL, 0);
+	CHECK(cq);
+	if (!cq)
+		goto out_mr;
+	xattr = (struct ibv_qp_init_attr_ex){
+		.send_cq = cq, .recv_cq = cq, .qp_type = IBV_QPT_RC,
+		.cap = { .max_send_wr = 4, .max_send_sge = 1,
+			 .max_recv_wr = 4, .max_recv_sge = 1 },
+		.comp_mask = IBV_QP_INIT_ATTR_PD |
+			     IBV_QP_INIT_ATTR_SEND_OPS_FLAGS,
+		.pd = pd,
+		.send_ops_flags = IBV_QP_EX_WITH_RDMA_WRITE |
+				  IBV_QP_EX_WITH_ATOMIC_WRITE |
+				  IBV_QP_EX_WITH_FLUSH,
+	};
+	qp = ferroce_create_qp_ex(&vctx->context, &xattr);
+	CHECK(qp);
+	if (!qp)
+		goto out_cq;
+	CHECK(qp->pd == pd);
+	CHECK(ferroce_find_qp(ctx, v1_qp.qpn) == to_fqp(qp));
+	qp->state = IBV_QPS_RTS;
+	ex = ibv_qp_to_qp_ex(qp);
+	CHECK(ex && ex->wr_rdma_write && ex->wr_atomic_write && ex->wr_flush);
+	ibv_wr_start(ex);
+	ex->wr_id = 0x123;
+	ex->wr_flags = IBV_SEND_SIGNALED;
+	ibv_wr_rdma_write(ex, 0x7788, 0x20000);
+	ibv_wr_set_sge(ex, mr->lkey, 0x30000, 1024);
+	CHECK(ibv_wr_complete(ex) == 0);
+	hdr = ferroce_wqe(&to_fqp(qp)->sq, 0);
+	rdma = (void *)((uint8_t *)hdr + FERROCE_SQ_WQE_SEG_OFFSET);
+	sge = (void *)((uint8_t *)hdr + FERROCE_SQ_WQE_DATA_OFFSET);
+	CHECK(hdr->opcode == FERROCE_WR_RDMA_WRITE && hdr->num_sge == 1);
+	CHECK(le32toh(rdma->rkey) == 0x7788);
+	CHECK(le32toh(sge->lkey) == 0x3344 && le64toh(sge->addr) == 0x30000);
+	CHECK(le32toh(to_fqp(qp)->sq.dbrec->pi) == 1);
+	/* rung through the doorbell page at the offset the driver named */
+	CHECK(pread(fd, &db, sizeof(db), import_ctx.db_mmap_offset +
+		    FERROCE_DB_SQ) == sizeof(db));
+	CHECK(le64toh(db) == FERROCE_DB_SQ_VAL(v1_qp.qpn, 1));
+
+	/*
+	 * A window bound to an imported MR: its rights are not known (0
+	 * here), the device checks them
+	 */
+	{
+		struct ibv_mw mw = { .context = &vctx->context, .pd = pd,
+				     .rkey = 0x900, .type = IBV_MW_TYPE_2 };
+		struct ibv_send_wr bwr = {
+			.opcode = IBV_WR_BIND_MW,
+			.bind_mw = { .mw = &mw, .rkey = 0x901, .bind_info = {
+				.mr = mr, .addr = 0x30000, .length = 64,
+				.mw_access_flags = IBV_ACCESS_REMOTE_WRITE } },
+		}, *bad;
+
+		CHECK(verbs_get_mr(mr)->access == 0);
+		CHECK(ferroce_post_send(qp, &bwr, &bad) == 0);
+		hdr = ferroce_wqe(&to_fqp(qp)->sq, 1);
+		CHECK(hdr->opcode == FERROCE_WR_BIND_MW);
+		CHECK(le32toh(bind_seg(hdr)->mr_key) == 0x3344);
+	}
+	CHECK(ferroce_destroy_qp(qp) == 0);
+out_cq:
+	CHECK(ferroce_destroy_cq(cq) == 0);
+out_mr:
+	ibv_unimport_mr(mr);
+out_pd:
+	ibv_unimport_pd(pd);
+	CHECK(dealloc_pd_calls == 0 && dereg_mr_calls == 0);
+out_ctx:
+	ferroce_free_context(&vctx->context);
+	CHECK(atomic_load(&vdev.refcount) == 1);
+	close(fd);
+}
+
+/*
+ * create_qp_ex with ATOMIC_WRITE or FLUSH: EOPNOTSUPP before any command
+ * on a device without the cap (the first release's) and on UC; an RC QP
+ * with the caps gets the builders.
+ */
+static void test_mpe_create(void)
+{
+	static struct verbs_device vdev = { .ops = &ferroce_dev_ops };
+	static const uint64_t ops[] = {
+		IBV_QP_EX_WITH_ATOMIC_WRITE, IBV_QP_EX_WITH_FLUSH,
+	};
+	struct ibv_qp_init_attr_ex xattr;
+	struct ferroce_context *ctx;
+	struct verbs_context *vctx;
+	struct ibv_pd pd = {};
+	struct ibv_qp_ex *ex;
+	struct ibv_qp *qp;
+	struct ibv_cq *cq;
+	size_t i;
+	int calls;
+
+	vctx = old_driver_context(&vdev);
+	CHECK(vctx);
+	if (!vctx)
+		return;
+	ctx = to_fctx(&vctx->context);
+	cq = ferroce_create_cq(&vctx->context, 16, NULL, 0);
+	CHECK(cq);
+	if (!cq)
+		goto out_ctx;
+	pd.context = &vctx->context;
+	xattr = (struct ibv_qp_init_attr_ex){
+		.send_cq = cq, .recv_cq = cq, .qp_type = IBV_QPT_RC,
+		.cap = { .max_send_wr = 8, .max_send_sge = 1 },
+		.comp_mask = IBV_QP_INIT_ATTR_PD |
+			     IBV_QP_INIT_ATTR_SEND_OPS_FLAGS,
+		.pd = &pd,
+	};
+
+	calls = old_driver_calls;
+	for (i = 0; i < ARRAY_SIZE(ops); i++) {
+		/* no cap */
+		ctx->device_caps = FERROCE_CAP_UC;
+		xattr.qp_type = IBV_QPT_RC;
+		xattr.send_ops_flags = IBV_QP_EX_WITH_SEND | ops[i];
+		errno = 0;
+		CHECK(!ferroce_create_qp_ex(&vctx->context, &xattr) &&
+		      errno == EOPNOTSUPP);
+		/* the other cap only */
+		ctx->device_caps = ops[i] == IBV_QP_EX_WITH_FLUSH ?
+				   FERROCE_CAP_ATOMIC_WRITE : FERROCE_CAP_FLUSH;
+		errno = 0;
+		CHECK(!ferroce_create_qp_ex(&vctx->context, &xattr) &&
+		      errno == EOPNOTSUPP);
+		/* UC */
+		ctx->device_caps = FERROCE_CAP_UC | FERROCE_CAP_ATOMIC_WRITE |
+				   FERROCE_CAP_FLUSH;
+		xattr.qp_type = IBV_QPT_UC;
+		errno = 0;
+		CHECK(!ferroce_create_qp_ex(&vctx->context, &xattr) &&
+		      errno == EOPNOTSUPP);
+	}
+	CHECK(old_driver_calls == calls);
+
+	xattr.qp_type = IBV_QPT_RC;
+	xattr.send_ops_flags = IBV_QP_EX_WITH_ATOMIC_WRITE |
+			       IBV_QP_EX_WITH_FLUSH;
+	qp = ferroce_create_qp_ex(&vctx->context, &xattr);
+	CHECK(qp);
+	CHECK(old_driver_calls == calls + 1);
+	if (qp) {
+		ex = ibv_qp_to_qp_ex(qp);
+		CHECK(ex && ex->wr_atomic_write && ex->wr_flush);
+		CHECK(ex && !ex->wr_send && !ex->wr_rdma_write);
+		CHECK(ferroce_destroy_qp(qp) == 0);
+	}
+	CHECK(ferroce_destroy_cq(cq) == 0);
+out_ctx:
+	ferroce_free_context(&vctx->context);
+	CHECK(atomic_load(&vdev.refcount) == 1);
+}
+
 int main(void)
 {
 	test_sizing();
@@ -3248,6 +3835,10 @@ int main(void)
 	test_wr_mw();
 	test_poll_mw();
 	test_mw_verbs();
+	test_wr_mpe();
+	test_poll_mpe();
+	test_mpe_create();
+	test_import();
 	if (failures) {
 		fprintf(stderr, "ferroce-unit: %d check(s) failed\n", failures);
 		return 1;
