@@ -441,10 +441,12 @@ impl State {
     }
 
     /// The access flags of an MR (REG_MR, MODIFY_MR): only `ACCESS_*`
-    /// bits (1.7: `MW_BIND` too), and REMOTE_WRITE or REMOTE_ATOMIC only
-    /// with LOCAL_WRITE (IBTA rule).
+    /// bits (1.7: `MW_BIND` too; 1.8: `FLUSH_GLOBAL`, but never
+    /// `FLUSH_PERSISTENT`: guest RAM is not persistent, device.rst "Access
+    /// flags"), and REMOTE_WRITE or REMOTE_ATOMIC only with LOCAL_WRITE
+    /// (IBTA rule).
     fn check_mr_access(access: u32) -> Result<(), u8> {
-        param(access & !(ACCESS_MR_MASK | ACCESS_MW_BIND) == 0)?;
+        param(access & !(ACCESS_MR_MASK | ACCESS_MW_BIND | ACCESS_FLUSH_GLOBAL) == 0)?;
         let remote_w = ACCESS_REMOTE_WRITE | ACCESS_REMOTE_ATOMIC;
         param(access & remote_w == 0 || access & ACCESS_LOCAL_WRITE != 0)
     }
@@ -973,7 +975,11 @@ impl State {
             param(u32::from(a.pkey_index) < PKEY_TABLE_LEN)?;
         }
         if has(QP_ATTR_ACCESS_FLAGS) {
-            param(a.qp_access_flags & !ACCESS_QP_MASK == 0)?;
+            // 1.8: an RC QP may also serve FLUSH requests (device.rst
+            // MODIFY_QP "ACCESS_FLAGS"), a UC QP never.
+            let flush = ACCESS_FLUSH_GLOBAL | ACCESS_FLUSH_PERSISTENT;
+            param(a.qp_access_flags & !(ACCESS_QP_MASK | flush) == 0)?;
+            param(qp_type == QPT_RC || a.qp_access_flags & flush == 0)?;
             // A UC QP serves no READ and no atomic.
             let rc_only = ACCESS_REMOTE_READ | ACCESS_REMOTE_ATOMIC;
             param(qp_type != QPT_UC || a.qp_access_flags & rc_only == 0)?;

@@ -59,7 +59,8 @@ macro_rules! hw_structs {
                     StructLayout {
                         name: $cname,
                         size: core::mem::size_of::<Self>(),
-                        fields: vec![$( (stringify!($f), core::mem::offset_of!($name, $f), field_size(|s: &$name| &s.$f)) ),*],
+                        // A field named with a keyword (`r#type`) has the C name.
+                        fields: vec![$( (stringify!($f).trim_start_matches("r#"), core::mem::offset_of!($name, $f), field_size(|s: &$name| &s.$f)) ),*],
                     }
                 }
             }
@@ -175,7 +176,7 @@ hw_consts! {
     /// `FERROCE_VERSION_MAJOR`.
     VERSION_MAJOR: u32 = 1;
     /// `FERROCE_VERSION_MINOR`.
-    VERSION_MINOR: u32 = 7;
+    VERSION_MINOR: u32 = 8;
     /// `FERROCE_MAGIC_VALUE`.
     MAGIC_VALUE: u32 = 0x45435246;
     /// `FERROCE_CAP_RC`.
@@ -222,6 +223,10 @@ hw_consts! {
     CAP_MCAST: u32 = 0x00100000;
     /// 1.7: memory windows, type 1 and 2
     CAP_MW: u32 = 0x00200000;
+    /// 1.8: RC ATOMIC_WRITE (IBTA 1.5)
+    CAP_ATOMIC_WRITE: u32 = 0x00400000;
+    /// 1.8: RC FLUSH, global visibility (IBTA 1.5)
+    CAP_FLUSH: u32 = 0x00800000;
     /// Self-clearing
     CTRL_RESET: u32 = 0x00000001;
     /// `FERROCE_CTRL_ENABLE`.
@@ -454,9 +459,13 @@ hw_consts! {
     ACCESS_MW_BIND: u32 = 0x10;
     /// `FERROCE_ACCESS_ZERO_BASED`.
     ACCESS_ZERO_BASED: u32 = 0x20;
-    /// `FERROCE_ACCESS_MR_MASK` (| MW_BIND with CAP_MW).
+    /// 1.8, CAP_FLUSH: MRs and RC QPs
+    ACCESS_FLUSH_GLOBAL: u32 = 0x100;
+    /// 1.8, CAP_FLUSH: RC QPs only
+    ACCESS_FLUSH_PERSISTENT: u32 = 0x200;
+    /// `FERROCE_ACCESS_MR_MASK` (| MW_BIND, FLUSH_GLOBAL with the caps).
     ACCESS_MR_MASK: u32 = 0x2f;
-    /// `FERROCE_ACCESS_QP_MASK`.
+    /// `FERROCE_ACCESS_QP_MASK` (| FLUSH_* with CAP_FLUSH, RC).
     ACCESS_QP_MASK: u32 = 0x0f;
     /// `FERROCE_KEY_INDEX_SHIFT`.
     KEY_INDEX_SHIFT: u32 = 8;
@@ -678,6 +687,10 @@ hw_consts! {
     WR_BIND_MW: u8 = 8;
     /// CAP_MEM_MGT_EXT, RC
     WR_SEND_INV: u8 = 9;
+    /// 1.8, CAP_FLUSH, RC
+    WR_FLUSH: u8 = 14;
+    /// 1.8, CAP_ATOMIC_WRITE, RC
+    WR_ATOMIC_WRITE: u8 = 15;
     /// CAP_MEM_MGT_EXT, RC
     WR_REG_MR: u8 = 0x20;
     /// `FERROCE_WQE_SIGNALED`.
@@ -698,6 +711,14 @@ hw_consts! {
     SQ_WQE_AV_DATA_OFFSET: usize = 112;
     /// `FERROCE_RQ_WQE_DATA_OFFSET`.
     RQ_WQE_DATA_OFFSET: usize = 16;
+    /// FLUSH placement type (1.8, CAP_FLUSH): = IB_FLUSH_GLOBAL
+    FLUSH_GLOBAL: u8 = 0x01;
+    /// FLUSH placement type: = IB_FLUSH_PERSISTENT
+    FLUSH_PERSISTENT: u8 = 0x02;
+    /// FLUSH selectivity level: = IB_FLUSH_RANGE
+    FLUSH_RANGE: u8 = 0;
+    /// FLUSH selectivity level: = IB_FLUSH_MR
+    FLUSH_MR: u8 = 1;
     /// `FERROCE_WC_SEND`.
     WC_SEND: u8 = 0;
     /// `FERROCE_WC_RDMA_WRITE`.
@@ -712,6 +733,10 @@ hw_consts! {
     WC_BIND_MW: u8 = 5;
     /// `FERROCE_WC_LOCAL_INV`.
     WC_LOCAL_INV: u8 = 6;
+    /// 1.8, CAP_FLUSH
+    WC_FLUSH: u8 = 8;
+    /// 1.8, CAP_ATOMIC_WRITE
+    WC_ATOMIC_WRITE: u8 = 9;
     /// Not IB_WC_REG_MR (10): driver maps
     WC_REG_MR: u8 = 0x20;
     /// `FERROCE_WC_RECV`.
@@ -1559,6 +1584,37 @@ hw_structs! {
         pub access: u32,
         /// reserved
         pub reserved: u32,
+    }
+    /// `struct ferroce_sq_wqe_atomic_write`: ATOMIC_WRITE WQE segment (1.8,
+    /// CAP_ATOMIC_WRITE): 8 bytes placed as one store.
+    pub struct SqWqeAtomicWrite = "ferroce_sq_wqe_atomic_write" {
+        /// 8-byte aligned
+        pub remote_addr: u64,
+        /// rkey
+        pub rkey: u32,
+        /// reserved0
+        pub reserved0: u32,
+        /// written verbatim, in this byte order
+        pub data: [u8; 8],
+        /// reserved1
+        pub reserved1: u64,
+    }
+    /// `struct ferroce_sq_wqe_flush`: FLUSH WQE segment (1.8, CAP_FLUSH).
+    pub struct SqWqeFlush = "ferroce_sq_wqe_flush" {
+        /// RANGE: start of the range
+        pub remote_addr: u64,
+        /// rkey
+        pub rkey: u32,
+        /// RANGE: bytes; MR: sent, not used
+        pub length: u32,
+        /// FERROCE_FLUSH_GLOBAL | FERROCE_FLUSH_PERSISTENT
+        pub r#type: u8,
+        /// FERROCE_FLUSH_RANGE or FERROCE_FLUSH_MR
+        pub level: u8,
+        /// reserved0
+        pub reserved0: [u8; 6],
+        /// reserved1
+        pub reserved1: u64,
     }
     /// `struct ferroce_rq_wqe_hdr`.
     pub struct RqWqeHdr = "ferroce_rq_wqe_hdr" {

@@ -25,6 +25,13 @@ pub trait GuestMemory: Send + Sync {
     fn read(&self, gpa: u64, buf: &mut [u8]) -> Result<(), DmaError>;
     /// Writes `buf` at guest physical address `gpa`.
     fn write(&self, gpa: u64, buf: &[u8]) -> Result<(), DmaError>;
+    /// Writes `value` little-endian at `gpa`, as one 64-bit store where the
+    /// memory can (an 8-byte aligned address): an ATOMIC_WRITE's (1.8).
+    ///
+    /// The default writes the 8 bytes with [`Self::write`].
+    fn write_u64(&self, gpa: u64, value: u64) -> Result<(), DmaError> {
+        self.write(gpa, &value.to_le_bytes())
+    }
     /// Checks that `gpa..gpa+len` is DMA-able without transferring it.
     ///
     /// The default probes the first and the last byte; implementations that

@@ -65,6 +65,12 @@ impl GuestMemory for VfioMemory {
             len: buf.len() as u64,
         })
     }
+
+    fn write_u64(&self, gpa: u64, value: u64) -> Result<(), DmaError> {
+        self.0
+            .write_u64(gpa, value)
+            .map_err(|_| DmaError { gpa, len: 8 })
+    }
 }
 
 /// MSI-X vectors through the eventfds QEMU handed to the server.

@@ -354,8 +354,11 @@ fn spec_1_7_names_are_compared() {
         assert!(c.consts.contains_key(name), "{name} not in C");
         assert_eq!(c.consts.get(name), r.consts.get(name), "{name}");
     }
-    assert_eq!(c.consts["FERROCE_VERSION_MINOR"], 7);
-    assert_eq!(r.consts["FERROCE_VERSION_MINOR"], 7);
+    assert!(c.consts["FERROCE_VERSION_MINOR"] >= 7);
+    assert_eq!(
+        r.consts["FERROCE_VERSION_MINOR"],
+        c.consts["FERROCE_VERSION_MINOR"]
+    );
     let name = "ferroce_cmd_mcast";
     assert!(c.structs.contains_key(name), "{name} not in C");
     assert_eq!(c.structs.get(name), r.structs.get(name), "{name}");
@@ -387,7 +390,7 @@ fn spec_1_7_memory_window_names_are_compared() {
         assert!(c.consts.contains_key(name), "{name} not in C");
         assert_eq!(c.consts.get(name), r.consts.get(name), "{name}");
     }
-    assert_eq!(c.consts["FERROCE_VERSION_MINOR"], 7);
+    assert!(c.consts["FERROCE_VERSION_MINOR"] >= 7);
     let name = "ferroce_sq_wqe_bind_mw";
     assert!(c.structs.contains_key(name), "{name} not in C");
     assert_eq!(c.structs.get(name), r.structs.get(name), "{name}");
@@ -412,4 +415,89 @@ fn spec_1_7_memory_window_names_are_compared() {
         (hw::MR_TYPE_FAST_REG + 1, hw::MR_TYPE_FAST_REG + 2)
     );
     assert_eq!((hw::WR_BIND_MW, hw::WC_BIND_MW), (8, 5));
+}
+
+/// The names spec 1.8 (ATOMIC_WRITE and FLUSH, IBTA 1.5's memory placement
+/// extensions) added are on both sides, and their values are those of the
+/// kernel and of the rest of the programming model.
+#[test]
+fn spec_1_8_placement_names_are_compared() {
+    let (c, r) = both();
+    for name in [
+        "FERROCE_CAP_ATOMIC_WRITE",
+        "FERROCE_CAP_FLUSH",
+        "FERROCE_ACCESS_FLUSH_GLOBAL",
+        "FERROCE_ACCESS_FLUSH_PERSISTENT",
+        "FERROCE_WR_FLUSH",
+        "FERROCE_WR_ATOMIC_WRITE",
+        "FERROCE_WC_FLUSH",
+        "FERROCE_WC_ATOMIC_WRITE",
+        "FERROCE_FLUSH_GLOBAL",
+        "FERROCE_FLUSH_PERSISTENT",
+        "FERROCE_FLUSH_RANGE",
+        "FERROCE_FLUSH_MR",
+    ] {
+        assert!(c.consts.contains_key(name), "{name} not in C");
+        assert_eq!(c.consts.get(name), r.consts.get(name), "{name}");
+    }
+    assert_eq!(c.consts["FERROCE_VERSION_MINOR"], 8);
+    assert_eq!(r.consts["FERROCE_VERSION_MINOR"], 8);
+    for name in ["ferroce_sq_wqe_atomic_write", "ferroce_sq_wqe_flush"] {
+        assert!(c.structs.contains_key(name), "{name} not in C");
+        assert_eq!(c.structs.get(name), r.structs.get(name), "{name}");
+    }
+    // Both segments fill the segment area, as the other segments do.
+    for size in [
+        std::mem::size_of::<hw::SqWqeAtomicWrite>(),
+        std::mem::size_of::<hw::SqWqeFlush>(),
+    ] {
+        assert_eq!(hw::SQ_WQE_SEG_OFFSET + size, hw::SQ_WQE_DATA_OFFSET);
+    }
+    let fields = |name: &str| -> Vec<(String, usize, usize)> { c.structs[name].1.clone() };
+    let f = |n: &str, o: usize, s: usize| (n.to_string(), o, s);
+    assert_eq!(
+        fields("ferroce_sq_wqe_atomic_write"),
+        vec![
+            f("remote_addr", 0, 8),
+            f("rkey", 8, 4),
+            f("reserved0", 12, 4),
+            f("data", 16, 8),
+            f("reserved1", 24, 8),
+        ]
+    );
+    // The C field `type` (a Rust keyword) keeps its name on both sides.
+    assert_eq!(
+        fields("ferroce_sq_wqe_flush"),
+        vec![
+            f("remote_addr", 0, 8),
+            f("rkey", 8, 4),
+            f("length", 12, 4),
+            f("type", 16, 1),
+            f("level", 17, 1),
+            f("reserved0", 18, 6),
+            f("reserved1", 24, 8),
+        ]
+    );
+    // Two free capability bits after MW: DEV_CAPS 0xffffff in all.
+    assert_eq!((hw::CAP_ATOMIC_WRITE, hw::CAP_FLUSH), (0x400000, 0x800000));
+    assert_eq!(hw::CAP_ATOMIC_WRITE, hw::CAP_MW << 1);
+    assert_eq!(hw::CAP_FLUSH, hw::CAP_ATOMIC_WRITE << 1);
+    // IB_ACCESS_FLUSH_GLOBAL / _PERSISTENT, outside both masks.
+    assert_eq!(
+        (hw::ACCESS_FLUSH_GLOBAL, hw::ACCESS_FLUSH_PERSISTENT),
+        (0x100, 0x200)
+    );
+    for flag in [hw::ACCESS_FLUSH_GLOBAL, hw::ACCESS_FLUSH_PERSISTENT] {
+        assert_eq!(
+            flag & (hw::ACCESS_MR_MASK | hw::ACCESS_QP_MASK | hw::ACCESS_MW_BIND),
+            0
+        );
+    }
+    // IBV_WR_FLUSH 14, IBV_WR_ATOMIC_WRITE 15, IBV_WC_FLUSH 8,
+    // IBV_WC_ATOMIC_WRITE 9; IB_FLUSH_GLOBAL 1, _PERSISTENT 2, IB_FLUSH_RANGE
+    // 0, IB_FLUSH_MR 1.
+    assert_eq!((hw::WR_FLUSH, hw::WR_ATOMIC_WRITE), (14, 15));
+    assert_eq!((hw::WC_FLUSH, hw::WC_ATOMIC_WRITE), (8, 9));
+    assert_eq!((hw::FLUSH_GLOBAL, hw::FLUSH_PERSISTENT), (1, 2));
+    assert_eq!((hw::FLUSH_RANGE, hw::FLUSH_MR), (0, 1));
 }

@@ -383,6 +383,19 @@ impl Fuzzer {
             attr.rq_psn = self.word();
             attr.dest_qp_num = self.word();
         }
+        if self.wild() {
+            // 1.8: the flush rights (RC only), alone, with the others, and
+            // beyond them.
+            let random = self.word();
+            let flush = ACCESS_FLUSH_GLOBAL | ACCESS_FLUSH_PERSISTENT;
+            attr.qp_access_flags = self.pick(&[
+                ACCESS_QP_MASK | flush,
+                ACCESS_FLUSH_GLOBAL,
+                ACCESS_FLUSH_PERSISTENT,
+                ACCESS_QP_MASK | 0x400,
+                random,
+            ]);
+        }
         attr
     }
 
@@ -520,6 +533,8 @@ impl Fuzzer {
                     ACCESS_REMOTE_READ,
                     ACCESS_LOCAL_WRITE | ACCESS_REMOTE_WRITE | ACCESS_REMOTE_READ,
                     ACCESS_LOCAL_WRITE | ACCESS_MW_BIND,
+                    ACCESS_REMOTE_READ | ACCESS_FLUSH_GLOBAL,
+                    ACCESS_LOCAL_WRITE | ACCESS_FLUSH_PERSISTENT,
                 ]);
                 if self.wild() {
                     cmd.access = self.word();
@@ -553,6 +568,8 @@ impl Fuzzer {
                         ACCESS_LOCAL_WRITE,
                         ACCESS_REMOTE_READ,
                         ACCESS_LOCAL_WRITE | ACCESS_REMOTE_WRITE | ACCESS_REMOTE_READ,
+                        ACCESS_REMOTE_READ | ACCESS_FLUSH_GLOBAL,
+                        ACCESS_FLUSH_PERSISTENT,
                     ]);
                     if self.wild() {
                         let random = self.word();

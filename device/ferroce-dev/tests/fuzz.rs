@@ -3,7 +3,8 @@
 //! structured packets: real frames of a connection mutated field by field
 //! (foreign source addresses, cross-PD and read-only rkeys, lengths and
 //! addresses at every MR boundary, PSNs around the expected one, every
-//! opcode, truncations at every header boundary). The device must never
+//! opcode (1.8: ATOMIC_WRITE and FLUSH with FETHs of every type and
+//! level), truncations at every header boundary). The device must never
 //! panic, never write outside what the guest allowed, and still move data
 //! byte-exact afterwards. Seeds are fixed so a failure reproduces.
 
@@ -12,9 +13,14 @@ mod common;
 use common::rdma::*;
 use common::*;
 use ferroce_dev::hw::*;
-use ferroce_dev::wire::{self, decode, encode, op, psn_add};
+use ferroce_dev::wire::{self, decode, encode, feth, op, psn_add};
 
 const ALL_ACCESS: u32 = ACCESS_LOCAL_WRITE | ACCESS_REMOTE_WRITE | ACCESS_REMOTE_READ;
+
+/// The responder's QP serves FLUSH requests (1.8).
+fn with_flush(x: &mut QpAttr) {
+    x.qp_access_flags |= ACCESS_FLUSH_GLOBAL;
+}
 
 /// Memory the responder must never write: an MR of another PD, a
 /// read-only MR and the unregistered page after the writable MR.
@@ -51,7 +57,7 @@ fn mutate(rng: &mut Rng, f: &[u8], keys: &[u32], vas: &[u64], foreign: [u8; 16])
     let sizes = [0usize, 1, 1023, 1024, 1025, 2048];
     let payload = vec![0xee; sizes[rng.below(sizes.len() as u64) as usize]];
     for _ in 0..=rng.below(3) {
-        match rng.below(10) {
+        match rng.below(11) {
             0 => p.net.sgid = foreign,
             1 => {
                 let ops = [
@@ -70,6 +76,8 @@ fn mutate(rng: &mut Rng, f: &[u8], keys: &[u32], vas: &[u64], foreign: [u8; 16])
                     op::RC_READ_RESPONSE_ONLY,
                     op::RC_ACK,
                     op::UD_SEND_ONLY,
+                    op::RC_FLUSH,
+                    op::RC_ATOMIC_WRITE,
                 ];
                 p.bth.opcode = ops[rng.below(ops.len() as u64) as usize];
             }
@@ -98,7 +106,12 @@ fn mutate(rng: &mut Rng, f: &[u8], keys: &[u32], vas: &[u64], foreign: [u8; 16])
             6 => p.payload = &payload,
             7 => p.aeth.syndrome = rng.next() as u8,
             8 => p.bth.dest_qp = (p.bth.dest_qp + rng.below(3) as u32).wrapping_sub(1) & 0xff_ffff,
-            _ => p.ieth = keys[rng.below(keys.len() as u64) as usize],
+            9 => p.ieth = keys[rng.below(keys.len() as u64) as usize],
+            _ => {
+                // Every type and level, sometimes reserved bits.
+                let word = feth::encode(rng.below(16) as u8, rng.below(4) as u8);
+                p.feth = if rng.pct(10) { rng.next() as u32 } else { word };
+            }
         }
     }
     let mut out = Vec::new();
@@ -131,7 +144,7 @@ fn reset_responder(a: &mut Node, b: &mut Node, dst: &MrInfo) {
     b.qps[0].rq_pi = 0;
     b.qps[0].sq_pi = 0;
     let (peer, mac, gid) = (a.qps[0].qpn, a.mac, ipv4_gid(a.ip));
-    b.connect(0, peer, mac, gid, 3, NET_IPV4, |_| {});
+    b.connect(0, peer, mac, gid, 3, NET_IPV4, with_flush);
     b.post_recv(0, 200, &[(dst.va(8192), 4096, dst.key)]);
     b.post_recv(0, 201, &[(dst.va(12288), 4096, dst.key)]);
 }
@@ -142,9 +155,9 @@ fn fuzz_seed(seed: u64, rounds: usize) {
     let mut b = Node::new(37);
     a.create_qp(QPT_RC);
     b.create_qp(QPT_RC);
-    connect_pair(&mut a, 0, &mut b, 0, |_| {});
+    connect_pair(&mut a, 0, &mut b, 0, with_flush);
     let src = a.reg_mr(16384, ACCESS_LOCAL_WRITE);
-    let dst = b.reg_mr(16384, ALL_ACCESS);
+    let dst = b.reg_mr(16384, ALL_ACCESS | ACCESS_FLUSH_GLOBAL);
     let ro = b.reg_mr(4096, ACCESS_REMOTE_READ);
     let guard_page = b.h.alloc(4096, 4096);
     let home = b.pdn;
@@ -186,7 +199,26 @@ fn fuzz_seed(seed: u64, rounds: usize) {
     let mut s = wr(3, WR_SEND);
     s.sges = vec![(src.va(0), 1500, src.key)];
     a.post_send(0, &s);
+    // 1.8: an ATOMIC_WRITE and a FLUSH (and their READ responses).
+    let mut aw = wr(4, WR_ATOMIC_WRITE);
+    aw.remote_addr = dst.va(64);
+    aw.rkey = dst.key;
+    // The 8 bytes travel in the segment where compare_add sits.
+    aw.compare_add = 0x0123_4567_89ab_cdef;
+    a.post_send(0, &aw);
+    let mut fl = wr(5, WR_FLUSH);
+    fl.remote_addr = dst.va(0);
+    fl.rkey = dst.key;
+    // The segment's type (byte 16) is compare_add's first byte: GLOBAL,
+    // level RANGE, length 0 (the mutations give it others).
+    fl.compare_add = u64::from(FLUSH_GLOBAL);
+    a.post_send(0, &fl);
     let req = a.h.dev.take_tx();
+    assert!(
+        req.iter()
+            .any(|f| decode(f).is_ok_and(|p| p.bth.opcode == op::RC_FLUSH)),
+        "the seeds have a FLUSH"
+    );
     seeds.extend(req.iter().cloned());
     b.h.dev.receive_batch(req.iter().map(|f| f.as_slice()));
     let resp = b.h.dev.take_tx();

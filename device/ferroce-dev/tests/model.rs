@@ -3,7 +3,8 @@
 //! engine by proptest.
 //!
 //! proptest generates a workload (RDMA WRITE, RDMA READ and SEND work
-//! requests of sizes around the path MTU, some with a bad local key, a bad,
+//! requests of sizes around the path MTU, and (1.8) ATOMIC_WRITEs and
+//! FLUSHes of a range or of the whole MR, some with a bad local key, a bad,
 //! read-only, cross-PD or out-of-bounds remote key, some through a memory
 //! window (1.7) of the responder, in or out of its bounds, receives that may be too
 //! small or missing, random retry_cnt and rnr_retry) and a wire schedule
@@ -21,7 +22,9 @@
 //! the rest (10.7.3.1: the QP goes to the error state, later WQEs complete
 //! with flush error; 11.6.2 for the responder's receives). Zero-length
 //! transfers validate no R_Key (C9-88). A missing receive is answered with
-//! RNR NAKs until rnr_retry is used up (9.7.5.2.8); lost frames are retried
+//! RNR NAKs until rnr_retry is used up (9.7.5.2.8); an ATOMIC_WRITE places
+//! its 8 bytes once, a FLUSH changes nothing, and a window grants no flush
+//! (device.rst "Atomic write and flush"); lost frames are retried
 //! at most retry_cnt times (9.7.6.1.3) and then fail with
 //! RETRY_EXC_ERR. The engine must agree on every CQE of both QPs and on
 //! every byte of both memories:
@@ -118,6 +121,33 @@ enum Op {
         imm: bool,
         lkey_bad: bool,
     },
+    /// 1.8: 8 bytes at the 8-byte aligned offset `dst`.
+    AtomicWrite { dst: u32, data: u64, key: Key },
+    /// 1.8: a FLUSH of `len` bytes at `off`, or of the whole MR.
+    Flush {
+        off: u32,
+        len: u32,
+        key: Key,
+        whole_mr: bool,
+    },
+}
+
+impl Op {
+    /// The outcome at the responder of an ATOMIC_WRITE or FLUSH (the
+    /// QP serves both, the responder's MR has FLUSH_GLOBAL); None for the
+    /// other operations.
+    fn placement_ok(&self) -> Option<bool> {
+        match *self {
+            // In bounds of the MR and of the window: REMOTE_WRITE.
+            Op::AtomicWrite { key, .. } => Some(key.grants()),
+            // No window grants a flush; an empty range at the MR's end
+            // and the whole MR are inside it.
+            Op::Flush {
+                len, key, whole_mr, ..
+            } => Some(key == Key::Good || (key == Key::OutOfBounds && (whole_mr || len == 0))),
+            _ => None,
+        }
+    }
 }
 
 #[derive(Clone, Debug)]
@@ -246,10 +276,39 @@ fn op_strategy() -> impl Strategy<Value = Op> {
     ]
 }
 
+fn placement_strategy() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        (0..=MAX_OFF / 8, any::<u64>(), key_strategy()).prop_map(|(dst, data, key)| {
+            Op::AtomicWrite {
+                dst: dst * 8,
+                data,
+                key,
+            }
+        }),
+        (
+            0..=MAX_OFF,
+            len_strategy(),
+            key_strategy(),
+            prop::bool::weighted(0.3)
+        )
+            .prop_map(|(off, len, key, whole_mr)| Op::Flush {
+                off,
+                len,
+                key,
+                whole_mr
+            }),
+    ]
+}
+
+/// Mostly WRITEs, READs and SENDs, some ATOMIC_WRITEs and FLUSHes.
+fn any_op_strategy() -> impl Strategy<Value = Op> {
+    prop_oneof![5 => op_strategy(), 1 => placement_strategy()]
+}
+
 fn workload_strategy() -> impl Strategy<Value = Workload> {
     (
         prop::collection::vec(
-            (op_strategy(), prop::bool::weighted(0.85))
+            (any_op_strategy(), prop::bool::weighted(0.85))
                 .prop_map(|(op, signaled)| Post { op, signaled }),
             1..12,
         ),
@@ -325,12 +384,15 @@ fn overlaps(a: u32, alen: u32, b: u32, blen: u32) -> bool {
     alen > 0 && blen > 0 && a < b + blen && b < a + alen
 }
 
-/// A WRITE that may overwrite the source of an earlier READ carries the
-/// fence indicator (IBTA 10.8.3.3): without it the READ's data would be
-/// undefined (its response may be re-read after the WRITE landed).
+/// A WRITE (or ATOMIC_WRITE) that may overwrite the source of an earlier
+/// READ carries the fence indicator (IBTA 10.8.3.3): without it the READ's
+/// data would be undefined (its response may be re-read after the WRITE
+/// landed).
 fn needs_fence(posts: &[Post], i: usize) -> bool {
-    let Op::Write { len, dst, key, .. } = posts[i].op else {
-        return false;
+    let (len, dst, key) = match posts[i].op {
+        Op::Write { len, dst, key, .. } => (len, dst, key),
+        Op::AtomicWrite { dst, key, .. } => (8, dst, key),
+        _ => return false,
     };
     key.grants()
         && posts[..i].iter().any(|p| {
@@ -402,6 +464,13 @@ impl Model {
                         Sem::Ok
                     }
                 }
+                Op::AtomicWrite { .. } | Op::Flush { .. } => {
+                    if p.op.placement_ok() == Some(true) {
+                        Sem::Ok
+                    } else {
+                        Sem::Remote(WC_REM_ACCESS_ERR, None)
+                    }
+                }
                 Op::Send { len, lkey_bad, .. } => {
                     if lkey_bad && len > 0 {
                         Sem::Local(WC_LOC_PROT_ERR)
@@ -449,6 +518,8 @@ impl Model {
                 Op::Write { .. } => (WC_RDMA_WRITE, 0),
                 Op::Read { len, .. } => (WC_RDMA_READ, len),
                 Op::Send { .. } => (WC_SEND, 0),
+                Op::AtomicWrite { .. } => (WC_ATOMIC_WRITE, 8),
+                Op::Flush { .. } => (WC_FLUSH, 0),
             };
             match i.cmp(&f) {
                 std::cmp::Ordering::Less if p.signaled => {
@@ -590,6 +661,17 @@ fn model_memory(
                     a.wild(sink, len);
                 }
             }
+            Op::AtomicWrite { dst, data, key } => {
+                let dst = dst as usize;
+                if key.grants() {
+                    if at_b {
+                        b.set(dst, &data.to_le_bytes());
+                    } else if wild_b {
+                        b.wild(dst, 8);
+                    }
+                }
+            }
+            Op::Flush { .. } => {}
             Op::Send { len, src, .. } => {
                 let Some(j) = model.recv_of[i] else {
                     continue;
@@ -625,6 +707,7 @@ fn setup(w: &Workload) -> Setup {
     let tweak = |attr: &mut QpAttr| {
         attr.retry_cnt = retry;
         attr.rnr_retry = rnr;
+        attr.qp_access_flags |= ACCESS_FLUSH_GLOBAL;
     };
     let (mut a, mut b) = if w.srq {
         let mut a = Node::new(36);
@@ -638,7 +721,10 @@ fn setup(w: &Workload) -> Setup {
         rc_pair(tweak)
     };
     let a_mr = a.reg_mr(A_MR as u64, ACCESS_LOCAL_WRITE);
-    let b_mr = b.reg_mr(B_MR as u64, ALL_ACCESS | ACCESS_MW_BIND);
+    let b_mr = b.reg_mr(
+        B_MR as u64,
+        ALL_ACCESS | ACCESS_MW_BIND | ACCESS_FLUSH_GLOBAL,
+    );
     let ro = b.reg_mr(RO_LEN as u64, ACCESS_REMOTE_READ);
     let home = b.pdn;
     b.pdn = b.h.alloc_pd();
@@ -731,8 +817,55 @@ fn send_wr(s: &Setup, posts: &[Post], i: usize) -> SendWr {
             wr.imm = imm_of(i).to_le_bytes();
             wr.sges = vec![(s.a_mr.va(u64::from(src)), len, lkey(lkey_bad))];
         }
+        // The segments of both are laid out where SendWr puts an atomic's:
+        // remote_addr, rkey, then (bytes 16..24) the data or the FLUSH's
+        // type and level; FLUSH's length (bytes 12..16) is patched in
+        // [`post`].
+        Op::AtomicWrite { dst, data, key } => {
+            wr.opcode = WR_ATOMIC_WRITE;
+            (wr.remote_addr, wr.rkey) = placement_remote(s, key, dst, 8);
+            wr.compare_add = data;
+            if needs_fence(posts, i) {
+                wr.flags |= WQE_FENCE;
+            }
+        }
+        Op::Flush {
+            off,
+            len,
+            key,
+            whole_mr,
+        } => {
+            wr.opcode = WR_FLUSH;
+            (wr.remote_addr, wr.rkey) = placement_remote(s, key, off, len);
+            let level = if whole_mr { FLUSH_MR } else { FLUSH_RANGE };
+            wr.compare_add = u64::from(FLUSH_GLOBAL) | u64::from(level) << 8;
+        }
     }
     wr
+}
+
+/// [`remote`] for an ATOMIC_WRITE or FLUSH: the bad ranges are 8-byte
+/// aligned, so that they fail the range check, not the alignment check.
+fn placement_remote(s: &Setup, key: Key, off: u32, len: u32) -> (u64, u32) {
+    match key {
+        Key::OutOfBounds => (s.b_mr.va(B_MR as u64 - u64::from(len / 16 * 8)), s.b_mr.key),
+        Key::OutsideWindow => (s.b_mr.va(SLOTS as u64 - u64::from(len / 16 * 8)), s.mw),
+        _ => remote(s, key, off, len),
+    }
+}
+
+/// Posts request `i` of `posts` on a's QP and rings the doorbell.
+fn post(s: &mut Setup, posts: &[Post], i: usize) {
+    let wr = send_wr(s, posts, i);
+    let q = s.a.qps[0];
+    s.a.write_send_wqe(0, &wr);
+    if let Op::Flush { len, .. } = posts[i].op {
+        // The FLUSH segment's length sits where SendWr writes nothing.
+        let slot = u64::from(u32::from(q.sq_pi) & (q.sq_depth - 1));
+        let at = q.sq_base + (slot << 8) + SQ_WQE_SEG_OFFSET as u64 + 12;
+        s.a.fill(at, &len.to_le_bytes());
+    }
+    s.a.ring_sq(0);
 }
 
 /// One line of the wire trace.
@@ -796,8 +929,7 @@ fn run(s: &mut Setup, w: &Workload, sch: &Schedule) -> WireLog {
         log.rounds = round;
         for _ in 0..w.per_round {
             if posted < w.posts.len() {
-                let wr = send_wr(s, &w.posts, posted);
-                s.a.post_send(0, &wr);
+                post(s, &w.posts, posted);
                 posted += 1;
             }
         }
@@ -922,11 +1054,13 @@ fn requester_view(c: &[Cqe], qpn: u32) -> Result<Vec<ReqCqe>, String> {
             if c.qpn != qpn {
                 return Err(format!("requester CQE of QP {:#x}: {c:?}", c.qpn));
             }
-            let len = (c.status == WC_SUCCESS).then_some(if c.opcode == WC_RDMA_READ {
-                c.byte_len
-            } else {
-                0
-            });
+            let len = (c.status == WC_SUCCESS).then_some(
+                if matches!(c.opcode, WC_RDMA_READ | WC_ATOMIC_WRITE) {
+                    c.byte_len
+                } else {
+                    0
+                },
+            );
             Ok((c.wr_id, c.opcode, c.status, len))
         })
         .collect()

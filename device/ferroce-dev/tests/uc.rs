@@ -406,9 +406,10 @@ fn impaired_wire_never_delivers_a_message_twice_or_torn() {
     assert!(b.h.dev.take_tx().is_empty());
 }
 
-/// READ and atomics do not exist on UC: the WQE completes with a local QP
-/// operation error without a packet, the QP enters SQE (its receive side
-/// goes on), later WQEs are flushed, and SQE -> RTS sends again.
+/// READ and atomics (1.8: ATOMIC_WRITE and FLUSH too) do not exist on UC:
+/// the WQE completes with a local QP operation error without a packet, the
+/// QP enters SQE (its receive side goes on), later WQEs are flushed, and
+/// SQE -> RTS sends again.
 #[test]
 fn read_and_atomics_on_uc_complete_with_local_qp_op_error() {
     let (mut a, mut b) = uc_pair();
@@ -422,10 +423,19 @@ fn read_and_atomics_on_uc_complete_with_local_qp_op_error() {
         (4, WR_LOCAL_INV),
         (5, WR_SEND_INV),
         (6, WR_REG_MR),
+        (7, WR_ATOMIC_WRITE),
+        (8, WR_FLUSH),
     ] {
         let mut wr = write_wr(id, opcode, &src, 8, &dst, 0);
-        if opcode == WR_LOCAL_INV || opcode == WR_REG_MR {
+        if matches!(
+            opcode,
+            WR_LOCAL_INV | WR_REG_MR | WR_ATOMIC_WRITE | WR_FLUSH
+        ) {
             wr.sges.clear();
+        }
+        if opcode == WR_FLUSH {
+            // A well-formed segment: type GLOBAL, level RANGE.
+            wr.compare_add = u64::from(FLUSH_GLOBAL);
         }
         a.post_send(0, &wr);
         a.post_send(0, &send_wr(id + 100, WR_SEND, &src, 0, 8));
@@ -464,6 +474,8 @@ fn wc_of(wr: u8) -> u8 {
         WR_ATOMIC_CMP_SWP => WC_COMP_SWAP,
         WR_LOCAL_INV => WC_LOCAL_INV,
         WR_REG_MR => WC_REG_MR,
+        WR_ATOMIC_WRITE => WC_ATOMIC_WRITE,
+        WR_FLUSH => WC_FLUSH,
         _ => WC_SEND,
     }
 }

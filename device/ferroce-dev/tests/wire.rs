@@ -7,8 +7,9 @@
 //! --test wire sample_frames_match_committed_pcap`, then re-validate with
 //! tshark as described in tests/data/README.md.
 
+use ferroce_dev::hw;
 use ferroce_dev::wire::{
-    self, op, pcap, Aeth, AtomicEth, Bth, Deth, NetHdr, NetKind, Packet, ParseError, Reth,
+    self, feth, op, pcap, Aeth, AtomicEth, Bth, Deth, NetHdr, NetKind, Packet, ParseError, Reth,
 };
 
 const DATA: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data");
@@ -62,6 +63,7 @@ fn base<'a>(kind: NetKind, opcode: u8, payload: &'a [u8]) -> Packet<'a> {
         ieth: 0,
         atomic: AtomicEth::default(),
         atomic_ack: 0,
+        feth: 0,
         payload,
     }
 }
@@ -448,4 +450,82 @@ fn atomic_headers_byte_layout() {
     let mut bad = f[..cut].to_vec();
     bad.extend_from_slice(&f[f.len() - 4..]);
     assert!(wire::decode(&bad).is_err());
+}
+
+/// 1.8 (IBTA 1.5 memory placement extensions), as rxe lays them out:
+/// FLUSH (0x1c) is BTH, FETH (big-endian; type bits 3:0, level bits 5:4),
+/// RETH, no payload; ATOMIC_WRITE (0x1d) is BTH, RETH, 8 bytes of payload;
+/// both are answered by RDMA_READ_RESPONSE_ONLY (0x10) with the AETH and no
+/// payload.
+#[test]
+fn placement_headers_byte_layout() {
+    let bth_at = 14 + 20 + 8;
+    let reth = Reth {
+        va: 0x0102_0304_0506_0708,
+        rkey: 0x1122_3344,
+        len: 0x5566_7788,
+    };
+    let reth_bytes = [
+        1, 2, 3, 4, 5, 6, 7, 8, 0x11, 0x22, 0x33, 0x44, 0x55, 0x66, 0x77, 0x88,
+    ];
+    // FLUSH: a payload given to the encoder is not sent.
+    let junk = [0xee; 8];
+    let mut p = base(NetKind::Ipv4, op::RC_FLUSH, &junk);
+    p.bth.ack_req = true;
+    p.feth = feth::encode(hw::FLUSH_GLOBAL | hw::FLUSH_PERSISTENT, hw::FLUSH_MR);
+    p.reth = reth;
+    let mut f = Vec::new();
+    assert!(wire::encode(&p, &mut f));
+    assert_eq!(
+        f.len(),
+        bth_at + 12 + 4 + 16 + 4,
+        "BTH + FETH + RETH + ICRC"
+    );
+    assert_eq!(f[bth_at], 0x1c);
+    assert_eq!(&f[bth_at + 12..bth_at + 16], &[0, 0, 0, 0x13]);
+    assert_eq!(&f[bth_at + 16..bth_at + 32], &reth_bytes);
+    let d = wire::decode(&f).expect("decodes");
+    assert_eq!((d.feth, d.reth), (0x13, reth));
+    assert!(d.payload.is_empty());
+    assert_eq!(feth::placement_type(d.feth), 3);
+    assert_eq!(feth::level(d.feth), hw::FLUSH_MR);
+    assert_eq!(feth::reserved(d.feth), 0);
+    assert_eq!(feth::reserved(0xffff_ffc0), 0xffff_ffc0);
+    assert_eq!(feth::encode(hw::FLUSH_GLOBAL, hw::FLUSH_RANGE), 0x01);
+    // A FLUSH with bytes after its RETH is refused.
+    let mut long = f[..f.len() - 4].to_vec();
+    long.extend_from_slice(&[0; 4]);
+    long.extend_from_slice(&f[f.len() - 4..]);
+    assert!(wire::decode(&long).is_err());
+
+    // ATOMIC_WRITE.
+    let data = [0xa1, 0xb2, 0xc3, 0xd4, 0xe5, 0xf6, 0x07, 0x18];
+    let mut p = base(NetKind::Ipv4, op::RC_ATOMIC_WRITE, &data);
+    p.reth = Reth { len: 8, ..reth };
+    let mut f = Vec::new();
+    assert!(wire::encode(&p, &mut f));
+    assert_eq!(f.len(), bth_at + 12 + 16 + 8 + 4, "BTH + RETH + 8 + ICRC");
+    assert_eq!(f[bth_at], 0x1d);
+    assert_eq!(f[bth_at + 1] & 0x30, 0, "no pad");
+    assert_eq!(&f[bth_at + 12..bth_at + 24], &reth_bytes[..12]);
+    assert_eq!(&f[bth_at + 24..bth_at + 28], &[0, 0, 0, 8]);
+    assert_eq!(&f[bth_at + 28..bth_at + 36], &data);
+    let d = wire::decode(&f).expect("decodes");
+    assert_eq!(d.payload, &data);
+    assert_eq!(d.reth.len, 8);
+
+    // The answer: RDMA_READ_RESPONSE_ONLY, AETH, no payload.
+    let mut p = base(NetKind::Ipv4, op::RC_READ_RESPONSE_ONLY, &[]);
+    p.aeth = Aeth {
+        syndrome: wire::aeth::ACK_UNLIMITED,
+        msn: 0x12_3456,
+    };
+    let mut f = Vec::new();
+    assert!(wire::encode(&p, &mut f));
+    assert_eq!(f.len(), bth_at + 12 + 4 + 4, "BTH + AETH + ICRC");
+    assert_eq!(f[bth_at], 0x10);
+    assert_eq!(&f[bth_at + 12..bth_at + 16], &[0x1f, 0x12, 0x34, 0x56]);
+    let d = wire::decode(&f).expect("decodes");
+    assert!(d.payload.is_empty());
+    assert_eq!(d.aeth, p.aeth);
 }

@@ -19,7 +19,12 @@
 //! too small for the SEND. Some WQEs are random bytes. The responder has
 //! two type 1 memory windows bound (1.7): WRITEs and READs go through them
 //! too, and hostile ones break a window's rule (range one byte past its
-//! end, a right it lacks, a stale variant).
+//! end, a right it lacks, a stale variant). Some WQEs are ATOMIC_WRITEs
+//! (into the WRITE slots, through the MR or the window) and FLUSHes (of a
+//! range or of the whole MR) of device 1.8; hostile ones are misaligned,
+//! past the MR, through a read-only window, a FLUSH through a window, of
+//! an MR without FLUSH_GLOBAL, PERSISTENT, of a type or level the spec
+//! does not name, or carry SGEs, inline data or reserved bits.
 //!
 //! For every WQE (all are signaled): a hostile WQE completes with an error
 //! status (IBTA 10.8.3: local errors complete the WQE in error, remote ones
@@ -46,6 +51,7 @@ use common::*;
 use ferroce_dev::hw::*;
 use ferroce_dev::{FakeMemory, GuestMemory, Limits};
 use recording::RecordingMemory;
+use zerocopy::IntoBytes;
 
 const ALL_ACCESS: u32 = ACCESS_LOCAL_WRITE | ACCESS_REMOTE_WRITE | ACCESS_REMOTE_READ;
 const CANARY: u64 = 0x3000_0000;
@@ -143,7 +149,12 @@ fn side(i: u8, srq: bool) -> Side {
         n.create_qp(QPT_RC);
     }
     let len = if i == 36 { A_MR } else { B_MR };
-    let mr = reg_guarded(&mut n, len, ALL_ACCESS | ACCESS_MW_BIND, i);
+    let mr = reg_guarded(
+        &mut n,
+        len,
+        ALL_ACCESS | ACCESS_MW_BIND | ACCESS_FLUSH_GLOBAL,
+        i,
+    );
     let ro = reg_guarded(&mut n, RO_LEN, 0, i + 1);
     let rro = reg_guarded(&mut n, RO_LEN, ACCESS_REMOTE_READ | ACCESS_MW_BIND, i + 2);
     let home = n.pdn;
@@ -343,6 +354,9 @@ fn gen_wqe(rng: &mut Rng, a: &Side, b: &Side, wr_id: u64, k: u64) -> Wqe {
             expect: Expect::Unknown,
             consumes_recv,
         };
+    }
+    if rng.pct(10) {
+        return gen_placement(rng, a, b, wr_id, k);
     }
     let ops = [
         WR_RDMA_WRITE,
@@ -556,6 +570,133 @@ fn gen_wqe(rng: &mut Rng, a: &Side, b: &Side, wr_id: u64, k: u64) -> Wqe {
     }
 }
 
+/// An ATOMIC_WRITE (into slot `k` of b's WRITE half, through the MR or the
+/// window over it) or a FLUSH (1.8; of a range of b's MR or of the whole
+/// MR): well formed, or hostile in one way.
+fn gen_placement(rng: &mut Rng, a: &Side, b: &Side, wr_id: u64, k: u64) -> Wqe {
+    let mut raw = vec![0u8; 256];
+    // The way a hostile one breaks the rules.
+    let how = if rng.pct(35) {
+        Some(rng.below(8))
+    } else {
+        None
+    };
+    let (opcode, expect, mut reason) = if rng.pct(50) {
+        let dst = k * SLOT + 8 * rng.below(SLOT / 8);
+        let data = rng.next().to_le_bytes();
+        let rkey = if rng.pct(20) { b.mw } else { b.mr.mr.key };
+        let mut seg = SqWqeAtomicWrite {
+            remote_addr: b.mr.mr.va(dst),
+            rkey,
+            reserved0: 0,
+            data,
+            reserved1: 0,
+        };
+        let reason = match how {
+            Some(0) => {
+                seg.remote_addr += 1 + rng.below(7);
+                "misaligned ATOMIC_WRITE"
+            }
+            Some(1) => {
+                (seg.remote_addr, seg.rkey) = (b.rro.mr.va(0), b.rro.mr.key);
+                "ATOMIC_WRITE to a remote read-only MR"
+            }
+            Some(2) => {
+                (seg.remote_addr, seg.rkey) = (b.rro.mr.va(0), b.rmw);
+                "ATOMIC_WRITE through a read-only window"
+            }
+            Some(3) => {
+                seg.remote_addr = b.mr.mr.va(B_MR);
+                "ATOMIC_WRITE past the MR"
+            }
+            Some(4) => {
+                seg.rkey = BAD_KEY;
+                "ATOMIC_WRITE with an unknown key"
+            }
+            _ => "none",
+        };
+        raw[SQ_WQE_SEG_OFFSET..SQ_WQE_DATA_OFFSET].copy_from_slice(seg.as_bytes());
+        (WR_ATOMIC_WRITE, Expect::Write(data.to_vec(), dst), reason)
+    } else {
+        let whole = rng.pct(25);
+        let (va, len) = if whole {
+            (rng.next(), rng.next() as u32)
+        } else {
+            let len = boundary_len(rng, B_MR);
+            (b.mr.mr.va(rng.below(B_MR - len + 1)), len as u32)
+        };
+        let mut seg = SqWqeFlush {
+            remote_addr: va,
+            rkey: b.mr.mr.key,
+            length: len,
+            r#type: FLUSH_GLOBAL,
+            level: if whole { FLUSH_MR } else { FLUSH_RANGE },
+            reserved0: [0; 6],
+            reserved1: 0,
+        };
+        let reason = match how {
+            Some(0) => {
+                seg.r#type = [0, 4, 0x81, FLUSH_GLOBAL | 8][rng.below(4) as usize];
+                "FLUSH of an unknown type"
+            }
+            Some(1) => {
+                seg.level = 2 + rng.below(254) as u8;
+                "FLUSH of an unknown level"
+            }
+            Some(2) => {
+                seg.rkey = b.mw;
+                "FLUSH through a window"
+            }
+            Some(3) if !whole => {
+                (seg.remote_addr, seg.length) = (b.mr.mr.va(B_MR - 64), 65);
+                "FLUSH of a range past the MR"
+            }
+            Some(3) => {
+                seg.rkey = b.rro.mr.key;
+                "FLUSH of an MR without FLUSH_GLOBAL"
+            }
+            Some(4) => {
+                seg.r#type = FLUSH_PERSISTENT;
+                "PERSISTENT FLUSH"
+            }
+            _ => "none",
+        };
+        raw[SQ_WQE_SEG_OFFSET..SQ_WQE_DATA_OFFSET].copy_from_slice(seg.as_bytes());
+        (WR_FLUSH, Expect::Ok, reason)
+    };
+    let mut flags = WQE_SIGNALED;
+    let mut num_sge = 0u8;
+    match how {
+        Some(5) => {
+            put_sge(&mut raw, SQ_WQE_DATA_OFFSET, a.mr.mr.va(0), 8, a.mr.mr.key);
+            num_sge = 1;
+            reason = "ATOMIC_WRITE or FLUSH with an SGE";
+        }
+        Some(6) => {
+            flags |= WQE_INLINE;
+            raw[16..20].copy_from_slice(&(rng.below(9) as u32).to_le_bytes());
+            reason = "ATOMIC_WRITE or FLUSH with inline data";
+        }
+        Some(7) => {
+            // reserved0 of either segment (bytes 12..16, 18..24).
+            let at = if opcode == WR_FLUSH { 18 } else { 12 };
+            raw[SQ_WQE_SEG_OFFSET + at + rng.below(4) as usize] = 1 + rng.below(255) as u8;
+            reason = "reserved bits in the segment";
+        }
+        _ => {}
+    }
+    header(&mut raw, wr_id, opcode, flags, num_sge);
+    Wqe {
+        raw,
+        expect: if reason == "none" {
+            expect
+        } else {
+            Expect::Fail(reason)
+        },
+        consumes_recv: false,
+    }
+}
+
 /// A receive WQE for slot `j` of b's receive half: well formed (room for
 /// `need` bytes or more) or hostile. Returns its bytes and whether it is
 /// well formed and large enough.
@@ -655,7 +796,13 @@ fn reconnect(a: &mut Side, b: &mut Side) {
             s.n.set_srq_pi(0, ci);
         }
     }
-    connect_pair(&mut a.n, 0, &mut b.n, 0, |attr| attr.rnr_retry = 1);
+    connect_pair(&mut a.n, 0, &mut b.n, 0, qp_attr);
+}
+
+/// The QPs' attributes: one RNR retry; FLUSH requests served (1.8).
+fn qp_attr(attr: &mut QpAttr) {
+    attr.rnr_retry = 1;
+    attr.qp_access_flags |= ACCESS_FLUSH_GLOBAL;
 }
 
 /// The accesses of one side are within what it may touch.
@@ -735,7 +882,7 @@ fn fuzz_seed(seed: u64, batches: usize, srq: bool) -> (usize, usize, usize) {
     let mut rng = Rng(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1);
     let mut a = side(36, false);
     let mut b = side(37, srq);
-    connect_pair(&mut a.n, 0, &mut b.n, 0, |attr| attr.rnr_retry = 1);
+    connect_pair(&mut a.n, 0, &mut b.n, 0, qp_attr);
     bind_windows(&mut b);
     let (mut hostile, mut succeeded, mut failed) = (0, 0, 0);
     for batch in 0..batches as u64 {

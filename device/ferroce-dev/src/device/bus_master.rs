@@ -95,6 +95,13 @@ impl GuestMemory for BusMasterGate {
         self.inner.write(gpa, buf)
     }
 
+    fn write_u64(&self, gpa: u64, value: u64) -> Result<(), DmaError> {
+        if !self.enabled() {
+            return Err(self.refuse(gpa, 8));
+        }
+        self.inner.write_u64(gpa, value)
+    }
+
     fn check_range(&self, gpa: u64, len: u64) -> Result<(), DmaError> {
         self.inner.check_range(gpa, len)
     }

@@ -8,7 +8,8 @@ use crate::hw::{self, *};
 use crate::objects::Eq;
 
 impl State {
-    /// DEV_CAPS: every capability of device 1.7 but `CAP_MCAST`.
+    /// DEV_CAPS: every capability of device 1.8 (`0xffffff`, device.rst
+    /// "DEV_CAPS").
     fn device_caps() -> u32 {
         CAP_RC
             | CAP_UD
@@ -32,6 +33,8 @@ impl State {
             | CAP_RESIZE_CQ
             | CAP_MCAST
             | CAP_MW
+            | CAP_ATOMIC_WRITE
+            | CAP_FLUSH
     }
 
     pub(crate) fn caps(&self) -> hw::Caps {

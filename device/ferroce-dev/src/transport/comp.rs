@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0
-//! The completer (rxe `rxe_comp.c`): ACKs, NAKs, READ responses and
+//! The completer (rxe `rxe_comp.c`): ACKs, NAKs, READ responses (1.8:
+//! also the zero-length ones that answer ATOMIC_WRITE and FLUSH) and
 //! ATOMIC_ACKNOWLEDGEs, send completions, retransmission and RNR timers,
 //! retries.
 
@@ -283,53 +284,9 @@ impl State {
             | op::RC_READ_RESPONSE_MIDDLE
             | op::RC_READ_RESPONSE_LAST
             | op::RC_READ_RESPONSE_ONLY => {
-                let Some(i) = e
-                    .inflight
-                    .iter()
-                    .position(|w| w.awaits_response() && w.read_rcvd < w.npkts)
-                else {
-                    self.data.stale_responses += 1;
-                    return;
-                };
-                let w = &e.inflight[i];
-                if w.opcode != WR_RDMA_READ {
-                    // The oldest outstanding response is an atomic's.
-                    self.data.stale_responses += 1;
+                if !self.read_response(c, e, p) {
                     return;
                 }
-                let exp = psn_add(w.first_psn, w.read_rcvd);
-                if psn != exp {
-                    self.data.stale_responses += 1;
-                    if psn_diff(psn, exp) > 0 && w.sent >= w.npkts && e.last_rewind != Some(exp) {
-                        self.rewind(e, exp);
-                        self.fetch_and_send(c, e);
-                    }
-                    return;
-                }
-                let off = u64::from(w.read_rcvd) * w.mtu;
-                let want = (w.len - off.min(w.len)).min(w.mtu) as usize;
-                let last = w.read_rcvd + 1 == w.npkts;
-                let op_ok = match p.bth.opcode {
-                    op::RC_READ_RESPONSE_ONLY | op::RC_READ_RESPONSE_LAST => last,
-                    _ => !last,
-                };
-                if p.payload.len() != want || !op_ok {
-                    self.data.stale_responses += 1;
-                    return;
-                }
-                let fresh = self.refresh_send_segs(c.pdn, &mut e.inflight[i]);
-                let mut segs = std::mem::take(&mut e.inflight[i].segs);
-                let ok = fresh && self.scatter(&mut segs, off, p.payload);
-                e.inflight[i].segs = segs;
-                if !ok {
-                    self.qp_fail(c, e, Some(WcStatus::LocProtErr));
-                    return;
-                }
-                e.inflight[i].read_rcvd += 1;
-                if psn_diff(psn_add(psn, 1), e.una) > 0 {
-                    e.una = psn_add(psn, 1);
-                }
-                self.progress_made(c, e);
             }
             op::RC_ATOMIC_ACK => {
                 if !self.atomic_ack(c, e, p) {
@@ -345,6 +302,74 @@ impl State {
         if e.rnr_wait.is_none() {
             self.fetch_and_send(c, e);
         }
+    }
+
+    /// A READ response for the oldest WQE awaiting responses: a READ's
+    /// data goes to its SGEs; (1.8) an ATOMIC_WRITE or FLUSH takes one
+    /// zero-length RDMA_READ_RESPONSE_ONLY with an ACK syndrome for its PSN
+    /// (device.rst "Atomic write and flush"). False if it answers nothing
+    /// outstanding (stale, counted; one beyond the expected PSN rewinds
+    /// to it: the responses before were lost) or the QP failed.
+    fn read_response(&mut self, c: &QpCtx, e: &mut Engine, p: &Packet<'_>) -> bool {
+        let psn = p.bth.psn;
+        let Some(i) = e
+            .inflight
+            .iter()
+            .position(|w| w.awaits_response() && w.read_rcvd < w.npkts)
+        else {
+            self.data.stale_responses += 1;
+            return false;
+        };
+        let w = &e.inflight[i];
+        if w.is_atomic() {
+            // The oldest outstanding response is an ATOMIC_ACKNOWLEDGE.
+            self.data.stale_responses += 1;
+            return false;
+        }
+        let exp = psn_add(w.first_psn, w.read_rcvd);
+        if psn != exp {
+            self.data.stale_responses += 1;
+            if psn_diff(psn, exp) > 0 && w.sent >= w.npkts && e.last_rewind != Some(exp) {
+                self.rewind(e, exp);
+                self.fetch_and_send(c, e);
+            }
+            return false;
+        }
+        if w.is_placement() {
+            let answer = p.bth.opcode == op::RC_READ_RESPONSE_ONLY
+                && p.payload.is_empty()
+                && Syndrome::from_wire(p.aeth.syndrome) == Syndrome::Ack;
+            if !answer {
+                self.data.stale_responses += 1;
+                return false;
+            }
+        } else {
+            let off = u64::from(w.read_rcvd) * w.mtu;
+            let want = (w.len - off.min(w.len)).min(w.mtu) as usize;
+            let last = w.read_rcvd + 1 == w.npkts;
+            let op_ok = match p.bth.opcode {
+                op::RC_READ_RESPONSE_ONLY | op::RC_READ_RESPONSE_LAST => last,
+                _ => !last,
+            };
+            if p.payload.len() != want || !op_ok {
+                self.data.stale_responses += 1;
+                return false;
+            }
+            let fresh = self.refresh_send_segs(c.pdn, &mut e.inflight[i]);
+            let mut segs = std::mem::take(&mut e.inflight[i].segs);
+            let ok = fresh && self.scatter(&mut segs, off, p.payload);
+            e.inflight[i].segs = segs;
+            if !ok {
+                self.qp_fail(c, e, Some(WcStatus::LocProtErr));
+                return false;
+            }
+        }
+        e.inflight[i].read_rcvd += 1;
+        if psn_diff(psn_add(psn, 1), e.una) > 0 {
+            e.una = psn_add(psn, 1);
+        }
+        self.progress_made(c, e);
+        true
     }
 
     /// An ATOMIC_ACKNOWLEDGE: the original value goes to the atomic's

@@ -243,10 +243,12 @@ impl State {
 }
 
 /// The checks of a REG_MR WQE that need no MR and no memory. Its rights
-/// are those of REG_MR (1.7: `MW_BIND` too) but `ZERO_BASED`.
+/// are those of REG_MR (1.7: `MW_BIND` too; 1.8: `FLUSH_GLOBAL`, never
+/// `FLUSH_PERSISTENT`) but `ZERO_BASED`.
 fn check_reg_fields(seg: &SqWqeRegMr, pbl: &Pbl) -> Result<(), MemOpError> {
     let remote_write = ACCESS_REMOTE_WRITE | ACCESS_REMOTE_ATOMIC;
-    let access_ok = seg.access & !(ACCESS_MR_MASK | ACCESS_MW_BIND) == 0
+    let mr_rights = ACCESS_MR_MASK | ACCESS_MW_BIND | ACCESS_FLUSH_GLOBAL;
+    let access_ok = seg.access & !mr_rights == 0
         && seg.access & ACCESS_ZERO_BASED == 0
         && (seg.access & remote_write == 0 || seg.access & ACCESS_LOCAL_WRITE != 0);
     if seg.reserved != 0 || pbl.reserved != 0 || !access_ok {

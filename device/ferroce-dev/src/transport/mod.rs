@@ -56,6 +56,15 @@
 //! cache) and never executed twice. On the requester an atomic counts
 //! against `max_rd_atomic` like a READ and completes when its
 //! ATOMIC_ACKNOWLEDGE arrives.
+//!
+//! ATOMIC_WRITE and FLUSH (1.8, IBTA 1.5's memory placement extensions)
+//! take the same responder resources: executed when they arrive (an
+//! ATOMIC_WRITE stores its 8 bytes under the device lock as the atomics
+//! do, a FLUSH issues a memory barrier), answered by a zero-length
+//! RDMA_READ_RESPONSE_ONLY in the READ responses' order, duplicates
+//! answered again from the resource and never executed twice. On the
+//! requester they count against `max_rd_atomic` and complete when that
+//! response arrives.
 //! A SEND without a receive WQE gets an RNR NAK (`min_rnr_timer`). Invalid
 //! requests and remote access errors get the matching NAK and move the
 //! responder's QP to the error state.
@@ -349,6 +358,11 @@ struct SendWqe {
     /// Atomics: compare (CMP_SWAP) or addend (FETCH_ADD), and swap.
     compare_add: u64,
     swap: u64,
+    /// ATOMIC_WRITE: the 8 bytes to place, in the WQE's order.
+    aw_data: [u8; 8],
+    /// FLUSH: the RETH's length and the FETH word (type and level).
+    flush_len: u32,
+    flush_feth: u32,
     /// The local SGEs as posted, with the rights they need.
     sges: Vec<Sge>,
     need: u32,
@@ -368,7 +382,8 @@ struct SendWqe {
     /// Packets (READ: 0 or npkts = request) transmitted since the last rewind.
     sent: u32,
     /// READ: response packets received; atomic: 1 once its
-    /// ATOMIC_ACKNOWLEDGE arrived.
+    /// ATOMIC_ACKNOWLEDGE arrived; ATOMIC_WRITE and FLUSH: 1 once their
+    /// zero-length READ response arrived.
     read_rcvd: u32,
     /// A local error found when fetching: completes with this status.
     error: Option<WcStatus>,
@@ -382,10 +397,16 @@ impl SendWqe {
         matches!(self.opcode, WR_ATOMIC_CMP_SWP | WR_ATOMIC_FETCH_ADD)
     }
 
-    /// A READ or an atomic: completed by its responses, not by an ACK, and
-    /// counted against `max_rd_atomic`.
+    /// ATOMIC_WRITE or FLUSH (1.8): answered by one zero-length READ
+    /// response.
+    fn is_placement(&self) -> bool {
+        matches!(self.opcode, WR_ATOMIC_WRITE | WR_FLUSH)
+    }
+
+    /// A READ, an atomic, an ATOMIC_WRITE or a FLUSH: completed by its
+    /// responses, not by an ACK, and counted against `max_rd_atomic`.
     fn awaits_response(&self) -> bool {
-        self.opcode == WR_RDMA_READ || self.is_atomic()
+        self.opcode == WR_RDMA_READ || self.is_atomic() || self.is_placement()
     }
 }
 
@@ -427,7 +448,8 @@ struct RecvCtx {
     off: u64,
 }
 
-/// A responder resource: one accepted RDMA READ request.
+/// A responder resource: one accepted RDMA READ, atomic, ATOMIC_WRITE or
+/// FLUSH request.
 #[derive(Debug, Clone, Copy)]
 struct ReadRes {
     /// PSN of the first response packet.
@@ -451,12 +473,24 @@ struct ReadRes {
     /// READ, so a new READ may take the resource even while a duplicate
     /// has it answered again.
     answered: bool,
-    /// An atomic's resource: what it answers (and duplicates) with.
-    atomic: Option<AtomicRes>,
+    /// What the resource answers (and duplicates) with.
+    kind: ResKind,
+}
+
+/// What a responder resource answers with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ResKind {
+    /// An RDMA READ: its response packets, read from memory as they go.
+    Read,
+    /// An executed atomic: the ATOMIC_ACKNOWLEDGE of its original value.
+    Atomic(AtomicRes),
+    /// An executed ATOMIC_WRITE or FLUSH (1.8; the request's BTH opcode,
+    /// which a duplicate must match): a zero-length READ_RESPONSE_ONLY.
+    Placement(u8),
 }
 
 /// The replay cache of one executed atomic.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct AtomicRes {
     /// The request's BTH opcode (a duplicate must match it).
     opcode: u8,
@@ -524,8 +558,8 @@ pub(crate) struct Engine {
     ack_pending: bool,
     /// On `State::ack_list`: responder output due at the end of the batch.
     listed: bool,
-    /// Responder resources (RDMA READs), oldest first; at most
-    /// `max_dest_rd_atomic`.
+    /// Responder resources (RDMA READs, atomics, ATOMIC_WRITEs and
+    /// FLUSHes), oldest first; at most `max_dest_rd_atomic`.
     reads: VecDeque<ReadRes>,
     // error/flush
     sq_flushed: u16,
@@ -624,6 +658,8 @@ fn wc_opcode(wr: u8) -> u8 {
         WR_LOCAL_INV => WC_LOCAL_INV,
         WR_REG_MR => WC_REG_MR,
         WR_BIND_MW => WC_BIND_MW,
+        WR_FLUSH => WC_FLUSH,
+        WR_ATOMIC_WRITE => WC_ATOMIC_WRITE,
         _ => WC_SEND,
     }
 }
@@ -899,6 +935,7 @@ impl State {
             ieth: 0,
             atomic: AtomicEth::default(),
             atomic_ack: 0,
+            feth: 0,
             payload,
         }
     }
@@ -917,6 +954,16 @@ impl State {
     fn send_atomic(&mut self, path: &Path, bth: Bth, atomic: AtomicEth) {
         let mut p = Self::packet_on(path, self.ip_id, bth, &[]);
         p.atomic = atomic;
+        self.emit_packet(&p);
+    }
+
+    /// Sends an ATOMIC_WRITE or FLUSH request (1.8; `bth` carries its
+    /// opcode and PSN): the RETH, the FETH word `feth` (FLUSH only) and
+    /// `payload` (ATOMIC_WRITE only, the encoder drops it for a FLUSH).
+    fn send_placement(&mut self, path: &Path, bth: Bth, reth: Reth, feth: u32, payload: &[u8]) {
+        let mut p = Self::packet_on(path, self.ip_id, bth, payload);
+        p.reth = reth;
+        p.feth = feth;
         self.emit_packet(&p);
     }
 

@@ -15,6 +15,10 @@
 //! state, PD, QP, range, rights) and then translated through the MR at the
 //! same addresses. Every change of a window bumps `State::mr_epoch` as an
 //! invalidation does; R_Keys are translated anew for every use anyway.
+//!
+//! A window never grants a flush right (1.8): its rights are the remote
+//! ones of `MW_BIND_ACCESS`, so a FLUSH through a window's key is a
+//! remote access error.
 
 use super::memreg::MemOpError;
 use super::QpCtx;
@@ -22,9 +26,14 @@ use crate::device::State;
 use crate::hw::*;
 use crate::objects::{FastRegState, Mr, MrKind, MwType, MwWindow};
 
-/// The rights a window may grant; `LOCAL_WRITE` is taken and ignored.
+/// The rights a window may grant; `LOCAL_WRITE` is taken and ignored. No
+/// flush right (1.8, device.rst "Atomic write and flush").
 const MW_BIND_ACCESS: u32 =
     ACCESS_LOCAL_WRITE | ACCESS_REMOTE_WRITE | ACCESS_REMOTE_READ | ACCESS_REMOTE_ATOMIC;
+
+/// The flush rights an MR may have (1.8): `FLUSH_GLOBAL`, never
+/// `FLUSH_PERSISTENT` (guest RAM is not persistent; REG_MR refuses it).
+const MR_FLUSH_ACCESS: u32 = ACCESS_FLUSH_GLOBAL;
 
 impl State {
     /// Executes a BIND_MW WQE of QP `qpn` of PD `pdn`: checks everything,
@@ -141,6 +150,45 @@ impl State {
             Some(mw) if mw.is_mw() && len > 0 => self.translate_window(c, mw, key, addr, len, need),
             _ => self.translate(key, c.pdn, addr, len, need),
         }
+    }
+
+    /// Checks R_Key `key` of a FLUSH (1.8, device.rst "Atomic write and
+    /// flush") at the responder of QP `c`, needing the MR flush rights
+    /// `need` (`ACCESS_FLUSH_GLOBAL` / `ACCESS_FLUSH_PERSISTENT`): the key
+    /// of an MR of the QP's PD with those rights and, for level `RANGE`
+    /// (`range` = `(addr, len)`), whose range holds `[addr, addr + len)`,
+    /// a length of 0 included (its key and address are checked all the
+    /// same); for level `MR` (`range` `None`) the whole MR, whatever the
+    /// request's range. A window's key is refused (windows grant no flush
+    /// right), and so is every key for `FLUSH_PERSISTENT`, which no MR has.
+    /// The checks are those of a translation (bounds as `Mr::holds`, a
+    /// FREE fast-register MR holds nothing, a physical MR's range must be
+    /// guest memory) without building the page segments a FLUSH does not
+    /// use: a range may be as long as the MR.
+    pub(super) fn flush_rkey(
+        &self,
+        c: &QpCtx,
+        key: u32,
+        range: Option<(u64, u64)>,
+        need: u32,
+    ) -> bool {
+        let Some(mr) = self.mr_for(key, c.pdn) else {
+            return false;
+        };
+        if mr.is_mw() || need & !MR_FLUSH_ACCESS != 0 || mr.access & need != need {
+            return false;
+        }
+        let Some((addr, len)) = range else {
+            // Level MR: a valid MR (an empty range at its start).
+            let start = if mr.access & ACCESS_ZERO_BASED != 0 {
+                0
+            } else {
+                mr.iova
+            };
+            return mr.holds(start, 0);
+        };
+        let in_memory = mr.kind != MrKind::Phys || self.mem.check_range(addr, len).is_ok();
+        mr.holds(addr, len) && in_memory
     }
 
     /// [`Self::translate_rkey`] for a key whose index names window `mw`:

@@ -5,7 +5,7 @@
 use super::codes::WcStatus;
 use crate::device::State;
 use crate::hw::*;
-use crate::wire::{self, op, psn_add, psn_diff, Aeth, AtomicEth, Bth, Deth, Reth};
+use crate::wire::{self, feth, op, psn_add, psn_diff, Aeth, AtomicEth, Bth, Deth, Reth};
 
 use super::memreg::LocalOp;
 use super::{
@@ -30,6 +30,9 @@ impl State {
             rkey: 0,
             compare_add: 0,
             swap: 0,
+            aw_data: [0; 8],
+            flush_len: 0,
+            flush_feth: 0,
             sges: Vec::new(),
             need: 0,
             segs: Segments::default(),
@@ -83,8 +86,9 @@ impl State {
             )
         } else if c.uc() {
             // UC has no READ, atomic or local operation (IBTA 9.8; 1.7
-            // binds no memory window on UC either): a local QP operation
-            // error, as for any opcode the QP lacks.
+            // binds no memory window on UC either, 1.8 has no ATOMIC_WRITE
+            // or FLUSH there): a local QP operation error, as for any
+            // opcode the QP lacks.
             let op_ok = matches!(
                 hdr.opcode,
                 WR_SEND | WR_SEND_IMM | WR_RDMA_WRITE | WR_RDMA_WRITE_IMM
@@ -104,6 +108,8 @@ impl State {
                     | WR_LOCAL_INV
                     | WR_REG_MR
                     | WR_BIND_MW
+                    | WR_FLUSH
+                    | WR_ATOMIC_WRITE
             );
             (op_ok, common_flags)
         };
@@ -160,6 +166,11 @@ impl State {
                 w.compare_add = atomic.compare_add;
                 w.swap = atomic.swap;
             }
+            WR_ATOMIC_WRITE | WR_FLUSH => {
+                Self::decode_placement(raw, &hdr, w)?;
+                w.npkts = 1;
+                return Ok(());
+            }
             _ => {}
         }
         let data = if ud {
@@ -202,6 +213,46 @@ impl State {
         w.npkts = if ud { 1 } else { pkts_for(w.len, mtu) };
         if w.npkts > MAX_MSG_PKTS {
             return Err(WcStatus::LocLenErr);
+        }
+        Ok(())
+    }
+
+    /// The segment of an ATOMIC_WRITE or FLUSH WQE (1.8, device.rst "Send
+    /// WQE processing"): no SGEs, no `INLINE`, `inline_len` 0, reserved
+    /// fields 0, and a FLUSH's type `GLOBAL`, `PERSISTENT` or both and its
+    /// level `RANGE` or `MR`; else a local QP operation error. The remote
+    /// side (alignment, keys, rights) is the responder's to check.
+    fn decode_placement(raw: &[u8], hdr: &SqWqeHdr, w: &mut SendWqe) -> Result<(), WcStatus> {
+        let inline = hdr.flags & WQE_INLINE != 0;
+        if hdr.num_sge != 0 || inline || hdr.inline_len != 0 {
+            return Err(WcStatus::LocQpOpErr);
+        }
+        if hdr.opcode == WR_ATOMIC_WRITE {
+            let seg: SqWqeAtomicWrite =
+                wqe_struct(raw, SQ_WQE_SEG_OFFSET).ok_or(WcStatus::LocQpOpErr)?;
+            if seg.reserved0 != 0 || seg.reserved1 != 0 {
+                return Err(WcStatus::LocQpOpErr);
+            }
+            w.remote_addr = seg.remote_addr;
+            w.rkey = seg.rkey;
+            w.aw_data = seg.data;
+            // The CQE's byte_len.
+            w.len = ATOMIC_LEN;
+        } else {
+            let seg: SqWqeFlush = wqe_struct(raw, SQ_WQE_SEG_OFFSET).ok_or(WcStatus::LocQpOpErr)?;
+            let types = FLUSH_GLOBAL | FLUSH_PERSISTENT;
+            let type_ok = seg.r#type != 0 && seg.r#type & !types == 0;
+            let level_ok = matches!(seg.level, FLUSH_RANGE | FLUSH_MR);
+            let reserved = seg.reserved0 != [0; 6] || seg.reserved1 != 0;
+            if !type_ok || !level_ok || reserved {
+                return Err(WcStatus::LocQpOpErr);
+            }
+            w.remote_addr = seg.remote_addr;
+            w.rkey = seg.rkey;
+            w.flush_len = seg.length;
+            w.flush_feth = feth::encode(seg.r#type, seg.level);
+            // Nothing is transferred: byte_len 0.
+            w.len = 0;
         }
         Ok(())
     }
@@ -288,7 +339,8 @@ impl State {
             }
             return;
         };
-        // READs and atomics together (IBTA 9.5: the initiator depth).
+        // READs, atomics, ATOMIC_WRITEs and FLUSHes together (IBTA 9.5:
+        // the initiator depth; each takes a responder resource).
         let max_reads = usize::from(c.attr.max_rd_atomic.max(1));
         let mut sent_any = false;
         let mut reads_pending = 0usize;
@@ -323,7 +375,34 @@ impl State {
                         psn,
                         ..Bth::default()
                     };
-                    if w.is_atomic() {
+                    if w.is_placement() {
+                        // Same PSN on a retransmission: the responder
+                        // answers it from its resource (device.rst "Atomic
+                        // write and flush").
+                        let write = w.opcode == WR_ATOMIC_WRITE;
+                        bth.opcode = if write {
+                            op::RC_ATOMIC_WRITE
+                        } else {
+                            op::RC_FLUSH
+                        };
+                        let (reth, feth, data) = if write {
+                            let reth = Reth {
+                                va: w.remote_addr,
+                                rkey: w.rkey,
+                                len: ATOMIC_LEN as u32,
+                            };
+                            (reth, 0, w.aw_data)
+                        } else {
+                            let reth = Reth {
+                                va: w.remote_addr,
+                                rkey: w.rkey,
+                                len: w.flush_len,
+                            };
+                            (reth, w.flush_feth, [0; 8])
+                        };
+                        let payload: &[u8] = if write { &data } else { &[] };
+                        self.send_placement(&path, bth, reth, feth, payload);
+                    } else if w.is_atomic() {
                         // Same PSN on a retransmission: the responder
                         // answers it from its replay cache.
                         let cmp_swap = w.opcode == WR_ATOMIC_CMP_SWP;

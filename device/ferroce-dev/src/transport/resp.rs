@@ -1,15 +1,16 @@
 // SPDX-License-Identifier: GPL-2.0
 //! The RC responder (rxe `rxe_resp.c`): incoming SEND/WRITE/READ/atomic
-//! requests, receive WQEs, READ and atomic responder resources (the atomic
-//! replay cache), ACKs and NAKs.
+//! and (1.8) ATOMIC_WRITE/FLUSH requests, receive WQEs, the responder
+//! resources of READs, atomics, ATOMIC_WRITEs and FLUSHes (the replay
+//! cache), ACKs and NAKs.
 
 use super::codes::{NakCode, Syndrome, WcStatus};
 use crate::device::State;
 use crate::hw::*;
-use crate::wire::{self, op, psn_add, psn_diff, Aeth, Bth, Packet};
+use crate::wire::{self, feth, op, psn_add, psn_diff, Aeth, Bth, Packet};
 
 use super::{
-    pkts_for, AtomicRes, Engine, QpCtx, ReadRes, Segments, WriteCtx, ATOMIC_LEN, MAX_MSG,
+    pkts_for, AtomicRes, Engine, QpCtx, ReadRes, ResKind, Segments, WriteCtx, ATOMIC_LEN, MAX_MSG,
     MAX_MSG_PKTS,
 };
 
@@ -145,7 +146,11 @@ impl State {
             self.data.dup_requests += 1;
             if matches!(
                 p.bth.opcode,
-                op::RC_READ_REQUEST | op::RC_CMP_SWAP | op::RC_FETCH_ADD
+                op::RC_READ_REQUEST
+                    | op::RC_CMP_SWAP
+                    | op::RC_FETCH_ADD
+                    | op::RC_ATOMIC_WRITE
+                    | op::RC_FLUSH
             ) {
                 self.read_duplicate(c, e, psn, p.bth.opcode);
             } else {
@@ -174,13 +179,19 @@ impl State {
             | op::RC_WRITE_LAST_IMM
             | op::RC_WRITE_ONLY
             | op::RC_WRITE_ONLY_IMM => self.rc_write(c, e, p),
-            op::RC_READ_REQUEST | op::RC_CMP_SWAP | op::RC_FETCH_ADD
+            op::RC_READ_REQUEST
+            | op::RC_CMP_SWAP
+            | op::RC_FETCH_ADD
+            | op::RC_ATOMIC_WRITE
+            | op::RC_FLUSH
                 if e.recv.is_some() || e.write.is_some() =>
             {
                 Err(RespErr::Fatal(NakCode::InvalidRequest, None))
             }
             op::RC_READ_REQUEST => self.read_accept(c, e, p),
             op::RC_CMP_SWAP | op::RC_FETCH_ADD => self.atomic_accept(c, e, p),
+            op::RC_ATOMIC_WRITE => self.atomic_write_accept(c, e, p),
+            op::RC_FLUSH => self.flush_accept(c, e, p),
             _ => Err(RespErr::Fatal(NakCode::InvalidRequest, None)),
         };
         match r {
@@ -433,7 +444,7 @@ impl State {
         if n > MAX_MSG_PKTS {
             return Err(RespErr::Fatal(NakCode::InvalidRequest, None));
         }
-        Self::take_resource(c, e)?;
+        self.take_resource(c, e, false)?;
         e.epsn = psn_add(p.bth.psn, n);
         e.msn = (e.msn + 1) & 0xff_ffff;
         e.reads.push_back(ReadRes {
@@ -447,27 +458,47 @@ impl State {
             from: 0,
             next: 0,
             answered: false,
-            atomic: None,
+            kind: ResKind::Read,
         });
         self.schedule_response(c.qpn, e);
         Ok(())
     }
 
-    /// Makes room for a new READ or atomic among the QP's responder
-    /// resources: max_dest_rd_atomic of them, rounded up to a power of two
-    /// as rxe does for both of its limits (an rxe requester set to 3 may
-    /// have 4 outstanding; more resources than asked for are allowed). The
-    /// oldest resources answered once are reused; never answered ones stay.
-    fn take_resource(c: &QpCtx, e: &mut Engine) -> Result<(), RespErr> {
+    /// Makes room for a new READ, atomic, ATOMIC_WRITE or FLUSH among the
+    /// QP's responder resources: max_dest_rd_atomic of them, rounded up to
+    /// a power of two as rxe does for both of its limits (an rxe requester
+    /// set to 3 may have 4 outstanding; more resources than asked for are
+    /// allowed). The oldest resources answered once are reused; never
+    /// answered ones stay, and a new request that finds no other is NAKed.
+    /// Except a FLUSH: rxe's requester does not count FLUSH against its
+    /// max_rd_atomic, so a FLUSH may arrive in the batch of the request it
+    /// follows; for it the oldest resource is answered now rather than at
+    /// the end of the batch (it goes out first either way), and the FLUSH
+    /// is refused only if that answer does not fit the transmit queue.
+    fn take_resource(&mut self, c: &QpCtx, e: &mut Engine, flush: bool) -> Result<(), RespErr> {
         let limit = usize::from(c.attr.max_dest_rd_atomic).next_power_of_two();
-        while e.reads.len() >= limit && e.reads.front().is_some_and(|r| r.answered) {
-            e.reads.pop_front();
+        loop {
+            while e.reads.len() >= limit && e.reads.front().is_some_and(|r| r.answered) {
+                e.reads.pop_front();
+            }
+            if e.reads.len() < limit {
+                return Ok(());
+            }
+            let oldest = e.reads.front().copied().filter(|_| flush);
+            let Some(mut r) = oldest else {
+                // More READs and atomics outstanding than max_dest_rd_atomic.
+                return Err(RespErr::Fatal(NakCode::InvalidRequest, None));
+            };
+            // A READ whose memory vanished is NAKed by `answer_reads` at
+            // the end of the batch, from where this left it.
+            let ok = self.read_responses(c, &mut r);
+            if let Some(front) = e.reads.front_mut() {
+                *front = r;
+            }
+            if !ok || !r.answered {
+                return Err(RespErr::Fatal(NakCode::InvalidRequest, None));
+            }
         }
-        if e.reads.len() >= limit {
-            // More READs and atomics outstanding than max_dest_rd_atomic.
-            return Err(RespErr::Fatal(NakCode::InvalidRequest, None));
-        }
-        Ok(())
     }
 
     /// A new atomic request: checked, executed at once and kept in a
@@ -489,7 +520,7 @@ impl State {
         else {
             return Err(RespErr::Fatal(NakCode::RemoteAccessErr, None));
         };
-        Self::take_resource(c, e)?;
+        self.take_resource(c, e, false)?;
         let mut segs = Segments::new(segs);
         let mut word = Vec::with_capacity(ATOMIC_LEN as usize);
         if !self.gather(&mut segs, 0, ATOMIC_LEN as usize, &mut word) {
@@ -525,13 +556,140 @@ impl State {
             from: 0,
             next: 0,
             answered: false,
-            atomic: Some(AtomicRes {
+            kind: ResKind::Atomic(AtomicRes {
                 opcode: p.bth.opcode,
                 orig,
             }),
         });
         self.schedule_response(c.qpn, e);
         Ok(())
+    }
+
+    /// A new ATOMIC_WRITE request (1.8, device.rst "Atomic write and
+    /// flush"), checked in the spec's order: `REMOTE_WRITE` on the QP and
+    /// `max_dest_rd_atomic` > 0, the RETH's length and the payload 8 bytes,
+    /// the VA 8-byte aligned (each else invalid request, rxe
+    /// `check_rkey`/`atomic_write_reply`), then the R_Key (an MR's or a
+    /// window's) with `REMOTE_WRITE` over `[va, va + 8)` (else remote
+    /// access error). It takes a responder resource and is executed at
+    /// once: the 8 bytes, as they came, stored as one word under the
+    /// device lock that makes atomics atomic, so no device atomic sees half
+    /// of it. The resource answers it, and its duplicates, with a
+    /// zero-length READ response.
+    fn atomic_write_accept(
+        &mut self,
+        c: &QpCtx,
+        e: &mut Engine,
+        p: &Packet<'_>,
+    ) -> Result<(), RespErr> {
+        let r = p.reth;
+        if c.attr.qp_access_flags & ACCESS_REMOTE_WRITE == 0 || c.attr.max_dest_rd_atomic == 0 {
+            return Err(RespErr::Fatal(NakCode::InvalidRequest, None));
+        }
+        if u64::from(r.len) != ATOMIC_LEN || p.payload.len() as u64 != ATOMIC_LEN {
+            return Err(RespErr::Fatal(NakCode::InvalidRequest, None));
+        }
+        if r.va % ATOMIC_LEN != 0 {
+            return Err(RespErr::Fatal(NakCode::InvalidRequest, None));
+        }
+        let Some(segs) = self.translate_rkey(c, r.rkey, r.va, ATOMIC_LEN, ACCESS_REMOTE_WRITE)
+        else {
+            return Err(RespErr::Fatal(NakCode::RemoteAccessErr, None));
+        };
+        self.take_resource(c, e, false)?;
+        if !self.store_word(segs, p.payload) {
+            return Err(RespErr::Fatal(NakCode::RemoteOpErr, None));
+        }
+        self.placement_done(c, e, p);
+        Ok(())
+    }
+
+    /// Places the 8 bytes of an ATOMIC_WRITE at `segs`: one 64-bit store
+    /// where they are one aligned guest word (every VA-based MR maps an
+    /// aligned VA to an aligned guest address), else (a zero-based MR
+    /// whose offset is not 8-byte aligned) piece by piece. Either way under
+    /// the device lock, so no device atomic sees half of it.
+    fn store_word(&mut self, segs: Vec<(u64, u64)>, bytes: &[u8]) -> bool {
+        let word = <[u8; 8]>::try_from(bytes).map(u64::from_le_bytes);
+        match (segs.as_slice(), word) {
+            (&[(gpa, len)], Ok(word)) if len == ATOMIC_LEN && gpa % ATOMIC_LEN == 0 => {
+                self.data.sg_steps += 1;
+                let done = self.mem.write_u64(gpa, word).is_ok();
+                if !done {
+                    self.counters.hw.bad_dma += 1;
+                }
+                done
+            }
+            _ => self.scatter(&mut Segments::new(segs), 0, bytes),
+        }
+    }
+
+    /// A new FLUSH request (1.8, device.rst "Atomic write and flush"),
+    /// checked in the spec's order: the FETH's type (`GLOBAL`,
+    /// `PERSISTENT` or both), level (`RANGE` or `MR`) and reserved bits,
+    /// `max_dest_rd_atomic` > 0, the QP's `FLUSH_GLOBAL` /
+    /// `FLUSH_PERSISTENT` for each type asked for (each else invalid
+    /// request, as rxe answers a QP without the right), then the R_Key
+    /// (else remote access error): an MR of the QP's PD with the MR flag
+    /// of each type, holding the range for level `RANGE`. No MR has
+    /// `FLUSH_PERSISTENT` and no window a flush right. The device places
+    /// the data of every request before it executes the next, so what came
+    /// before is placed already: a full memory barrier makes it globally
+    /// visible, and a responder resource answers with a zero-length READ
+    /// response.
+    fn flush_accept(&mut self, c: &QpCtx, e: &mut Engine, p: &Packet<'_>) -> Result<(), RespErr> {
+        let ty = feth::placement_type(p.feth);
+        let level = feth::level(p.feth);
+        let types = FLUSH_GLOBAL | FLUSH_PERSISTENT;
+        let type_ok = ty != 0 && ty & !types == 0;
+        let level_ok = matches!(level, FLUSH_RANGE | FLUSH_MR);
+        if !type_ok || !level_ok || feth::reserved(p.feth) != 0 {
+            return Err(RespErr::Fatal(NakCode::InvalidRequest, None));
+        }
+        if c.attr.max_dest_rd_atomic == 0 {
+            return Err(RespErr::Fatal(NakCode::InvalidRequest, None));
+        }
+        let mut need = 0;
+        if ty & FLUSH_GLOBAL != 0 {
+            need |= ACCESS_FLUSH_GLOBAL;
+        }
+        if ty & FLUSH_PERSISTENT != 0 {
+            need |= ACCESS_FLUSH_PERSISTENT;
+        }
+        if c.attr.qp_access_flags & need != need {
+            return Err(RespErr::Fatal(NakCode::InvalidRequest, None));
+        }
+        // Level MR: the whole MR, whose VA and length are sent but unused.
+        let range = (level == FLUSH_RANGE).then_some((p.reth.va, u64::from(p.reth.len)));
+        if !self.flush_rkey(c, p.reth.rkey, range, need) {
+            return Err(RespErr::Fatal(NakCode::RemoteAccessErr, None));
+        }
+        self.take_resource(c, e, true)?;
+        std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
+        self.placement_done(c, e, p);
+        Ok(())
+    }
+
+    /// An executed ATOMIC_WRITE or FLUSH `p`: the PSN and MSN advance, and
+    /// a responder resource keeps its PSN and opcode to answer it (and its
+    /// duplicates) at the end of the batch.
+    fn placement_done(&mut self, c: &QpCtx, e: &mut Engine, p: &Packet<'_>) {
+        e.epsn = psn_add(p.bth.psn, 1);
+        e.msn = (e.msn + 1) & 0xff_ffff;
+        e.reads.push_back(ReadRes {
+            psn: p.bth.psn,
+            npkts: 1,
+            va: p.reth.va,
+            rkey: p.reth.rkey,
+            len: 0,
+            mtu: self.mtu_of(&c.attr),
+            msn: e.msn,
+            from: 0,
+            next: 0,
+            answered: false,
+            kind: ResKind::Placement(p.bth.opcode),
+        });
+        self.schedule_response(c.qpn, e);
     }
 
     /// A duplicate READ request: answered again from the responder resource
@@ -541,15 +699,18 @@ impl State {
     /// at the end of the batch, as the TX queue has room.
     ///
     /// A duplicate atomic is answered from its resource with the original
-    /// value it kept, never executed again (IBTA 9.7.5.1.5); one that
-    /// names a READ's PSN, or a READ an atomic's, is dropped.
+    /// value it kept, never executed again (IBTA 9.7.5.1.5); (1.8) a
+    /// duplicate ATOMIC_WRITE or FLUSH with the zero-length READ response,
+    /// never executed again either. One that names the PSN of a resource
+    /// of another opcode is dropped.
     pub(super) fn read_duplicate(&mut self, c: &QpCtx, e: &mut Engine, psn: u32, opcode: u8) {
         let Some(r) = e.reads.iter_mut().find(|r| r.index_of(psn).is_some()) else {
             return;
         };
-        let same_kind = match r.atomic {
-            Some(a) => a.opcode == opcode,
-            None => opcode == op::RC_READ_REQUEST,
+        let same_kind = match r.kind {
+            ResKind::Read => opcode == op::RC_READ_REQUEST,
+            ResKind::Atomic(a) => a.opcode == opcode,
+            ResKind::Placement(o) => o == opcode,
         };
         if !same_kind {
             return;
@@ -598,9 +759,16 @@ impl State {
     /// about to be sent is translated, as much as the queue has room for,
     /// so a long READ answered over many calls walks its pages once.
     pub(super) fn read_responses(&mut self, c: &QpCtx, r: &mut ReadRes) -> bool {
-        if let Some(atomic) = r.atomic {
-            self.atomic_response(c, r, atomic);
-            return true;
+        match r.kind {
+            ResKind::Read => {}
+            ResKind::Atomic(atomic) => {
+                self.atomic_response(c, r, atomic);
+                return true;
+            }
+            ResKind::Placement(_) => {
+                self.placement_response(c, r);
+                return true;
+            }
         }
         let len = u64::from(r.len);
         let mtu = r.mtu;
@@ -676,6 +844,30 @@ impl State {
                 msn: r.msn,
             };
             self.send_atomic_ack(&path, bth, aeth, atomic.orig);
+        }
+        r.next = r.npkts;
+        r.answered = true;
+    }
+
+    /// Sends the zero-length RDMA_READ_RESPONSE_ONLY (with the AETH) of
+    /// ATOMIC_WRITE or FLUSH resource `r` if the TX queue has room.
+    fn placement_response(&mut self, c: &QpCtx, r: &mut ReadRes) {
+        if self.tx_room() == 0 {
+            return;
+        }
+        if let Some(path) = self.path_of(&c.attr.av, c.qpn, c.attr.dest_qp_num) {
+            let bth = Bth {
+                opcode: op::RC_READ_RESPONSE_ONLY,
+                pkey: wire::DEFAULT_PKEY,
+                dest_qp: c.attr.dest_qp_num,
+                psn: r.psn,
+                ..Bth::default()
+            };
+            let aeth = Aeth {
+                syndrome: Syndrome::Ack.to_wire(),
+                msn: r.msn,
+            };
+            self.send_response(&path, bth, aeth, &[]);
         }
         r.next = r.npkts;
         r.answered = true;

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 //! RoCE wire format: Ethernet, IPv4, IPv6, UDP, GRH (RoCE v1), the IB
-//! transport headers (BTH, RETH, AETH, DETH, ImmDt) and the ICRC.
+//! transport headers (BTH, RETH, AETH, DETH, ImmDt, IETH, AtomicETH,
+//! AtomicAckETH, FETH) and the ICRC.
 //!
 //! [`Packet`] is both what [`encode`] writes and what [`decode`] returns. The
 //! decoder never panics: every length is checked, and a frame that is
@@ -53,6 +54,8 @@ pub const DETH_LEN: usize = 8;
 pub const IMM_LEN: usize = 4;
 /// Bytes of an IETH (the key a SEND with invalidate invalidates).
 pub const IETH_LEN: usize = 4;
+/// FETH bytes (FLUSH, IBTA 1.5).
+pub const FETH_LEN: usize = 4;
 /// ICRC bytes.
 pub const ICRC_LEN: usize = 4;
 /// GRH next-header value meaning "IBA transport follows".
@@ -88,6 +91,10 @@ pub mod op {
     pub const RC_FETCH_ADD: u8 = 0x14;
     pub const RC_SEND_LAST_INV: u8 = 0x16;
     pub const RC_SEND_ONLY_INV: u8 = 0x17;
+    /// FLUSH (IBTA 1.5 memory placement extensions): FETH + RETH.
+    pub const RC_FLUSH: u8 = 0x1c;
+    /// ATOMIC_WRITE (IBTA 1.5): RETH + 8 bytes of payload.
+    pub const RC_ATOMIC_WRITE: u8 = 0x1d;
     pub const UD_SEND_ONLY: u8 = 0x64;
     pub const UD_SEND_ONLY_IMM: u8 = 0x65;
     /// Transport bits (7:5) of the UC opcodes, which are the RC SEND and
@@ -125,22 +132,24 @@ pub mod op {
 /// Extended headers an opcode carries (bit set).
 pub mod ext {
     #![allow(missing_docs)]
-    pub const RETH: u8 = 1;
-    pub const AETH: u8 = 2;
-    pub const DETH: u8 = 4;
-    pub const IMM: u8 = 8;
+    pub const RETH: u16 = 1;
+    pub const AETH: u16 = 2;
+    pub const DETH: u16 = 4;
+    pub const IMM: u16 = 8;
     /// Carries payload.
-    pub const PAYLOAD: u8 = 16;
-    pub const IETH: u8 = 32;
+    pub const PAYLOAD: u16 = 16;
+    pub const IETH: u16 = 32;
     /// AtomicETH (atomic requests).
-    pub const ATOMIC: u8 = 64;
+    pub const ATOMIC: u16 = 64;
     /// AtomicAckETH (ATOMIC_ACKNOWLEDGE).
-    pub const ATOMIC_ACK: u8 = 128;
+    pub const ATOMIC_ACK: u16 = 128;
+    /// FETH (FLUSH), before the RETH.
+    pub const FETH: u16 = 256;
 }
 
 /// The extended headers of `opcode` (`ext::*` bits), `None` if ferroce does
 /// not know the opcode.
-pub fn opcode_ext(opcode: u8) -> Option<u8> {
+pub fn opcode_ext(opcode: u8) -> Option<u16> {
     use ext::*;
     Some(match opcode {
         op::RC_SEND_FIRST | op::RC_SEND_MIDDLE | op::RC_SEND_LAST | op::RC_SEND_ONLY => PAYLOAD,
@@ -158,6 +167,8 @@ pub fn opcode_ext(opcode: u8) -> Option<u8> {
         op::RC_ATOMIC_ACK => AETH | ATOMIC_ACK,
         op::RC_CMP_SWAP | op::RC_FETCH_ADD => ATOMIC,
         op::RC_SEND_LAST_INV | op::RC_SEND_ONLY_INV => PAYLOAD | IETH,
+        op::RC_FLUSH => FETH | RETH,
+        op::RC_ATOMIC_WRITE => PAYLOAD | RETH,
         op::UD_SEND_ONLY => PAYLOAD | DETH,
         op::UD_SEND_ONLY_IMM => PAYLOAD | DETH | IMM,
         // UC SEND and RDMA WRITE: the headers of their RC twins.
@@ -170,6 +181,9 @@ pub fn opcode_ext(opcode: u8) -> Option<u8> {
 pub fn transport_hdr_len(opcode: u8) -> Option<usize> {
     let e = opcode_ext(opcode)?;
     let mut n = BTH_LEN;
+    if e & ext::FETH != 0 {
+        n += FETH_LEN;
+    }
     if e & ext::RETH != 0 {
         n += RETH_LEN;
     }
@@ -298,6 +312,38 @@ pub struct AtomicEth {
     pub compare: u64,
 }
 
+/// FLUSH extended transport header (IBTA 1.5; rxe `rxe_feth`): one
+/// big-endian word, the placement type in bits 3:0 and the selectivity
+/// level in bits 5:4, the rest reserved.
+pub mod feth {
+    /// Placement type bits (`hw::FLUSH_GLOBAL` | `hw::FLUSH_PERSISTENT`).
+    pub const TYPE_MASK: u32 = 0x0f;
+    /// Selectivity level bits (`hw::FLUSH_RANGE`, `hw::FLUSH_MR`).
+    pub const LEVEL_MASK: u32 = 0x30;
+    /// Shift of the selectivity level.
+    pub const LEVEL_SHIFT: u32 = 4;
+
+    /// The FETH word of placement type `ty` and selectivity `level`.
+    pub const fn encode(ty: u8, level: u8) -> u32 {
+        (ty as u32 & TYPE_MASK) | ((level as u32) << LEVEL_SHIFT & LEVEL_MASK)
+    }
+
+    /// The placement type of a FETH word.
+    pub const fn placement_type(word: u32) -> u8 {
+        (word & TYPE_MASK) as u8
+    }
+
+    /// The selectivity level of a FETH word.
+    pub const fn level(word: u32) -> u8 {
+        ((word & LEVEL_MASK) >> LEVEL_SHIFT) as u8
+    }
+
+    /// The reserved bits of a FETH word.
+    pub const fn reserved(word: u32) -> u32 {
+        word & !(TYPE_MASK | LEVEL_MASK)
+    }
+}
+
 /// Datagram extended transport header.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Deth {
@@ -354,6 +400,8 @@ pub struct Packet<'a> {
     pub atomic: AtomicEth,
     /// AtomicAckETH: the original remote value (ATOMIC_ACKNOWLEDGE).
     pub atomic_ack: u64,
+    /// FETH word (FLUSH; [`feth`] takes it apart).
+    pub feth: u32,
     /// Payload (without pad and ICRC).
     pub payload: &'a [u8],
 }
@@ -619,6 +667,9 @@ pub fn encode(p: &Packet<'_>, out: &mut Vec<u8>) -> bool {
         out.extend_from_slice(&p.deth.qkey.to_be_bytes());
         out.extend_from_slice(&(p.deth.src_qp & 0xff_ffff).to_be_bytes());
     }
+    if e & ext::FETH != 0 {
+        out.extend_from_slice(&p.feth.to_be_bytes());
+    }
     if e & ext::RETH != 0 {
         out.extend_from_slice(&p.reth.va.to_be_bytes());
         out.extend_from_slice(&p.reth.rkey.to_be_bytes());
@@ -794,10 +845,15 @@ pub fn decode(frame: &[u8]) -> Result<Packet<'_>, ParseError> {
     let mut aeth = Aeth::default();
     let mut imm = [0u8; 4];
     let mut ieth = 0u32;
+    let mut feth = 0u32;
     if e & ext::DETH != 0 {
         deth.qkey = be32(ib, at).ok_or(Truncated)?;
         deth.src_qp = be32(ib, at + 4).ok_or(Truncated)? & 0xff_ffff;
         at += DETH_LEN;
+    }
+    if e & ext::FETH != 0 {
+        feth = be32(ib, at).ok_or(Truncated)?;
+        at += FETH_LEN;
     }
     if e & ext::RETH != 0 {
         reth.va = be64(ib, at).ok_or(Truncated)?;
@@ -855,6 +911,7 @@ pub fn decode(frame: &[u8]) -> Result<Packet<'_>, ParseError> {
         ieth,
         atomic,
         atomic_ack,
+        feth,
         payload,
     })
 }
