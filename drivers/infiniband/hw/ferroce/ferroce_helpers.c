@@ -176,10 +176,18 @@ struct ib_udata *ferroce_bundle_udata(struct uverbs_attr_bundle *attrs)
 	return &attrs->driver_udata;
 }
 
-/* The user context a uverbs command runs in. */
+/*
+ * The user context a uverbs command runs in, or NULL if it has none (yet,
+ * or any more). The bundle's context is set only for commands that create
+ * an object, so ask the command's file, as ib_core does.
+ */
 struct ib_ucontext *ferroce_udata_ucontext(struct ib_udata *udata)
 {
-	return container_of(udata, struct uverbs_attr_bundle, driver_udata)->context;
+	struct uverbs_attr_bundle *attrs =
+		container_of(udata, struct uverbs_attr_bundle, driver_udata);
+	struct ib_ucontext *uctx = ib_uverbs_get_ucontext(attrs);
+
+	return IS_ERR(uctx) ? NULL : uctx;
 }
 
 struct ib_umem *ferroce_umem_get(struct ib_device *dev, u64 addr, size_t size,

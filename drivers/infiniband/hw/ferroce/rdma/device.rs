@@ -686,20 +686,24 @@ impl QpAttrOut<'_> {
     }
 }
 
-/// The driver state of the user context a uverbs command runs in.
+/// The driver state of the user context a uverbs command runs in;
+/// `EINVAL` if the command's file has no context.
 ///
 /// # Safety
 ///
 /// `udata` must be the driver udata of a uverbs command of a device of
-/// driver `T`, whose context was allocated by `alloc_ucontext`; the returned
-/// reference must not outlive the command.
-pub(super) unsafe fn ctx_of<'a, T: Driver>(udata: &UData<'_>) -> &'a T::UContext {
-    // SAFETY: per the safety requirements the bundle holding `udata` names a
-    // context whose `UCtx` was initialised and lives for the command.
-    unsafe {
-        let uctx = b::ferroce_udata_ucontext(udata.as_raw());
-        &(*uctx.cast::<UContextObj<T>>()).data.assume_init_ref().data
+/// driver `T`; the returned reference must not outlive the command.
+pub(super) unsafe fn ctx_of<'a, T: Driver>(udata: &UData<'_>) -> Result<&'a T::UContext> {
+    // SAFETY: per the safety requirements `udata` sits in a command's
+    // bundle; the helper returns that command's file's context, or NULL.
+    let uctx = unsafe { b::ferroce_udata_ucontext(udata.as_raw()) };
+    if uctx.is_null() {
+        return Err(EINVAL);
     }
+    // SAFETY: a file's context is published only once `alloc_ucontext`
+    // succeeded on our device (so its `UCtx` is initialised), and ib_core
+    // keeps it alive while the command runs.
+    Ok(unsafe { &(*uctx.cast::<UContextObj<T>>()).data.assume_init_ref().data })
 }
 
 /// Destroys an object's state on the device with `destroy`, then drops it;
@@ -1027,10 +1031,9 @@ impl<T: Driver> Adapter<T> {
         from_result(|| {
             T::query_device(dev, attr)?;
             if let Some(mut udata) = udata {
-                // SAFETY: the command runs in a context of this device
-                // (ib_core looked it up before calling), allocated by
-                // `alloc_ucontext`; `ctx` is used only during the call.
-                let ctx = unsafe { ctx_of::<T>(&udata) };
+                // SAFETY: the driver udata of a command of our device;
+                // `ctx` is used only during the call.
+                let ctx = unsafe { ctx_of::<T>(&udata) }?;
                 T::query_device_udata(dev, ctx, &mut udata)?;
             }
             Ok(0)
@@ -1612,7 +1615,7 @@ impl<T: Driver> Adapter<T> {
                 return Err(EOPNOTSUPP);
             }
             // SAFETY: a uverbs command of our device, in a context of ours.
-            let ctx = unsafe { ctx_of::<T>(&udata) };
+            let ctx = unsafe { ctx_of::<T>(&udata) }?;
             let created = T::create_cq(dev, ctx, attr.cqe, attr.comp_vector, &mut udata)?;
             // SAFETY: `ibcq` is the CQ being created, of `size_ib_cq` bytes.
             unsafe { Self::publish_cq(dev, ibcq, created) }?;
@@ -1754,7 +1757,7 @@ impl<T: Driver> Adapter<T> {
                 Some(mut udata) => {
                     // SAFETY: a uverbs command of our device, in a context of
                     // ours.
-                    let ctx = unsafe { ctx_of::<T>(&udata) };
+                    let ctx = unsafe { ctx_of::<T>(&udata) }?;
                     T::create_qp(dev, ctx, &mut qi, &mut udata)?
                 }
                 None if T::HAS_CREATE_KERNEL_QP => T::create_kernel_qp(dev, &mut qi)?,

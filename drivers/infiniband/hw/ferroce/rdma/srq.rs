@@ -95,7 +95,7 @@ impl<T: Driver> Adapter<T> {
                 Some(mut udata) => {
                     // SAFETY: a uverbs command of our device, in a context of
                     // ours.
-                    let ctx = unsafe { ctx_of::<T>(&udata) };
+                    let ctx = unsafe { ctx_of::<T>(&udata) }?;
                     T::create_srq(dev, pd, &mut attr, Some((ctx, &mut udata)))?
                 }
                 None => T::create_srq(dev, pd, &mut attr, None)?,
