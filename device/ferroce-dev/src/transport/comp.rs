@@ -304,6 +304,20 @@ impl State {
         }
     }
 
+    /// The oldest in-flight WQE still awaiting response packets (a READ,
+    /// an atomic, or (1.8) an ATOMIC_WRITE or FLUSH); `None` counts the
+    /// response that arrived as stale.
+    fn awaiting_response(&mut self, e: &Engine) -> Option<usize> {
+        let i = e
+            .inflight
+            .iter()
+            .position(|w| w.awaits_response() && w.read_rcvd < w.npkts);
+        if i.is_none() {
+            self.data.stale_responses += 1;
+        }
+        i
+    }
+
     /// A READ response for the oldest WQE awaiting responses: a READ's
     /// data goes to its SGEs; (1.8) an ATOMIC_WRITE or FLUSH takes one
     /// zero-length RDMA_READ_RESPONSE_ONLY with an ACK syndrome for its PSN
@@ -312,12 +326,7 @@ impl State {
     /// to it: the responses before were lost) or the QP failed.
     fn read_response(&mut self, c: &QpCtx, e: &mut Engine, p: &Packet<'_>) -> bool {
         let psn = p.bth.psn;
-        let Some(i) = e
-            .inflight
-            .iter()
-            .position(|w| w.awaits_response() && w.read_rcvd < w.npkts)
-        else {
-            self.data.stale_responses += 1;
+        let Some(i) = self.awaiting_response(e) else {
             return false;
         };
         let w = &e.inflight[i];
@@ -377,12 +386,7 @@ impl State {
     /// answers no outstanding atomic (stale, counted) or the QP failed.
     fn atomic_ack(&mut self, c: &QpCtx, e: &mut Engine, p: &Packet<'_>) -> bool {
         let psn = p.bth.psn;
-        let Some(i) = e
-            .inflight
-            .iter()
-            .position(|w| w.awaits_response() && w.read_rcvd < w.npkts)
-        else {
-            self.data.stale_responses += 1;
+        let Some(i) = self.awaiting_response(e) else {
             return false;
         };
         let w = &e.inflight[i];

@@ -761,12 +761,8 @@ impl State {
     pub(super) fn read_responses(&mut self, c: &QpCtx, r: &mut ReadRes) -> bool {
         match r.kind {
             ResKind::Read => {}
-            ResKind::Atomic(atomic) => {
-                self.atomic_response(c, r, atomic);
-                return true;
-            }
-            ResKind::Placement(_) => {
-                self.placement_response(c, r);
+            ResKind::Atomic(_) | ResKind::Placement(_) => {
+                self.single_response(c, r);
                 return true;
             }
         }
@@ -825,15 +821,21 @@ impl State {
         true
     }
 
-    /// Sends the ATOMIC_ACKNOWLEDGE of atomic resource `r` if the TX queue
-    /// has room, from the cached original value.
-    fn atomic_response(&mut self, c: &QpCtx, r: &mut ReadRes, atomic: AtomicRes) {
+    /// Sends the one-packet answer of resource `r` if the TX queue has
+    /// room: for an atomic its ATOMIC_ACKNOWLEDGE, from the cached original
+    /// value; for an ATOMIC_WRITE or FLUSH (1.8) a zero-length
+    /// RDMA_READ_RESPONSE_ONLY with the AETH.
+    fn single_response(&mut self, c: &QpCtx, r: &mut ReadRes) {
         if self.tx_room() == 0 {
             return;
         }
         if let Some(path) = self.path_of(&c.attr.av, c.qpn, c.attr.dest_qp_num) {
+            let opcode = match r.kind {
+                ResKind::Atomic(_) => op::RC_ATOMIC_ACK,
+                _ => op::RC_READ_RESPONSE_ONLY,
+            };
             let bth = Bth {
-                opcode: op::RC_ATOMIC_ACK,
+                opcode,
                 pkey: wire::DEFAULT_PKEY,
                 dest_qp: c.attr.dest_qp_num,
                 psn: r.psn,
@@ -843,31 +845,10 @@ impl State {
                 syndrome: Syndrome::Ack.to_wire(),
                 msn: r.msn,
             };
-            self.send_atomic_ack(&path, bth, aeth, atomic.orig);
-        }
-        r.next = r.npkts;
-        r.answered = true;
-    }
-
-    /// Sends the zero-length RDMA_READ_RESPONSE_ONLY (with the AETH) of
-    /// ATOMIC_WRITE or FLUSH resource `r` if the TX queue has room.
-    fn placement_response(&mut self, c: &QpCtx, r: &mut ReadRes) {
-        if self.tx_room() == 0 {
-            return;
-        }
-        if let Some(path) = self.path_of(&c.attr.av, c.qpn, c.attr.dest_qp_num) {
-            let bth = Bth {
-                opcode: op::RC_READ_RESPONSE_ONLY,
-                pkey: wire::DEFAULT_PKEY,
-                dest_qp: c.attr.dest_qp_num,
-                psn: r.psn,
-                ..Bth::default()
-            };
-            let aeth = Aeth {
-                syndrome: Syndrome::Ack.to_wire(),
-                msn: r.msn,
-            };
-            self.send_response(&path, bth, aeth, &[]);
+            match r.kind {
+                ResKind::Atomic(atomic) => self.send_atomic_ack(&path, bth, aeth, atomic.orig),
+                _ => self.send_response(&path, bth, aeth, &[]),
+            }
         }
         r.next = r.npkts;
         r.answered = true;
