@@ -10,7 +10,7 @@
  * attributes, as the pingpongs do).
  *
  *   rdma-verify -d DEV -g GID_INDEX [-p PORT] [-n ROUNDS] [-s MAX_LEN] [-t TIMEOUT]
- *               [-w SECONDS] [-x] [-m MW_TYPE] [-P] [SERVER]
+ *               [-w SECONDS] [-x] [-m MW_TYPE] [-P | -W] [SERVER]
  *
  * TIMEOUT is the QP's local ACK timeout exponent (4.096 us * 2^TIMEOUT, 7
  * retries), 14 by default as in the pingpongs.  SECONDS is how long it waits
@@ -28,7 +28,9 @@
  * pattern bytes to an aligned offset of the server's buffer and FLUSHes
  * them (type GLOBAL, level RANGE or MR, alternately), and the server checks
  * the bytes and their guards; then a FLUSH of type PERSISTENT, which the
- * server's MR does not allow, must fail with a remote access error.
+ * server's QP allows but its MR does not, must fail with a remote access
+ * error.  -W does the same with ATOMIC_WRITE alone, for peers whose FLUSH
+ * does not interoperate (rxe's FLUSH ICRC, see ferroce-rxe).
  *
  * Prints a summary line and exits 0 when every byte matched.  While it
  * waits (for a completion or for its peer) it also reads the device's
@@ -64,7 +66,8 @@ static struct ibv_pd *pd;
 static struct ibv_cq *cq;
 static struct ibv_cq_ex *cq_ex;	/* -x: cq is ibv_cq_ex_to_cq(cq_ex) */
 static struct ibv_qp *qp;
-static struct ibv_qp_ex *qpx;	/* -P: the QP's extended send API */
+static struct ibv_qp_ex *qpx;	/* -P, -W: the QP's extended send API */
+static int with_flush;		/* -P: FLUSH after each ATOMIC_WRITE */
 static struct ibv_mr *mr;
 static struct ibv_mw *mw;	/* -m: the server's window */
 static int mw_type;
@@ -351,8 +354,8 @@ static void post_recv(size_t off, size_t len)
 
 
 /*
- * -P, client: ATOMIC_WRITE (8 bytes of pattern(seed) from src + off) to
- * the server's dst + off, then FLUSH it, both signaled and in order.
+ * -P, -W, client: ATOMIC_WRITE (8 bytes of pattern(seed) from src + off)
+ * to the server's dst + off, then (-P) FLUSH it, signaled and in order.
  */
 static void place(size_t off, uint64_t seed, int level, const struct dest *rem)
 {
@@ -365,15 +368,20 @@ static void place(size_t off, uint64_t seed, int level, const struct dest *rem)
 	qpx->wr_id = 15;
 	qpx->wr_flags = IBV_SEND_SIGNALED;
 	ibv_wr_atomic_write(qpx, rem->rkey, raddr, value);
-	qpx->wr_id = 14;
-	qpx->wr_flags = IBV_SEND_SIGNALED;
-	ibv_wr_flush(qpx, rem->rkey, raddr, sizeof(value), IBV_FLUSH_GLOBAL, (uint8_t)level);
+	if (with_flush) {
+		qpx->wr_id = 14;
+		qpx->wr_flags = IBV_SEND_SIGNALED;
+		ibv_wr_flush(qpx, rem->rkey, raddr, sizeof(value), IBV_FLUSH_GLOBAL,
+			     (uint8_t)level);
+	}
 	if (ibv_wr_complete(qpx))
 		die("ibv_wr_complete(ATOMIC_WRITE, FLUSH): %s\n", strerror(errno));
 	wc = poll1("ATOMIC_WRITE");
 	if (wc.opcode != IBV_WC_ATOMIC_WRITE || wc.wr_id != 15)
 		die("ATOMIC_WRITE: completion opcode %d, wr_id %llu\n", wc.opcode,
 		    (unsigned long long)wc.wr_id);
+	if (!with_flush)
+		return;
 	wc = poll1("FLUSH");
 	if (wc.opcode != IBV_WC_FLUSH || wc.wr_id != 14)
 		die("FLUSH: completion opcode %d, wr_id %llu\n", wc.opcode, (unsigned long long)wc.wr_id);
@@ -451,7 +459,7 @@ int main(int argc, char **argv)
 	struct dest me = { 0 }, rem;
 	union ibv_gid gid;
 
-	while ((c = getopt(argc, argv, "d:g:p:n:s:t:w:xm:P")) != -1) {
+	while ((c = getopt(argc, argv, "d:g:p:n:s:t:w:xm:PW")) != -1) {
 		switch (c) {
 		case 'd': devname = optarg; break;
 		case 'g': gidx = atoi(optarg); break;
@@ -462,8 +470,9 @@ int main(int argc, char **argv)
 		case 'w': cq_wait = atoi(optarg); break;
 		case 'x': use_cq_ex = 1; break;
 		case 'm': mw_type = atoi(optarg); break;
-		case 'P': placement = 1; break;
-		default: die("usage: rdma-verify -d DEV -g GID_INDEX [-p PORT] [-n ROUNDS] [-s MAX_LEN] [-t TIMEOUT] [-w SECONDS] [-x] [-m MW_TYPE] [-P] [SERVER]\n");
+		case 'P': placement = 1; with_flush = 1; break;
+		case 'W': placement = 1; break;
+		default: die("usage: rdma-verify -d DEV -g GID_INDEX [-p PORT] [-n ROUNDS] [-s MAX_LEN] [-t TIMEOUT] [-w SECONDS] [-x] [-m MW_TYPE] [-P | -W] [SERVER]\n");
 		}
 	}
 	if (optind < argc)
@@ -473,7 +482,7 @@ int main(int argc, char **argv)
 	if (mw_type < 0 || mw_type > 2)
 		die("-m takes 1 or 2\n");
 	if (placement && max_len < 16)
-		die("-P needs -s 16 or more\n");
+		die("-P and -W need -s 16 or more\n");
 
 	list = ibv_get_device_list(NULL);
 	for (int i = 0; list && list[i]; i++)
@@ -506,7 +515,7 @@ int main(int argc, char **argv)
 	memset(src, GUARD, 2 * max_len);
 	mr = ibv_reg_mr(pd, src, 2 * max_len, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
 			IBV_ACCESS_REMOTE_READ | (mw_type ? IBV_ACCESS_MW_BIND : 0) |
-			(placement ? IBV_ACCESS_FLUSH_GLOBAL : 0));
+			(with_flush ? IBV_ACCESS_FLUSH_GLOBAL : 0));
 	if (mr && mw_type && !server) {
 		mw = ibv_alloc_mw(pd, mw_type == 1 ? IBV_MW_TYPE_1 : IBV_MW_TYPE_2);
 		if (!mw)
@@ -522,12 +531,13 @@ int main(int argc, char **argv)
 			.comp_mask = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS,
 			.send_ops_flags = IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_RDMA_READ |
 					  IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_ATOMIC_WRITE |
-					  IBV_QP_EX_WITH_FLUSH,
+					  (with_flush ? IBV_QP_EX_WITH_FLUSH : 0),
 		};
 		struct ibv_qp_attr a = {
 			.qp_state = IBV_QPS_INIT, .port_num = 1,
 			.qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
-					   (placement ? IBV_ACCESS_FLUSH_GLOBAL : 0),
+					   (with_flush ? IBV_ACCESS_FLUSH_GLOBAL |
+							 IBV_ACCESS_FLUSH_PERSISTENT : 0),
 		};
 
 		if (!mr)
@@ -536,7 +546,8 @@ int main(int argc, char **argv)
 			qp = ibv_create_qp_ex(ctx, &iax);
 			qpx = qp ? ibv_qp_to_qp_ex(qp) : NULL;
 			if (!qpx)
-				die("ibv_create_qp_ex with ATOMIC_WRITE and FLUSH: %s\n", strerror(errno));
+				die("ibv_create_qp_ex with ATOMIC_WRITE%s: %s\n",
+				    with_flush ? " and FLUSH" : "", strerror(errno));
 		} else {
 			qp = ibv_create_qp(pd, &ia);
 		}
@@ -663,8 +674,11 @@ int main(int argc, char **argv)
 		if (bad)
 			fprintf(stderr, "rdma-verify: placement round %d (offset %zu) failed\n", r, off);
 	}
-	if (placement && !bad) {
-		/* The server's MR has FLUSH_GLOBAL only. */
+	if (placement && !bad && !with_flush) {
+		if (server)
+			printf("rdma-verify: %d ATOMIC_WRITE rounds verified\n", rounds);
+	} else if (placement && !bad) {
+		/* The server's QP has both FLUSH rights, its MR FLUSH_GLOBAL only. */
 		if (server) {
 			enum ibv_wc_status st = flush_persistent(&rem);
 

@@ -4,7 +4,7 @@
 # rdma_report come from ferroce-pair.sh (everything else is redefined here).
 # shellcheck source=ferroce-pair.sh
 . "$SCEN_DIR/ferroce-pair.sh"
-DESC="ferroce (emulated NIC) and rdma_rxe (plain virtio-net) on one segment: ibv_rc_pingpong, ibv_uc_pingpong, ibv_srq_pingpong, data-checked WRITE/READ/SEND (also through a type 2 memory window, refused once revoked) and perftest (ib_atomic_bw FETCH_AND_ADD too) both ways, and over an 802.1Q VLAN; both ends' frames pass an independent ICRC check"
+DESC="ferroce (emulated NIC) and rdma_rxe (plain virtio-net) on one segment: ibv_rc_pingpong, ibv_uc_pingpong, ibv_srq_pingpong, data-checked WRITE/READ/SEND (also through a type 2 memory window, refused once revoked) and perftest (ib_atomic_bw FETCH_AND_ADD too) and data-checked ATOMIC_WRITE both ways, and over an 802.1Q VLAN; both ends' frames pass an independent ICRC check"
 TIMEOUT=720
 CTL_SERVER=1
 
