@@ -110,25 +110,31 @@ pub(crate) struct Stats {
     pub(crate) path_warnings: AtomicU64,
 }
 
+/// The debugfs name of admin completion status `status`
+/// (`FERROCE_STATUS_*`), if the device model defines it.
+fn status_name(status: u32) -> Option<&'static str> {
+    Some(match status {
+        hw::FERROCE_STATUS_SUCCESS => "ok",
+        hw::FERROCE_STATUS_BAD_OPCODE => "bad_opcode",
+        hw::FERROCE_STATUS_BAD_PARAM => "bad_param",
+        hw::FERROCE_STATUS_BAD_RESERVED => "bad_reserved",
+        hw::FERROCE_STATUS_BAD_HANDLE => "bad_handle",
+        hw::FERROCE_STATUS_BAD_STATE => "bad_state",
+        hw::FERROCE_STATUS_BAD_ATTR_MASK => "bad_attr_mask",
+        hw::FERROCE_STATUS_NO_RESOURCES => "no_resources",
+        hw::FERROCE_STATUS_BUSY => "busy",
+        hw::FERROCE_STATUS_DMA_ERROR => "dma_error",
+        hw::FERROCE_STATUS_NOT_SUPPORTED => "not_supported",
+        _ => return None,
+    })
+}
+
 impl Stats {
     /// The debugfs `counters` file: one `name value` line each.
     fn show(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         let r = |c: &AtomicU64| c.load(Ordering::Relaxed);
-        const STATUS: [&str; 11] = [
-            "ok",
-            "bad_opcode",
-            "bad_param",
-            "bad_reserved",
-            "bad_handle",
-            "bad_state",
-            "bad_attr_mask",
-            "no_resources",
-            "busy",
-            "dma_error",
-            "not_supported",
-        ];
         for (i, c) in self.cmd_status.iter().enumerate() {
-            match STATUS.get(i) {
+            match u32::try_from(i).ok().and_then(status_name) {
                 Some(name) => writeln!(f, "cmd_{} {}", name, r(c))?,
                 None if r(c) != 0 => writeln!(f, "cmd_status_{} {}", i, r(c))?,
                 None => {}
@@ -595,6 +601,8 @@ impl Shared {
             .with_ci(ci)
             .with_eqn(eq.eqn())
             .with_arm(true);
+        // Without the BAR (the device is being removed) there is no EQ
+        // left to re-arm: nothing to report from an interrupt handler.
         let _ = self.with_bar(|bar| bar.write_reg(db));
         IrqReturn::Handled
     }

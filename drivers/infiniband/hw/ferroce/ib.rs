@@ -569,6 +569,7 @@ impl rdma::Driver for IbDev {
         // QUERY_CAPS `fw_version` is VERSION (major << 32 | minor << 16),
         // shown as libibverbs shows `fw_ver` ("%d.%d.%d").
         let v = dev.caps.fw_version;
+        // `FwStr` truncates to its buffer and never fails.
         let _ = write!(
             out,
             "{}.{}.{}",

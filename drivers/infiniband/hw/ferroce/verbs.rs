@@ -1110,6 +1110,8 @@ pub(crate) fn create_ah(
             ahn: ah.ahn,
             ..Default::default()
         }) {
+            // The caller sees why the command failed; an AH the device
+            // then refuses to destroy only holds a slot until its reset.
             let _ = destroy_ah(dev, &ah);
             return Err(e);
         }
