@@ -17,8 +17,10 @@
 #                   "N passed, N failed"
 #   make soak       the long versions of the scenarios that have one (SOAK=1:
 #                   100 debug gid cycles, minutes of wire faults, ...)
-#   make bench      the same RDMA tests over rxe and over ferroce, side by
-#                   side, with their ratio (numbers, not pass/fail)
+#   make bench      the same RDMA benchmark over rxe and over ferroce (scenarios
+#                   bench-rxe, bench-ferroce), side by side: bench.json with
+#                   their ratios and gnuplot charts in qemu-test/runs/<date>-bench
+#                   (numbers, not pass/fail)
 #   make lint       rustfmt, clippy, checkpatch, shellcheck
 #   make clean
 #

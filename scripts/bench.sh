@@ -1,41 +1,91 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: GPL-2.0
 #
-# make bench: the same RDMA tests (ferroce-pair's guest script: perftest RC
-# bandwidth and latency, UD send, the pingpongs) over Linux's soft-RoCE
-# (scenario rxe-baseline) and over ferroce (ferroce-pair), one after the
-# other on this machine, then a table of both results and their ratio.
-# Numbers, not pass/fail: TCG guests on a shared host are slow and noisy, so
-# only the side-by-side ratio means anything, and only roughly.
+# make bench: one benchmark (qemu-test/scenarios/bench.guest: perftest RC
+# WRITE/READ/SEND bandwidth at 64 KiB and latency at 2 B, ib_write_bw -a
+# from 2 B to 8 MiB, and for ferroce 1/4/16/64-QP ib_write_bw and the
+# devices' retransmits and timeouts) over Linux's soft-RoCE (scenario
+# bench-rxe) and over ferroce (bench-ferroce), one run each, one after the
+# other on this machine.  scripts/bench-report.py then writes
+# qemu-test/runs/<date>-bench/: bench.json (every number and the ratios
+# ferroce/rxe) and gnuplot's charts (bw-vs-size.svg, latency.svg,
+# qp-scaling.svg; the gnuplot root is scripts/make-plot-root.sh's), and
+# prints a table.  Numbers, not pass/fail: TCG guests on a shared host are
+# slow and noisy, so only the side-by-side ratio means anything, and only
+# roughly.
+#
+# Exit status non-zero if a scenario failed, a ratio could not be computed
+# or a chart was not drawn (the report is written all the same, with the
+# missing numbers null and listed).
 . "$(dirname "$0")/lib.sh"
 need_root
+need_cmd python3 python3
 "$FERROCE_TOP/scripts/setup-host.sh"
 
 runs=${FERROCE_RUNS:-$FERROCE_TOP/qemu-test/runs}
-declare -A dir
-failed=()
-for s in rxe-baseline ferroce-pair; do
-	out=$("$FERROCE_TOP/qemu-test/run" "$s" | tee /dev/stderr | tail -1)
-	# A failed test leaves its metric out of the table; the rest still count.
-	case $out in PASS*) ;; *) failed+=("$out") ;; esac
-	dir[$s]=$(awk '{print $NF}' <<<"$out")
-	[ -d "${dir[$s]}" ] || die "no run directory for $s in $runs"
+out=$runs/$(date +%Y%m%d-%H%M%S)-bench
+mkdir -p "$out"
+log "make bench: results in $out"
+
+# The chart root first (cached; a minute the first time): a mirror problem
+# shows before the VMs' minutes, not after.  Without it the report is still
+# written, without charts, and make bench fails.
+plot_root=$("$FERROCE_TOP/scripts/make-plot-root.sh") ||
+	{ log "the plot root could not be built: no charts"; plot_root=none; }
+
+# Both scenarios in one qemu-test/run (it builds the kernel module, the
+# device process and the provider once), rxe first.  Its last line per
+# scenario is "PASS|FAIL NAME (...) RUN_DIR".
+scenarios=(bench-rxe bench-ferroce)
+"$FERROCE_TOP/qemu-test/run" "${scenarios[@]}" 2>&1 | tee "$out/qemu-test-run.log" || true
+status=0
+declare -A dir=()
+for s in "${scenarios[@]}"; do
+	line=$(grep -aE "^(PASS|FAIL) $s " "$out/qemu-test-run.log" | tail -n 1) || line=
+	case $line in
+	PASS*) ;;
+	*)
+		status=1
+		log "scenario $s: ${line:-no result (see $out/qemu-test-run.log)}"
+		;;
+	esac
+	dir[$s]=${line##* }
+	# No run directory: the report lists all of the scenario's numbers
+	# as missing.
+	if [ -z "$line" ] || [ ! -d "${dir[$s]}" ]; then
+		dir[$s]=$out/no-run-dir-$s
+	fi
 done
 
-echo
-echo "Same tests, same machine, one run each (client VM's numbers):"
-printf '%-32s %12s %12s %14s\n' metric rxe ferroce ferroce/rxe
-awk '
-	FNR == 1 { f++ }
-	$1 ~ /(_MiB\/s|_us|_usec\/iter|_Mbit\/s)$/ && $1 !~ /^device_/ { v[f, $1] = $2; k[$1] = 1 }
-	END {
-		for (m in k) {
-			a = v[1, m]; b = v[2, m]
-			if (a == "" || b == "" || a == "none" || b == "none" || a + 0 == 0) continue
-			better = (m ~ /(_us|_usec\/iter)$/) ? "lower is better" : "higher is better"
-			printf "%-32s %12.2f %12.2f %8.2fx  (%s)\n", m, a, b, b / a, better
-		}
-	}' "${dir[rxe-baseline]}/vm2/notes" "${dir[ferroce-pair]}/vm2/notes" | sort
-for f in "${failed[@]}"; do
-	echo "note: $f (its failed tests are missing above)"
+# The report's inputs, copied (the harness keeps only its newest run
+# directories): each VM's notes, results, perftest logs and commands, and
+# the device counters.
+for s in "${scenarios[@]}"; do
+	[ -d "${dir[$s]}" ] || continue
+	for v in vm1 vm2; do
+		[ -d "${dir[$s]}/$v" ] || continue
+		mkdir -p "$out/$s/$v"
+		find "${dir[$s]}/$v" -maxdepth 1 -type f \( -name notes -o -name results -o -name exit-code \
+			-o -name '*.client.log' -o -name '*.server.log' -o -name '*.cmd' -o -name 'counters*.json' \
+			-o -name ibv_devinfo.txt \) -exec cp -p {} "$out/$s/$v/" \;
+	done
 done
+
+rc=0
+python3 "$FERROCE_TOP/scripts/bench-report.py" "${dir[bench-rxe]}" "${dir[bench-ferroce]}" "$out" "$plot_root" || rc=$?
+case $rc in
+0) ;;
+3) log "a ratio could not be computed (see \"missing\" in bench.json)" ;;
+4) log "a chart was not drawn (see \"charts\" in bench.json)" ;;
+*) log "bench-report.py failed (exit status $rc)" ;;
+esac
+[ "$rc" = 0 ] || status=1
+
+echo
+echo "bench.json: $out/bench.json"
+for c in bw-vs-size latency qp-scaling; do
+	[ -s "$out/$c.svg" ] && echo "chart:      $out/$c.svg"
+done
+echo "runs:       rxe ${dir[bench-rxe]}, ferroce ${dir[bench-ferroce]}"
+[ "$status" = 0 ] || echo "make bench: FAILED (a scenario failed, a ratio is missing or a chart was not drawn; see above)"
+exit "$status"

@@ -1,0 +1,29 @@
+# SPDX-License-Identifier: GPL-2.0
+# shellcheck shell=bash disable=SC2034 # DESC/TIMEOUT/hooks are read by qemu-test/run
+# make bench's ferroce half (scripts/bench.sh): the benchmark (bench.guest)
+# over the emulated ferroce NIC in both VMs, plus QP scaling; the devices'
+# counters through the control socket (CTL_SERVER).  Not part of make check
+# (BENCH_ONLY).  ~3-4 min on a 2-core TCG host.
+DESC="make bench over ferroce: perftest RC WRITE/READ/SEND bandwidth (64 KiB) and latency (2 B), ib_write_bw -a 2 B..8 MiB, 1/4/16/64-QP ib_write_bw, device retransmits and timeouts, between two VMs with the emulated NIC"
+BENCH_ONLY=1
+TIMEOUT=1200
+CTL_SERVER=1
+GUEST=bench
+# No wire capture: it costs the device two writes per frame.
+DEVICE_PCAP=0
+
+setup() {
+	segment lan
+	vm vm1 ferroce lan 10.0.1.1/24 ferroce
+	vm vm2 ferroce lan 10.0.1.2/24 ferroce
+}
+
+# Nothing to check on the host: scripts/bench-report.py reads the results.
+check() { :; }
+
+report() {
+	echo "bench over ferroce, client vm2 (scripts/bench-report.py makes the report):"
+	cat "$1/vm2/notes" 2>/dev/null
+	echo "server vm1's device counters over the tests:"
+	grep '^bench_device_' "$1/vm1/notes" 2>/dev/null
+}
