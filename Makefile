@@ -22,6 +22,8 @@
 #                   their ratios and gnuplot charts in qemu-test/runs/<date>-bench
 #                   (numbers, not pass/fail)
 #   make lint       rustfmt, clippy, checkpatch, shellcheck
+#   make install    the module and libferroce with its .driver file, under
+#                   DESTDIR (see "install" below)
 #   make clean
 #
 # The module sources are described by ./Kbuild (kbuild reads it for M=).
@@ -62,7 +64,7 @@ PROVIDER_C_SOURCES = $(shell find providers -name '*.[ch]' 2>/dev/null)
 
 PROVIDER_OUT := $(TOP)/.build/provider
 
-.PHONY: all modules provider provider-check run check soak bench lint clean help
+.PHONY: all modules provider provider-check run check soak bench lint install clean help
 
 all: modules provider
 
@@ -119,6 +121,29 @@ lint: modules
 		cd $(DEVICE_DIR) && $(TOP)/scripts/in-root -- cargo fmt --all --check && \
 		$(TOP)/scripts/in-root -- cargo clippy --workspace --all-targets -- -D warnings \
 			-A clippy::precedence -A clippy::needless_lifetimes; fi
+
+# make install [DESTDIR=...]: ferroce.ko into lib/modules/<release>/updates/
+# of the kernel it was built against (depmod runs when DESTDIR is empty),
+# libferroce-rdmav<ABI>.so into libibverbs' provider directory
+# (PROVIDER_DIR, by default the root's /usr/lib/<multiarch>/libibverbs) and
+# /etc/libibverbs.d/ferroce.driver ("driver ferroce": libibverbs then loads
+# the library from its provider directory).
+ifeq ($(origin KDIR),undefined)
+KRELEASE_CMD = cat $(KERNEL_BUILD)/include/config/kernel.release
+else
+KRELEASE_CMD = cat $(KDIR)/include/config/kernel.release
+endif
+MODULE_KO = $(if $(filter undefined,$(origin KDIR)),$(TOP)/.build/$(FLAVOUR),$(TOP))/drivers/infiniband/hw/ferroce/ferroce.ko
+PROVIDER_DIR ?= /usr/lib/$$($(TOP)/scripts/in-root -- gcc -print-multiarch)/libibverbs
+
+install: modules provider
+	rel=$$($(KRELEASE_CMD)) && \
+		install -D -m 0644 $(MODULE_KO) $(DESTDIR)/lib/modules/$$rel/updates/ferroce.ko && \
+		if [ -z "$(DESTDIR)" ]; then depmod -a "$$rel"; fi
+	so=$$(ls $(PROVIDER_OUT)/libferroce-rdmav*.so) && \
+		install -D -m 0755 $$so $(DESTDIR)$(PROVIDER_DIR)/$${so##*/}
+	install -d $(DESTDIR)/etc/libibverbs.d
+	echo "driver ferroce" >$(DESTDIR)/etc/libibverbs.d/ferroce.driver
 
 clean:
 	-$(KMAKE) clean
