@@ -282,6 +282,16 @@ impl Mr {
         }
     }
 
+    /// The address of the region's first byte in its address space: 0 for
+    /// a zero-based MR, its iova otherwise.
+    pub fn start(&self) -> u64 {
+        if self.access & hw::ACCESS_ZERO_BASED != 0 {
+            0
+        } else {
+            self.iova
+        }
+    }
+
     /// Whether `[addr, addr + len)` (in the MR's address space) lies inside
     /// the region, without overflow: what a memory window may be bound to.
     /// A physical MR covers the whole address space here (the caller
@@ -298,11 +308,7 @@ impl Mr {
             }
             | MrKind::Mw { .. } => false,
             MrKind::User | MrKind::FastReg { .. } => {
-                let start = if self.access & hw::ACCESS_ZERO_BASED != 0 {
-                    0
-                } else {
-                    self.iova
-                };
+                let start = self.start();
                 addr >= start && end - start <= self.length
             }
         }

@@ -180,12 +180,7 @@ impl State {
         }
         let Some((addr, len)) = range else {
             // Level MR: a valid MR (an empty range at its start).
-            let start = if mr.access & ACCESS_ZERO_BASED != 0 {
-                0
-            } else {
-                mr.iova
-            };
-            return mr.holds(start, 0);
+            return mr.holds(mr.start(), 0);
         };
         let in_memory = mr.kind != MrKind::Phys || self.mem.check_range(addr, len).is_ok();
         mr.holds(addr, len) && in_memory
