@@ -1052,7 +1052,7 @@ impl<'bound> Ferroce<'bound> {
             pdev,
             "allocate MSI-X vectors",
             KBox::pin_init(
-                kext::MsixIrqs::new(pdev, 2, want, 1, c"ferroce", move |index| EqHandler {
+                kext::MsixIrqs::new(pdev, 2, want, 1, eq::irq_name, move |index| EqHandler {
                     shared: handler_shared.clone(),
                     index,
                 }),

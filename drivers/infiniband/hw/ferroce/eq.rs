@@ -19,6 +19,27 @@ use kernel::{
     prelude::*,
 };
 
+/// The name of MSI-X vector `index` in `/proc/interrupts`: `ferroce-async`
+/// for vector 0 (the async EQ), `ferroce-compN` for completion vector `N`
+/// (vector and EQ `N + 1`).
+pub(crate) fn irq_name(index: usize) -> &'static CStr {
+    const COMP: [&CStr; hw::FERROCE_MSIX_VECTORS as usize - 1] = [
+        c"ferroce-comp0",
+        c"ferroce-comp1",
+        c"ferroce-comp2",
+        c"ferroce-comp3",
+        c"ferroce-comp4",
+        c"ferroce-comp5",
+        c"ferroce-comp6",
+    ];
+    match index.checked_sub(1) {
+        None => c"ferroce-async",
+        // More vectors than the spec's table has are not asked for (the
+        // driver wants at most `NUM_VECTORS`, which the spec bounds).
+        Some(comp) => COMP.get(comp).copied().unwrap_or(c"ferroce-comp"),
+    }
+}
+
 /// Entries of the async EQ: room for every admin completion plus async
 /// events.
 pub(crate) const AEQ_DEPTH: u16 = 256;

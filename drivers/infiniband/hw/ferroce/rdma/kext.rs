@@ -81,7 +81,8 @@ pub(crate) struct MsixIrqs<'a, H: Handler + 'static> {
 
 impl<'a, H: Handler + 'static> MsixIrqs<'a, H> {
     /// Allocates between `min` and `max` MSI-X vectors and requests each
-    /// vector `i` with the handler `handler(i)`. Vectors from `spread_from`
+    /// vector `i` with the handler `handler(i)`, named `name(i)` (the name
+    /// `/proc/interrupts` shows). Vectors from `spread_from`
     /// on get one CPU each as affinity and hint (the `i - spread_from`-th
     /// CPU of `cpumask_local_spread` for the device's NUMA node), e.g.
     /// completion vectors after an async one; best effort, a failure is
@@ -91,7 +92,7 @@ impl<'a, H: Handler + 'static> MsixIrqs<'a, H> {
         min: u32,
         max: u32,
         spread_from: usize,
-        name: &'static CStr,
+        name: impl Fn(usize) -> &'static CStr + 'a,
         mut handler: impl FnMut(usize) -> H + 'a,
     ) -> impl PinInit<Self, Error> + 'a {
         let msix = pci::IrqTypes::default().with(pci::IrqType::MsiX);
@@ -121,7 +122,7 @@ impl<'a, H: Handler + 'static> MsixIrqs<'a, H> {
                         irq::Registration::new(
                             request,
                             irq::Flags::TRIGGER_NONE,
-                            name,
+                            name(i),
                             Ok::<_, Error>(handler(i)),
                         )
                     };
