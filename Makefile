@@ -8,7 +8,9 @@
 #                   into .build/<flavour>/ (FERROCE_KERNEL_FLAVOUR=debug);
 #                   KDIR=/path/to/a/rust-enabled/kernel/build builds against
 #                   any other tree with the host's toolchain instead;
-#                   also builds the provider
+#                   also builds the provider and the device
+#   make device     ferroce-dev, the emulated NIC's device process, with the
+#                   root's cargo: device/target/release/ferroce-dev
 #   make provider   libferroce, the rdma-core provider (providers/ferroce),
 #                   against a cached rdma-core of the root's libibverbs
 #                   version, inside the trixie root, into .build/provider/
@@ -64,9 +66,9 @@ PROVIDER_C_SOURCES = $(shell find providers -name '*.[ch]' 2>/dev/null)
 
 PROVIDER_OUT := $(TOP)/.build/provider
 
-.PHONY: all modules provider provider-check run check soak bench lint install clean help
+.PHONY: all modules provider provider-check device run check soak bench lint install clean help
 
-all: modules provider
+all: modules provider device
 
 modules:
 	$(KMAKE) modules
@@ -82,8 +84,11 @@ provider:
 provider-check:
 	$(PROVIDER_MAKE) check
 
+device:
+	cd $(DEVICE_DIR) && $(TOP)/scripts/in-root -- cargo build --release -p ferroce-dev
+
 help:
-	@sed -n '3,25p' Makefile
+	@sed -n '3,28p' Makefile
 
 run:
 	$(TOP)/scripts/run-main.sh
