@@ -277,6 +277,10 @@ pub(crate) struct State {
     pub mr_epoch: u64,
     /// The data path clock (ns), advanced by [`Device::tick`].
     pub now_ns: u64,
+    /// RC QPs with packets unacknowledged, as last counted
+    /// (`transport::State::rc_window`), and when.
+    pub busy_rc: usize,
+    pub busy_counted_ns: u64,
     /// IPv4 identification of the next frame.
     pub ip_id: u16,
     /// Data path counters.
@@ -386,6 +390,8 @@ impl Device {
             tx_waiters: Vec::new(),
             mr_epoch: 0,
             now_ns: 0,
+            busy_rc: 0,
+            busy_counted_ns: 0,
             ip_id: 0,
             data: DataCounters::default(),
             faults: FaultState::default(),

@@ -99,6 +99,17 @@ use memreg::LocalOp;
 
 /// Largest number of unacknowledged PSNs in flight per QP.
 pub const WINDOW: i32 = 512;
+/// Packets the RC requesters of one device may have unacknowledged
+/// together (device.rst "Backpressure"): each busy RC QP's window is an
+/// equal share of it when that is less than [`WINDOW`]. The wire has no
+/// flow control: what a peer's port has not read yet waits in its queue
+/// (a tap's: 10000 frames in the test bed and the usage page), and 64 QPs
+/// with full windows would be 32768 frames.
+pub const INFLIGHT_BUDGET: u32 = 4096;
+/// The smallest window a share of [`INFLIGHT_BUDGET`] comes to.
+const MIN_WINDOW: i32 = ACK_REQ_EVERY as i32;
+/// How often (ns of the data path clock) the busy RC QPs are counted.
+const BUSY_RECOUNT_NS: u64 = 1_000_000;
 /// AckReq is also set on every this many packets of a long message.
 pub const ACK_REQ_EVERY: u32 = 16;
 /// Largest number of fetched, uncompleted WQEs per QP.
@@ -1227,6 +1238,29 @@ impl State {
                     && p.net.dgid == path.sgid
                     && vid(p.vlan) == vid(path.vlan)
             })
+    }
+
+    /// The window of an RC requester (`e`, lent out of its QP): [`WINDOW`],
+    /// or its equal share of [`INFLIGHT_BUDGET`] among the RC QPs with
+    /// packets unacknowledged if that is smaller, but at least
+    /// [`MIN_WINDOW`]. The busy QPs are counted again at most every
+    /// [`BUSY_RECOUNT_NS`]: a count, not a sum kept up to date, so that no
+    /// path that resets, errors or destroys a QP can leak budget.
+    pub(crate) fn rc_window(&mut self, e: &Engine) -> i32 {
+        if self.now_ns.saturating_sub(self.busy_counted_ns) >= BUSY_RECOUNT_NS {
+            self.busy_counted_ns = self.now_ns;
+            let others = self
+                .qps
+                .iter()
+                .filter(|(_, q)| q.qp_type == QPT_RC && q.engine.next_psn != q.engine.una)
+                .count();
+            // The QP being served holds its engine out of the table.
+            self.busy_rc = others.saturating_add(usize::from(e.next_psn != e.una));
+        }
+        let share = INFLIGHT_BUDGET as usize / self.busy_rc.max(1);
+        i32::try_from(share)
+            .unwrap_or(WINDOW)
+            .clamp(MIN_WINDOW, WINDOW)
     }
 
     /// Frames the TX and loopback queues still take before producers that

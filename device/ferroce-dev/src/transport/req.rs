@@ -299,10 +299,12 @@ impl State {
     /// a local operation (nothing after one is fetched before it executed).
     pub(super) fn fetch_new_wqes(&mut self, c: &QpCtx, e: &mut Engine, mtu: u64) {
         let rc = c.rc();
+        let window = if rc { self.rc_window(e) } else { WINDOW };
+        let was_idle = e.next_psn == e.una;
         // New WQEs are started only in RTS (SQD drains what is outstanding).
         let state = self.qps.get(c.qpn).map_or(c.state, |q| q.state);
         while state == QPS_RTS && e.sq_next != c.sq_pi && e.inflight.len() < MAX_INFLIGHT_WQES {
-            if rc && psn_diff(e.next_psn, e.una) >= WINDOW {
+            if rc && psn_diff(e.next_psn, e.una) >= window {
                 break;
             }
             if e.inflight
@@ -318,6 +320,12 @@ impl State {
                 e.next_psn = psn_add(e.next_psn, w.npkts);
             }
             e.inflight.push_back(w);
+        }
+        // A QP that becomes busy counts at once, so that QPs started
+        // together share the budget from their first packets; the next
+        // count (`rc_window`) also sees those that went idle.
+        if rc && was_idle && e.next_psn != e.una {
+            self.busy_rc = self.busy_rc.saturating_add(1);
         }
     }
 
@@ -342,6 +350,7 @@ impl State {
         // READs, atomics, ATOMIC_WRITEs and FLUSHes together (IBTA 9.5:
         // the initiator depth; each takes a responder resource).
         let max_reads = usize::from(c.attr.max_rd_atomic.max(1));
+        let window = self.rc_window(e);
         let mut sent_any = false;
         let mut reads_pending = 0usize;
         let mut payload = Vec::new();
@@ -364,7 +373,7 @@ impl State {
                         break;
                     }
                     let psn = psn_add(w.first_psn, w.read_rcvd);
-                    if psn_diff(psn, e.una) >= WINDOW {
+                    if psn_diff(psn, e.una) >= window {
                         break;
                     }
                     let mut bth = Bth {
@@ -451,7 +460,7 @@ impl State {
             let mut blocked = false;
             while k < npkts {
                 let psn = psn_add(first_psn, k);
-                if !uc && psn_diff(psn, e.una) >= WINDOW {
+                if !uc && psn_diff(psn, e.una) >= window {
                     blocked = true;
                     break;
                 }
