@@ -2,14 +2,19 @@
 # SPDX-License-Identifier: GPL-2.0
 """make bench's report: rxe and ferroce side by side.
 
-Usage: bench-report.py RXE_RUN_DIR FERROCE_RUN_DIR OUT_DIR PLOT_ROOT
+Usage: bench-report.py RXE_RUN_DIR FERROCE_RUN_DIR
+                       [RXE_JUMBO_RUN_DIR FERROCE_JUMBO_RUN_DIR] OUT_DIR PLOT_ROOT
 
 Reads the client VM's perftest logs of a bench-rxe and a bench-ferroce run
 (RUN_DIR/vm2/NAME.client.log, NAME.cmd; qemu-test/scenarios/bench.guest),
 the ferroce devices' counter growth (RUN_DIR/vm{1,2}/counters.delta.json)
-and the checks' results, and writes into OUT_DIR:
+and the checks' results, and the same of the jumbo-frame runs
+(bench-rxe-jumbo, bench-ferroce-jumbo: MTU 9000, IB MTU 4096) if given,
+and writes into OUT_DIR:
 
-  bench.json          every number, the ratios ferroce/rxe, the machine
+  bench.json          every number, the ratios ferroce/rxe, the machine;
+                      the top level is the 1500-byte MTU, "jumbo" the same
+                      for MTU 9000
   bw-vs-size.{dat,gp,svg}, latency.{dat,gp,svg}, qp-scaling.{dat,gp,svg}
                       the charts: gnuplot run in PLOT_ROOT (scripts/in-root;
                       scripts/make-plot-root.sh builds it); "cd OUT_DIR &&
@@ -175,6 +180,9 @@ class Run:
 def collect(run):
     """One device kind's numbers."""
     r = {"run_dir": run.path, "device": run.notes[CLIENT].get("bench_device")}
+    for k, n in (("eth_mtu", "bench_eth_mtu"), ("active_mtu", "bench_active_mtu")):
+        v = run.notes[CLIENT].get(n)
+        r[k] = num(v) if v else None
     outs = run.notes[CLIENT].get("bench_outstanding_reads")
     r["outstanding_reads"] = num(outs) if outs else None
     r["bandwidth"] = {}
@@ -301,21 +309,28 @@ set key top left
 
 
 def chart_bw(b):
-    lines = ["# bytes  rxe_MiB/s  ferroce_MiB/s  (perftest BW average; NaN = no result)"]
-    have = {"rxe": False, "ferroce": False}
+    """Bandwidth vs size: rxe and ferroce, and with jumbo frames (b["jumbo"])
+    the same at MTU 9000."""
+    sets = [("rxe", b["rxe"], "rxe"), ("ferroce", b["ferroce"], "ferroce")]
+    if "jumbo" in b:
+        sets += [("rxe_9000", b["jumbo"]["rxe"], "rxe, MTU 9000"),
+                 ("ferroce_9000", b["jumbo"]["ferroce"], "ferroce, MTU 9000")]
+    lines = ["# bytes  " + "  ".join("%s_MiB/s" % n for n, _, _ in sets)
+             + "  (perftest BW average; NaN = no result)"]
+    have = [False] * len(sets)
     for i, size in enumerate(SWEEP_SIZES):
         vals = []
-        for kind in ("rxe", "ferroce"):
-            v = b[kind]["sweep"]["points"][i].get("bw")
-            have[kind] |= v is not None and v > 0
+        for j, (_, r, _) in enumerate(sets):
+            v = r["sweep"]["points"][i].get("bw")
+            have[j] |= v is not None and v > 0
             vals.append(fmt(v if v is None or v > 0 else None))
-        lines.append("%d %s %s" % (size, vals[0], vals[1]))
+        lines.append("%d %s" % (size, " ".join(vals)))
     tics = ", ".join('"%s" %d' % (size_label(s), s) for s in SWEEP_SIZES[0:21:3] + SWEEP_SIZES[-1:])
-    plots = []
-    if have["rxe"]:
-        plots.append('"bw-vs-size.dat" using 1:2 with linespoints lw 2 pt 7 title "rxe"')
-    if have["ferroce"]:
-        plots.append('"bw-vs-size.dat" using 1:3 with linespoints lw 2 pt 5 title "ferroce"')
+    style = {"rxe": 'lw 2 pt 7 lc rgb "#1f77b4"', "ferroce": 'lw 2 pt 5 lc rgb "#d62728"',
+             "rxe_9000": 'lw 2 pt 6 dt 2 lc rgb "#1f77b4"',
+             "ferroce_9000": 'lw 2 pt 4 dt 2 lc rgb "#d62728"'}
+    plots = ['"bw-vs-size.dat" using 1:%d with linespoints %s title "%s"' % (j + 2, style[n], t)
+             for j, (n, _, t) in enumerate(sets) if have[j]]
     gp = COMMON + """set output "bw-vs-size.svg"
 set title "RDMA WRITE bandwidth vs message size (ib_write_bw -a, %s)"
 set xlabel "message size"
@@ -325,7 +340,7 @@ set logscale y 10
 set xtics (%s)
 set xrange [1.5:12000000]
 """ % (b["_subtitle"], tics)
-    return "\n".join(lines) + "\n", gp + plot_or_nodata(plots), any(have.values())
+    return "\n".join(lines) + "\n", gp + plot_or_nodata(plots), any(have)
 
 
 def chart_lat(b):
@@ -377,12 +392,19 @@ set multiplot layout 1,3 title "2-byte latency percentiles, rxe vs ferroce (ib_*
 
 
 def chart_qp(b):
-    lines = ["# qps  ferroce_MiB/s  (ib_write_bw -q N -s 65536, BW average; NaN = no result)"]
-    anyv = False
-    for p in b["ferroce"]["qp_scaling"]:
-        v = p.get("bw_average")
-        anyv |= v is not None
-        lines.append("%d %s" % (p["qps"], fmt(v)))
+    sets = [("MTU 1500", b["ferroce"]["qp_scaling"])]
+    if "jumbo" in b:
+        sets.append(("MTU 9000", b["jumbo"]["ferroce"]["qp_scaling"]))
+    lines = ["# qps  " + "  ".join("ferroce_MiB/s_%s" % t.replace(" ", "") for t, _ in sets)
+             + "  (ib_write_bw -q N -s 65536, BW average; NaN = no result)"]
+    have = [False] * len(sets)
+    for i, q in enumerate(QPS):
+        vals = []
+        for j, (_, pts) in enumerate(sets):
+            v = pts[i].get("bw_average")
+            have[j] |= v is not None
+            vals.append(fmt(v))
+        lines.append("%d %s" % (q, " ".join(vals)))
     gp = COMMON + """set output "qp-scaling.svg"
 set title "ferroce RDMA WRITE bandwidth vs queue pairs (64 KiB messages, %s)"
 set xlabel "queue pairs (ib_write_bw -q N)"
@@ -392,11 +414,15 @@ set xtics (%s)
 set xrange [0.7:90]
 set yrange [0:*]
 set offsets 0, 0, graph 0.1, 0
-set key off
 """ % (b["_subtitle"], ", ".join('"%d" %d' % (q, q) for q in QPS))
-    plots = ['"qp-scaling.dat" using 1:2 with linespoints lw 2 pt 7 lc rgb "#d62728", '
-             '"" using 1:2:(sprintf("%.1f", $2)) with labels offset 0,1 notitle'] if anyv else []
-    return "\n".join(lines) + "\n", gp + plot_or_nodata(plots), anyv
+    style = ['lw 2 pt 7 lc rgb "#d62728"', 'lw 2 pt 4 dt 2 lc rgb "#9467bd"']
+    plots = []
+    for j, (t, _) in enumerate(sets):
+        if have[j]:
+            plots.append('"qp-scaling.dat" using 1:%d with linespoints %s title "%s", '
+                         '"" using 1:%d:(sprintf("%%.1f", $%d)) with labels offset 0,1 notitle'
+                         % (j + 2, style[j], t, j + 2, j + 2))
+    return "\n".join(lines) + "\n", gp + plot_or_nodata(plots), any(have)
 
 
 def decade(v, way):
@@ -464,6 +490,8 @@ def table(b):
     p("make bench: rxe vs ferroce, two TCG VMs each, one run each (%s)" % b["_subtitle"])
     p("  machine: %s, %s CPUs, kernel %s" % (b["machine"]["cpu_model"], b["machine"]["nproc"],
                                            b["machine"]["kernel"]))
+    p("  MTU (client): rxe eth %s, IB %s; ferroce eth %s, IB %s" % tuple(
+        show(b[k].get(m), 0).strip() for k in ("rxe", "ferroce") for m in ("eth_mtu", "active_mtu")))
     p("")
     p("%-34s %10s %10s %12s" % ("metric", "rxe", "ferroce", "ferroce/rxe"))
     for op in OPS:
@@ -508,23 +536,17 @@ def table(b):
     return "\n".join(out)
 
 
-def main(argv):
-    if len(argv) != 5:
-        sys.stderr.write(__doc__.split("\n\n")[1] + "\n")
-        return 2
-    rxe_dir, fer_dir, out, plot_root = argv[1:]
-    out = os.path.abspath(out)
-    os.makedirs(out, exist_ok=True)
-    now = datetime.datetime.now(datetime.timezone.utc).astimezone()
-
+def pair(rxe_dir, fer_dir, prefix):
+    """One side-by-side pair of runs: {"rxe", "ferroce", "ratios",
+    "checks"} and the list of what is missing (each "what" led by
+    PREFIX)."""
     runs = {"rxe": Run("rxe", rxe_dir), "ferroce": Run("ferroce", fer_dir)}
     for run in runs.values():
         # A scenario that never got as far as its run directory: every
         # one of its numbers is missing, and says why.
         if not os.path.isdir(run.path):
             run.missing.append((run.kind, "no run directory %s" % run.path))
-    b = {"date": now.isoformat(timespec="seconds"), "machine": machine()}
-    b["_subtitle"] = now.strftime("%Y-%m-%d")
+    b = {}
     for kind, run in runs.items():
         b[kind] = collect(run)
         b[kind]["guest_kernel"] = run.guest_kernel()
@@ -536,26 +558,49 @@ def main(argv):
     b["ratios"] = {}
     for k in ("write_bw", "read_bw", "send_bw", "write_lat", "read_lat", "send_lat"):
         b["ratios"][k] = ratio(b["rxe"][k], b["ferroce"][k])
+    missing = []
+    for run in runs.values():
+        missing += [{"what": prefix + w, "why": y} for w, y in run.missing]
+    b["checks"] = {k: {"not_ok": {vm: l for vm, l in run.not_ok.items() if l},
+                       "exit_codes": run.exit_codes} for k, run in runs.items()}
+    for k, v in b["ratios"].items():
+        if v is None:
+            missing.append({"what": prefix + "ratios." + k,
+                            "why": "rxe or ferroce %s missing (or rxe's is 0)" % k})
+    return b, missing
+
+
+def main(argv):
+    if len(argv) not in (5, 7):
+        sys.stderr.write(__doc__.split("\n\n")[1] + "\n")
+        return 2
+    out, plot_root = argv[-2:]
+    out = os.path.abspath(out)
+    os.makedirs(out, exist_ok=True)
+    now = datetime.datetime.now(datetime.timezone.utc).astimezone()
+
+    b = {"date": now.isoformat(timespec="seconds"), "machine": machine()}
+    b["_subtitle"] = now.strftime("%Y-%m-%d")
+    main_pair, missing = pair(argv[1], argv[2], "")
+    b.update(main_pair)
+    if len(argv) == 7:
+        b["jumbo"], jm = pair(argv[3], argv[4], "jumbo.")
+        missing += jm
     b["units"] = {"*_bw": "MiB/s: perftest BW average, 64 KiB messages, RC",
                   "*_lat": "usec: perftest t_typical, 2-byte messages, RC",
                   "latency.*": "usec", "qp_scaling": "MiB/s (BW average, all QPs together)",
                   "sweep": "MiB/s: bw_average as perftest printed it (2 decimals); bw, used in the "
                            "chart and the table, is MsgRate x size for messages up to 8 KiB (MsgRate "
-                           "has 6 decimals, the same measurement), else bw_average"}
+                           "has 6 decimals, the same measurement), else bw_average",
+                  "eth_mtu, active_mtu": "the client's netdev MTU and its RDMA port's active IB MTU"}
     b["notes"] = ("ratios are ferroce/rxe for every metric. Bandwidth: higher is better, a ratio > 1 "
                   "means ferroce is faster. Latency: lower is better, a ratio < 1 means ferroce is "
                   "faster. Both devices run in TCG guests on this one machine (rxe in the guest "
                   "kernel, ferroce's data path in its device process on the host), one run each: "
                   "only the rough ratio means anything. Bandwidth iterations differ per device "
-                  "(a few seconds of transfer each); latency and the sweep use the same counts.")
-    missing = []
-    for run in runs.values():
-        missing += [{"what": w, "why": y} for w, y in run.missing]
-    b["checks"] = {k: {"not_ok": {vm: l for vm, l in run.not_ok.items() if l},
-                       "exit_codes": run.exit_codes} for k, run in runs.items()}
-    for k, v in b["ratios"].items():
-        if v is None:
-            missing.append({"what": "ratios." + k, "why": "rxe or ferroce %s missing (or rxe's is 0)" % k})
+                  "(a few seconds of transfer each); latency and the sweep use the same counts. "
+                  "The top level ran at MTU 1500 (IB MTU 1024); \"jumbo\", when present, is the "
+                  "same benchmark at MTU 9000 (IB MTU 4096).")
 
     charts = {}
     for name, fn in (("bw-vs-size", chart_bw), ("latency", chart_lat), ("qp-scaling", chart_qp)):
@@ -580,10 +625,15 @@ def main(argv):
     os.replace(os.path.join(out, "bench.json.tmp"), os.path.join(out, "bench.json"))
     b["_subtitle"] = subtitle
     print(table(b))
+    if "jumbo" in b:
+        j = dict(b["jumbo"], machine=b["machine"], missing=[], _subtitle=subtitle + ", MTU 9000",
+                 _title="jumbo frames")
+        print()
+        print(table(j))
     rc = 0
     if any(c["error"] for c in charts.values()):
         rc = 4
-    if any(v is None for v in b["ratios"].values()):
+    if any(v is None for p in [b] + ([b["jumbo"]] if "jumbo" in b else []) for v in p["ratios"].values()):
         rc = 3
     return rc
 

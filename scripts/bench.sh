@@ -6,7 +6,8 @@
 # from 2 B to 8 MiB, and for ferroce 1/4/16/64-QP ib_write_bw and the
 # devices' retransmits and timeouts) over Linux's soft-RoCE (scenario
 # bench-rxe) and over ferroce (bench-ferroce), one run each, one after the
-# other on this machine.  scripts/bench-report.py then writes
+# other on this machine; then both again with jumbo frames (bench-rxe-jumbo,
+# bench-ferroce-jumbo: MTU 9000, IB MTU 4096).  scripts/bench-report.py then writes
 # qemu-test/runs/<date>-bench/: bench.json (every number and the ratios
 # ferroce/rxe) and gnuplot's charts (bw-vs-size.svg, latency.svg,
 # qp-scaling.svg; the gnuplot root is scripts/make-plot-root.sh's), and
@@ -33,10 +34,10 @@ log "make bench: results in $out"
 plot_root=$("$FERROCE_TOP/scripts/make-plot-root.sh") ||
 	{ log "the plot root could not be built: no charts"; plot_root=none; }
 
-# Both scenarios in one qemu-test/run (it builds the kernel module, the
-# device process and the provider once), rxe first.  Its last line per
-# scenario is "PASS|FAIL NAME (...) RUN_DIR".
-scenarios=(bench-rxe bench-ferroce)
+# The scenarios in one qemu-test/run (it builds the kernel module, the
+# device process and the provider once), rxe first at each MTU.  Its last
+# line per scenario is "PASS|FAIL NAME (...) RUN_DIR".
+scenarios=(bench-rxe bench-ferroce bench-rxe-jumbo bench-ferroce-jumbo)
 "$FERROCE_TOP/qemu-test/run" "${scenarios[@]}" 2>&1 | tee "$out/qemu-test-run.log" || true
 status=0
 declare -A dir=()
@@ -72,7 +73,8 @@ for s in "${scenarios[@]}"; do
 done
 
 rc=0
-python3 "$FERROCE_TOP/scripts/bench-report.py" "${dir[bench-rxe]}" "${dir[bench-ferroce]}" "$out" "$plot_root" || rc=$?
+python3 "$FERROCE_TOP/scripts/bench-report.py" "${dir[bench-rxe]}" "${dir[bench-ferroce]}" \
+	"${dir[bench-rxe-jumbo]}" "${dir[bench-ferroce-jumbo]}" "$out" "$plot_root" || rc=$?
 case $rc in
 0) ;;
 3) log "a ratio could not be computed (see \"missing\" in bench.json)" ;;
@@ -87,5 +89,6 @@ for c in bw-vs-size latency qp-scaling; do
 	[ -s "$out/$c.svg" ] && echo "chart:      $out/$c.svg"
 done
 echo "runs:       rxe ${dir[bench-rxe]}, ferroce ${dir[bench-ferroce]}"
+echo "            MTU 9000: rxe ${dir[bench-rxe-jumbo]}, ferroce ${dir[bench-ferroce-jumbo]}"
 [ "$status" = 0 ] || echo "make bench: FAILED (a scenario failed, a ratio is missing or a chart was not drawn; see above)"
 exit "$status"

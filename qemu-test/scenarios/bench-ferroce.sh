@@ -12,8 +12,11 @@ GUEST=bench
 # No wire capture: it costs the device two writes per frame.
 DEVICE_PCAP=0
 
+# The segment's MTU: 1500 here, 9000 in bench-ferroce-jumbo.
+BENCH_MTU=1500
+
 setup() {
-	segment lan
+	segment lan mtu="$BENCH_MTU"
 	vm vm1 ferroce lan 10.0.1.1/24 ferroce
 	vm vm2 ferroce lan 10.0.1.2/24 ferroce
 }

@@ -10,8 +10,11 @@ TIMEOUT=1200
 CTL_SERVER=0
 GUEST=bench
 
+# The segment's MTU: 1500 here, 9000 in bench-rxe-jumbo.
+BENCH_MTU=1500
+
 setup() {
-	segment lan
+	segment lan mtu="$BENCH_MTU"
 	vm vm1 rxe lan 10.0.1.1/24
 	vm vm2 rxe lan 10.0.1.2/24
 }

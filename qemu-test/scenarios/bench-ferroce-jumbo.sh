@@ -1,0 +1,10 @@
+# SPDX-License-Identifier: GPL-2.0
+# shellcheck shell=bash disable=SC2034 # DESC/TIMEOUT/hooks are read by qemu-test/run
+# make bench's ferroce half with jumbo frames: bench-ferroce on a segment whose
+# bridge, taps and guest eth0 have MTU 9000, so the RDMA port runs at IB MTU
+# 4096 (bench.guest checks it).  Not part of make check (BENCH_ONLY).
+# shellcheck source=bench-ferroce.sh
+. "$SCEN_DIR/bench-ferroce.sh"
+DESC="make bench over ferroce at MTU 9000 (jumbo frames, IB MTU 4096): the same benchmark as bench-ferroce"
+BENCH_ONLY=1
+BENCH_MTU=9000
