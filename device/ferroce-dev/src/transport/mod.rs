@@ -100,7 +100,7 @@ use memreg::LocalOp;
 /// Largest number of unacknowledged PSNs in flight per QP.
 pub const WINDOW: i32 = 512;
 /// Packets the RC requesters of one device may have unacknowledged
-/// together (device.rst "Backpressure"): each busy RC QP's window is an
+/// together (device.rst "RC requester"): each busy RC QP's window is an
 /// equal share of it when that is less than [`WINDOW`]. The wire has no
 /// flow control: what a peer's port has not read yet waits in its queue
 /// (a tap's: 10000 frames in the test bed and the usage page), and 64 QPs
@@ -1240,22 +1240,26 @@ impl State {
             })
     }
 
-    /// The window of an RC requester (`e`, lent out of its QP): [`WINDOW`],
-    /// or its equal share of [`INFLIGHT_BUDGET`] among the RC QPs with
-    /// packets unacknowledged if that is smaller, but at least
-    /// [`MIN_WINDOW`]. The busy QPs are counted again at most every
+    /// The window of RC requester `c` (its engine `e` lent out of the QP):
+    /// [`WINDOW`], or its equal share of [`INFLIGHT_BUDGET`] among the RC
+    /// QPs in RTS or SQD with packets unacknowledged if that is smaller, but
+    /// at least [`MIN_WINDOW`]. The busy QPs are counted again at most every
     /// [`BUSY_RECOUNT_NS`]: a count, not a sum kept up to date, so that no
     /// path that resets, errors or destroys a QP can leak budget.
-    pub(crate) fn rc_window(&mut self, e: &Engine) -> i32 {
+    fn rc_window(&mut self, c: &QpCtx, e: &Engine) -> i32 {
         if self.now_ns.saturating_sub(self.busy_counted_ns) >= BUSY_RECOUNT_NS {
             self.busy_counted_ns = self.now_ns;
+            let sending = |t: u8, state: u8, e: &Engine| {
+                t == QPT_RC && matches!(state, QPS_RTS | QPS_SQD) && e.next_psn != e.una
+            };
             let others = self
                 .qps
                 .iter()
-                .filter(|(_, q)| q.qp_type == QPT_RC && q.engine.next_psn != q.engine.una)
+                .filter(|(_, q)| sending(q.qp_type, q.state, &q.engine))
                 .count();
             // The QP being served holds its engine out of the table.
-            self.busy_rc = others.saturating_add(usize::from(e.next_psn != e.una));
+            let state = self.qps.get(c.qpn).map_or(c.state, |q| q.state);
+            self.busy_rc = others.saturating_add(usize::from(sending(c.qp_type, state, e)));
         }
         let share = INFLIGHT_BUDGET as usize / self.busy_rc.max(1);
         i32::try_from(share)

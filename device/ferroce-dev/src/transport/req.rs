@@ -299,7 +299,7 @@ impl State {
     /// a local operation (nothing after one is fetched before it executed).
     pub(super) fn fetch_new_wqes(&mut self, c: &QpCtx, e: &mut Engine, mtu: u64) {
         let rc = c.rc();
-        let window = if rc { self.rc_window(e) } else { WINDOW };
+        let window = if rc { self.rc_window(c, e) } else { WINDOW };
         let was_idle = e.next_psn == e.una;
         // New WQEs are started only in RTS (SQD drains what is outstanding).
         let state = self.qps.get(c.qpn).map_or(c.state, |q| q.state);
@@ -350,7 +350,7 @@ impl State {
         // READs, atomics, ATOMIC_WRITEs and FLUSHes together (IBTA 9.5:
         // the initiator depth; each takes a responder resource).
         let max_reads = usize::from(c.attr.max_rd_atomic.max(1));
-        let window = self.rc_window(e);
+        let window = if uc { WINDOW } else { self.rc_window(c, e) };
         let mut sent_any = false;
         let mut reads_pending = 0usize;
         let mut payload = Vec::new();
