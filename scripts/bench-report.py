@@ -185,18 +185,17 @@ def collect(run):
         r[k] = num(v) if v else None
     outs = run.notes[CLIENT].get("bench_outstanding_reads")
     r["outstanding_reads"] = num(outs) if outs else None
-    r["bandwidth"] = {}
-    for op in OPS:
-        rows, cmd, _ = run.test(op + "_bw", "%s.%s_bw" % (run.kind, op))
-        row = rows[0] if rows else None
-        r["bandwidth"][op] = dict(row or {}, command=cmd)
-        r[op + "_bw"] = row.get("bw_average") if row else None
-    r["latency"] = {}
-    for op in OPS:
-        rows, cmd, _ = run.test(op + "_lat", "%s.%s_lat" % (run.kind, op))
-        row = rows[0] if rows else None
-        r["latency"][op] = dict(row or {}, command=cmd)
-        r[op + "_lat"] = row.get("t_typical") if row else None
+    # Bandwidth (BW average) and latency (t_typical) of each operation:
+    # the whole row under "bandwidth"/"latency", the headline number as
+    # OP_bw / OP_lat.
+    for group, suffix, headline in (("bandwidth", "_bw", "bw_average"),
+                                    ("latency", "_lat", "t_typical")):
+        r[group] = {}
+        for op in OPS:
+            rows, cmd, _ = run.test(op + suffix, "%s.%s%s" % (run.kind, op, suffix))
+            row = rows[0] if rows else None
+            r[group][op] = dict(row or {}, command=cmd)
+            r[op + suffix] = row.get(headline) if row else None
     # The sweep: a failed run keeps the sizes it completed (each row is a
     # whole measurement), the others are null.
     rows, cmd, failed = run.test("write_bw_sweep", "%s.write_bw_sweep" % run.kind,
