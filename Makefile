@@ -75,8 +75,11 @@ modules:
 
 # rdma-core's private headers and provider flags come from the tree that
 # scripts/make-rdma-core.sh prepares once (~1 min) in $FERROCE_CACHE.
-PROVIDER_MAKE = rc=$$($(TOP)/scripts/make-rdma-core.sh) && $(TOP)/scripts/in-root -- \
-	make -C $(TOP)/providers/ferroce RDMA_CORE=$$rc O=$(PROVIDER_OUT)
+# RDMA_DRIVER_FERROCE comes from the kernel's uapi (the one the kernel series
+# targets): its source is the kernel build's.
+PROVIDER_MAKE = rc=$$($(TOP)/scripts/make-rdma-core.sh) && ksrc=$$($(KSRC_CMD)) && \
+	$(TOP)/scripts/in-root -- make -C $(TOP)/providers/ferroce RDMA_CORE=$$rc \
+	KERNEL_UAPI=$$ksrc/include/uapi O=$(PROVIDER_OUT)
 
 provider:
 	$(PROVIDER_MAKE)

@@ -72,10 +72,16 @@ static const struct verbs_context_ops ferroce_context_ops = {
 static struct ferroce_context *ferroce_init_context(struct ibv_device *ibdev,
 						   int cmd_fd)
 {
+	struct verbs_device *vdev = verbs_get_device(ibdev);
 	struct ferroce_context *ctx;
 
+	/*
+	 * uverbs ioctls must carry the driver id the kernel reports:
+	 * RDMA_DRIVER_FERROCE, or RDMA_DRIVER_UNKNOWN from a ferroce.ko that
+	 * predates it (matched by PCI ID).
+	 */
 	ctx = verbs_init_and_alloc_context(ibdev, cmd_fd, ctx, ibv_ctx,
-					   RDMA_DRIVER_UNKNOWN);
+					   vdev->sysfs->driver_id);
 	if (!ctx)
 		return NULL;
 
@@ -217,10 +223,11 @@ static void ferroce_device_free(struct verbs_device *vdev)
 }
 
 /*
- * ferroce.ko registers with RDMA_DRIVER_UNKNOWN (no driver id allocated
- * upstream yet), so the device is matched by its PCI ID.
+ * By driver id once the kernel reports RDMA_DRIVER_FERROCE, and by PCI ID
+ * for kernels whose ferroce.ko predates it.
  */
 static const struct verbs_match_ent ferroce_match_table[] = {
+	VERBS_DRIVER_ID(RDMA_DRIVER_FERROCE),
 	VERBS_PCI_MATCH(FERROCE_PCI_VENDOR_ID, FERROCE_PCI_DEVICE_ID, NULL),
 	{},
 };

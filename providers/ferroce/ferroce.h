@@ -22,9 +22,10 @@
 #include <infiniband/kern-abi.h>
 #include <util/util.h>
 
-#include <ferroce/ferroce-hw.h>
 #include <rdma/ferroce-abi.h>
 #include <kernel-abi/ferroce-abi.h>
+
+#include "ferroce-hw.h"
 
 DECLARE_DRV_CMD(ferroce_alloc_context, IB_USER_VERBS_CMD_GET_CONTEXT,
 		empty, ferroce_uresp_alloc_ctx);

@@ -18,6 +18,7 @@ usage: uverbs-bad.py /dev/infiniband/uverbsN
 import ctypes
 import errno
 import fcntl
+import importlib.util
 import mmap
 import os
 import struct
@@ -46,7 +47,9 @@ UVERBS_OBJECT_CQ, UVERBS_METHOD_CQ_CREATE = 3, 0
 (CQ_ATTR_HANDLE, CQ_ATTR_CQE, CQ_ATTR_USER_HANDLE, CQ_ATTR_COMP_VECTOR,
  CQ_ATTR_RESP_CQE) = 0, 1, 2, 4, 6
 UVERBS_ATTR_UHW_IN, UVERBS_ATTR_UHW_OUT = 1 << 12, (1 << 12) + 1
-RDMA_DRIVER_UNKNOWN = 0  # ferroce-abi.h: no driver id allocated yet
+# The header's driver_id must be the one the kernel reports for the device
+# (RDMA_DRIVER_FERROCE), as libibverbs sends it: set by main().
+DRIVER_ID = None
 
 # include/uapi/rdma/ib_user_ioctl_verbs.h
 QPT_SMI, QPT_RC, QPT_UC, QPT_UD, QPT_XRC_INI, QPT_XRC_TGT, QPT_DRIVER = 0, 2, 3, 4, 9, 10, 0xFF
@@ -164,7 +167,7 @@ def ioctl(fd, obj, method, attrs):
     """One RDMA_VERBS_IOCTL: attrs are (attr_id, len, data) triples.
     Returns (errno, the attrs as the kernel left them)."""
     buf = bytearray(struct.pack("<HHHHQII", 24 + 16 * len(attrs), obj, method, len(attrs), 0,
-                                RDMA_DRIVER_UNKNOWN, 0))
+                                DRIVER_ID, 0))
     for attr_id, length, data in attrs:
         buf += struct.pack("<HHHHQ", attr_id, length, 0, 0, data)
     try:
@@ -807,8 +810,21 @@ def check_close(path, pin0):
           fails == 0, f"{fails} failed, first {first}")
 
 
+def kernel_driver_id(path):
+    """The driver id the kernel reports for uverbs device PATH (RDMA netlink,
+    asked by uverbs-driver-id.py beside this file)."""
+    spec = importlib.util.spec_from_file_location(
+        "uverbs_driver_id", os.path.join(os.path.dirname(__file__), "uverbs-driver-id.py"))
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    with open(f"/sys/class/infiniband_verbs/{os.path.basename(path)}/ibdev") as f:
+        return mod.kernel_driver_id(f.read().strip())
+
+
 def main():
+    global DRIVER_ID
     path = sys.argv[1]
+    DRIVER_ID = kernel_driver_id(path)
     pin0 = vm_pinned()
     c = Ctx(path)
     if not check_context(path, c):

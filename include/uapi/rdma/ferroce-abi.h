@@ -26,9 +26,11 @@
  * a provider zero-fills its response before the command, so fields an older
  * driver does not write read as 0 (and comp_mask says what was written).
  *
- * Driver id: the module registers with RDMA_DRIVER_UNKNOWN until a value in
- * enum rdma_driver_id is allocated upstream; the provider therefore matches
- * the device by PCI ID (FERROCE_PCI_VENDOR_ID / FERROCE_PCI_DEVICE_ID).
+ * Driver id: RDMA_DRIVER_FERROCE (enum rdma_driver_id,
+ * <rdma/ib_user_ioctl_verbs.h>). The provider matches the device by it, and
+ * by PCI ID (FERROCE_PCI_VENDOR_ID / FERROCE_PCI_DEVICE_ID) when a module
+ * older than the id reports RDMA_DRIVER_UNKNOWN; its uverbs ioctls carry the
+ * id the kernel reports.
  */
 #ifndef FERROCE_ABI_USER_H
 #define FERROCE_ABI_USER_H

@@ -1431,6 +1431,13 @@ int ibv_cmd_destroy_srq(struct ibv_srq *srq)
 }
 
 /*
+ * A fake ferroce device as libibverbs makes it: the kernel reported
+ * RDMA_DRIVER_FERROCE (the context's uverbs ioctls carry it).
+ */
+static struct verbs_sysfs_dev fake_sysfs = { .driver_id = RDMA_DRIVER_FERROCE };
+#define FAKE_VERBS_DEVICE { .ops = &ferroce_dev_ops, .sysfs = &fake_sysfs }
+
+/*
  * A context of a fake ferroce device, created through the fake commands
  * above. The doorbell page it maps is /dev/zero's shared zeroes; one
  * device reference is held for the test, so freeing the context never
@@ -1452,7 +1459,7 @@ static struct verbs_context *old_driver_context(struct verbs_device *vdev)
  */
 static void test_old_driver(void)
 {
-	static struct verbs_device vdev = { .ops = &ferroce_dev_ops };
+	static struct verbs_device vdev = FAKE_VERBS_DEVICE;
 	struct ibv_qp_init_attr qattr = { .qp_type = IBV_QPT_RC };
 	struct ibv_ah_attr aattr = { .port_num = 1 };
 	struct ferroce_context *ctx;
@@ -1585,7 +1592,7 @@ out_ctx:
  */
 static void test_uc_create(void)
 {
-	static struct verbs_device vdev = { .ops = &ferroce_dev_ops };
+	static struct verbs_device vdev = FAKE_VERBS_DEVICE;
 	struct ibv_qp_init_attr qattr = { .qp_type = IBV_QPT_UC };
 	struct ibv_qp_init_attr_ex xattr = {};
 	struct ferroce_context *ctx;
@@ -1710,7 +1717,7 @@ static void check_srq_qp(struct ibv_pd *pd, struct ibv_cq *cq,
  */
 static void test_srq_create(void)
 {
-	static struct verbs_device vdev = { .ops = &ferroce_dev_ops };
+	static struct verbs_device vdev = FAKE_VERBS_DEVICE;
 	struct ibv_srq_init_attr sattr = {
 		.srq_context = &sattr, .attr = { .max_wr = 5, .max_sge = 2 },
 	};
@@ -1965,7 +1972,7 @@ static uint64_t srq_wr_id(struct ferroce_srq *srq, uint16_t idx)
  */
 static void test_srq_resize(void)
 {
-	static struct verbs_device vdev = { .ops = &ferroce_dev_ops };
+	static struct verbs_device vdev = FAKE_VERBS_DEVICE;
 	struct ibv_srq_init_attr sattr = {
 		.attr = { .max_wr = 4, .max_sge = 1 },
 	};
@@ -2316,7 +2323,7 @@ static void cq_check_copied(struct ferroce_cq *cq, uint32_t i, uint64_t wr_id)
  */
 static void test_cq_resize(void)
 {
-	static struct verbs_device vdev = { .ops = &ferroce_dev_ops };
+	static struct verbs_device vdev = FAKE_VERBS_DEVICE;
 	struct ferroce_context *ctx;
 	struct verbs_context *vctx;
 	struct ferroce_cqe *old_buf;
@@ -2432,7 +2439,7 @@ out_ctx:
  */
 static void test_cq_resize_ex(void)
 {
-	static struct verbs_device vdev = { .ops = &ferroce_dev_ops };
+	static struct verbs_device vdev = FAKE_VERBS_DEVICE;
 	struct ibv_cq_init_attr_ex ca = {
 		.cqe = 16, .wc_flags = IBV_WC_STANDARD_FLAGS,
 	};
@@ -3108,7 +3115,7 @@ int ibv_cmd_rereg_mr(struct verbs_mr *vmr, uint32_t flags, void *addr,
  */
 static void test_mw_verbs(void)
 {
-	static struct verbs_device vdev = { .ops = &ferroce_dev_ops };
+	static struct verbs_device vdev = FAKE_VERBS_DEVICE;
 	struct ibv_qp_init_attr qattr = { .qp_type = IBV_QPT_RC };
 	struct verbs_mr vmr = {};
 	struct ibv_mw_bind bind = {};
@@ -3566,7 +3573,7 @@ static struct verbs_context *import_context(struct verbs_device *vdev,
  */
 static void test_import(void)
 {
-	static struct verbs_device vdev = { .ops = &ferroce_dev_ops };
+	static struct verbs_device vdev = FAKE_VERBS_DEVICE;
 	struct ibv_qp_init_attr_ex xattr = {};
 	struct ferroce_sq_wqe_rdma *rdma;
 	struct ferroce_sq_wqe_hdr *hdr;
@@ -3734,7 +3741,7 @@ out_ctx:
  */
 static void test_mpe_create(void)
 {
-	static struct verbs_device vdev = { .ops = &ferroce_dev_ops };
+	static struct verbs_device vdev = FAKE_VERBS_DEVICE;
 	static const uint64_t ops[] = {
 		IBV_QP_EX_WITH_ATOMIC_WRITE, IBV_QP_EX_WITH_FLUSH,
 	};

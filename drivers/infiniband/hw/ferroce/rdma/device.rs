@@ -58,6 +58,10 @@ pub(crate) trait Driver: Send + Sync + Sized + 'static {
     /// which its rdma-core provider checks.
     const UVERBS_ABI_VERSION: u32;
 
+    /// The driver's `enum rdma_driver_id` value (`ib_device_ops.driver_id`),
+    /// which rdma-core matches its provider by.
+    const DRIVER_ID: b::rdma_driver_id;
+
     /// Fills in the device attributes (zeroed by ib_core).
     fn query_device(dev: &Device<Self>, attr: &mut DeviceAttr) -> Result;
 
@@ -748,7 +752,7 @@ impl<T: Driver> Adapter<T> {
         // SAFETY: `ib_device_ops` is plain data (pointers, integers and
         // nullable function pointers), so all zeroes is a valid value.
         let mut ops: b::ib_device_ops = unsafe { core::mem::zeroed() };
-        ops.driver_id = b::rdma_driver_id_RDMA_DRIVER_UNKNOWN;
+        ops.driver_id = T::DRIVER_ID;
         ops.uverbs_abi_ver = T::UVERBS_ABI_VERSION;
         ops.dealloc_driver = Some(Self::dealloc_driver);
         ops.query_device = Some(Self::query_device);
