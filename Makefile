@@ -14,6 +14,11 @@
 #   make provider   libferroce, the rdma-core provider (providers/ferroce),
 #                   against a cached rdma-core of the root's libibverbs
 #                   version, inside the trixie root, into .build/provider/
+#   make provider-series
+#                   libferroce as a patch series against upstream rdma-core
+#                   (its own layout and CMake), in .build/provider-series/
+#   make provider-check
+#                   the provider's tests, against both builds
 #   make run        the main job: VMs, RDMA, perftest, results shown
 #   make check      every test (cargo, KUnit, VM scenarios); ends with
 #                   "N passed, N failed"
@@ -66,7 +71,7 @@ PROVIDER_C_SOURCES = $(shell find providers -name '*.[ch]' 2>/dev/null)
 
 PROVIDER_OUT := $(TOP)/.build/provider
 
-.PHONY: all modules provider provider-check device run check soak bench lint install clean help
+.PHONY: all modules provider provider-check provider-series device run check soak bench lint install clean help
 
 all: modules provider device
 
@@ -84,14 +89,24 @@ PROVIDER_MAKE = rc=$$($(TOP)/scripts/make-rdma-core.sh) && ksrc=$$($(KSRC_CMD)) 
 provider:
 	$(PROVIDER_MAKE)
 
+# provider-check: the out-of-tree build's unit, symbol and load tests, then
+# the provider series built in rdma-core's tree by its own CMake, with the
+# unit and load tests against that build.
 provider-check:
 	$(PROVIDER_MAKE) check
+	$(TOP)/scripts/provider-upstream-check.sh
+
+# provider-series [SERIES_OUT=dir]: libferroce as git format-patch patches
+# against upstream rdma-core (the root's version), with a cover letter.
+SERIES_OUT ?= $(TOP)/.build/provider-series
+provider-series:
+	$(TOP)/scripts/make-provider-series.sh $(SERIES_OUT)
 
 device:
 	cd $(DEVICE_DIR) && $(TOP)/scripts/in-root -- cargo build --release -p ferroce-dev
 
 help:
-	@sed -n '3,28p' Makefile
+	@sed -n '3,33p' Makefile
 
 run:
 	$(TOP)/scripts/run-main.sh
