@@ -39,6 +39,8 @@ mod generated {
 
     // Generated into the object directory (see Kbuild).
     include!(env!("FERROCE_BINDINGS_RSI"));
+    // The C helpers (`ferroce_helpers.c`), bound by the names they wrap.
+    include!(env!("FERROCE_HELPERS_RSI"));
 }
 
 /// An admin command payload of `ferroce-hw.h` (`struct ferroce_cmd_<name>`,

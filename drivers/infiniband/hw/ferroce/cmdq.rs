@@ -14,7 +14,6 @@
 
 use crate::{
     bindings::{self as hw, Command},
-    rdma::kext,
     regs::{self, DevresBar0},
 };
 use core::mem::{offset_of, size_of};
@@ -23,6 +22,7 @@ use kernel::{
     dma::{Coherent, DmaAddress},
     io::{io_read, io_write, poll::read_poll_timeout, Io},
     prelude::*,
+    sync::barrier::{dma_mb, Read},
     time::Delta,
 };
 
@@ -135,7 +135,7 @@ impl CmdQ {
             Delta::from_micros(20),
             timeout,
         )?;
-        kext::dma_rmb();
+        dma_mb(Read);
 
         let w0 = self.comp_word(slot, COMP_ID_WORD)?;
         let got_id = (w0 & 0xffff) as u16;

@@ -33,6 +33,7 @@ use kernel::{
     new_mutex, new_spinlock_irq, pci,
     prelude::*,
     sync::aref::ARef,
+    sync::barrier::{dma_mb, Read},
     sync::{Arc, Mutex, SpinLockIrq},
     time::Delta,
     transmute::FromBytes,
@@ -399,7 +400,7 @@ impl Shared {
         // shorter than `R`: its new fields read 0.
         scratch.clear_resp(out.len())?;
         self.exec(&cmd(scratch.resp_addr(), out.len() as u32))?;
-        kext::dma_rmb();
+        dma_mb(Read);
         scratch.read_resp(out)?;
         R::from_bytes_copy(out).ok_or(EIO)
     }
@@ -721,6 +722,16 @@ impl PortWatch {
     }
 }
 
+/// The MAC a port pairs by: the netdev's permanent address, or `dev_addr`
+/// if it has none. `None` for netdevs that carry a port's MAC without being
+/// its own: anything not Ethernet, VLANs, bridge and bond masters.
+fn pair_mac(nd: &NetDev<'_>) -> Option<[u8; 6]> {
+    if !nd.is_ether() || nd.is_vlan() || nd.is_bridge_master() || nd.is_lag_master() {
+        return None;
+    }
+    nd.perm_addr().filter(|a| *a != [0; 6]).or_else(|| nd.mac())
+}
+
 impl NetdevHandler for PortWatch {
     fn event(&self, event: NetdevEvent, nd: NetDev<'_>) {
         if self.closing.load(Ordering::Relaxed) {
@@ -730,7 +741,7 @@ impl NetdevHandler for PortWatch {
         let is_ours = paired.as_ref().is_some_and(|p| p.get().same_as(&nd));
         match event {
             NetdevEvent::Register if paired.is_none() => {
-                if nd.pair_mac() == Some(self.mac) {
+                if pair_mac(&nd) == Some(self.mac) {
                     self.pair(nd);
                 }
             }

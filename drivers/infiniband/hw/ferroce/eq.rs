@@ -7,7 +7,7 @@
 
 #![forbid(unsafe_code)]
 
-use crate::{bindings as hw, rdma::kext};
+use crate::bindings as hw;
 use core::{
     mem::{offset_of, size_of},
     sync::atomic::{AtomicU16, Ordering},
@@ -17,6 +17,7 @@ use kernel::{
     dma::{Coherent, DmaAddress},
     io::io_read,
     prelude::*,
+    sync::barrier::{dma_mb, Read},
 };
 
 /// The name of MSI-X vector `index` in `/proc/interrupts`: `ferroce-async`
@@ -131,7 +132,7 @@ impl Eq {
             if (w >> OWNER.1) & hw::FERROCE_EQE_OWNER != phase {
                 break;
             }
-            kext::dma_rmb();
+            dma_mb(Read);
             let eqe = Eqe {
                 event_type: ((self.word(slot, TYPE.0)? >> TYPE.1) & 0xff) as u8,
                 obj: self.word(slot, OBJ)?,

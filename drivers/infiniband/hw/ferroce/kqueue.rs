@@ -17,7 +17,7 @@ use crate::{
     bindings::{self as hw},
     dbrec::{DbRec, DbRecPool},
     ib::IbDev,
-    rdma::{self, kext, NetType, RecvWr, RecvWrs, SendOp, SendWr, SendWrs, Sge, Wc, WcOp, WcOut},
+    rdma::{self, NetType, RecvWr, RecvWrs, SendOp, SendWr, SendWrs, Sge, Wc, WcOp, WcOut},
 };
 use core::{mem::size_of, sync::atomic::Ordering};
 use kernel::{
@@ -25,6 +25,7 @@ use kernel::{
     io::{io_read, io_write},
     new_spinlock_irq,
     prelude::*,
+    sync::barrier::{dma_mb, Read, Write},
     sync::SpinLockIrq,
     transmute::{AsBytes, FromBytes},
 };
@@ -145,7 +146,7 @@ impl KernelCq {
         if u16::from(owner) != phase {
             return Ok(None);
         }
-        kext::dma_rmb();
+        dma_mb(Read);
         let mut bytes = [0u8; hw::FERROCE_CQE_SIZE as usize];
         for (i, chunk) in bytes.chunks_exact_mut(8).enumerate() {
             let w: u64 = io_read!(&self.ring, [try: slot + i]);
@@ -380,7 +381,7 @@ impl KernelQp {
         if idx.pi != start {
             // WQEs, then the record, then the doorbell (device.rst,
             // posting rules); the MMIO write orders the record before it.
-            kext::dma_wmb();
+            dma_mb(Write);
             self.sq_dbrec.write(u32::from(idx.pi))?;
             ring_doorbell(dev, hw::FERROCE_DB_SQ, qp_doorbell(qpn, idx.pi))?;
         }
@@ -565,7 +566,7 @@ impl KernelQp {
             idx.pi = idx.pi.wrapping_add(1);
         }
         if idx.pi != start {
-            kext::dma_wmb();
+            dma_mb(Write);
             dbrec.write(u32::from(idx.pi))?;
             ring_doorbell(dev, hw::FERROCE_DB_RQ, qp_doorbell(qpn, idx.pi))?;
         }
@@ -671,7 +672,7 @@ impl KernelSrq {
         }
         if *pi != start {
             // WQEs before the index that publishes them.
-            kext::dma_wmb();
+            dma_mb(Write);
             self.dbrec.write(u32::from(*pi))?;
         }
         r

@@ -79,36 +79,75 @@ impl<'a> NetDev<'a> {
         self.ptr == other.ptr
     }
 
+    /// Whether the netdev is an Ethernet device (`ARPHRD_ETHER`, 6-byte
+    /// addresses).
+    pub(crate) fn is_ether(&self) -> bool {
+        // SAFETY: `ptr` is a valid netdev (type invariant); the helpers read
+        // one field each.
+        unsafe {
+            u32::from(b::netdev_type(self.ptr.as_ptr())) == b::ARPHRD_ETHER
+                && u32::from(b::netdev_addr_len(self.ptr.as_ptr())) == kernel::bindings::ETH_ALEN
+        }
+    }
+
+    /// Copies the first 6 bytes of an address array of the netdev, `None`
+    /// if its addresses are not 6 bytes long.
+    fn addr6(&self, addr: *const u8) -> Option<[u8; 6]> {
+        // SAFETY: `ptr` is a valid netdev (type invariant).
+        let len = unsafe { b::netdev_addr_len(self.ptr.as_ptr()) };
+        if u32::from(len) != kernel::bindings::ETH_ALEN || addr.is_null() {
+            return None;
+        }
+        let mut mac = [0u8; 6];
+        // SAFETY: `addr` is one of the netdev's address arrays, which hold
+        // at least `addr_len` (6) bytes; `mac` has room for 6.
+        unsafe { core::ptr::copy_nonoverlapping(addr, mac.as_mut_ptr(), 6) };
+        Some(mac)
+    }
+
     /// The current Ethernet address of the netdev (`dev_addr`), `None` if it
     /// is not 6 bytes long.
     pub(crate) fn mac(&self) -> Option<[u8; 6]> {
-        let mut mac = [0u8; 6];
-        // SAFETY: `ptr` is a valid netdev (type invariant) and `mac` has room
-        // for the 6 bytes the helper copies.
-        let ret = unsafe { b::ferroce_netdev_mac(self.ptr.as_ptr(), mac.as_mut_ptr()) };
-        (ret == 0).then_some(mac)
+        // SAFETY: `ptr` is a valid netdev (type invariant).
+        self.addr6(unsafe { b::netdev_dev_addr(self.ptr.as_ptr()) })
     }
 
-    /// The MAC a NIC port pairs by: the permanent address, or `dev_addr`
-    /// if there is none. `None` for netdevs that are never a port's own
-    /// (not Ethernet, VLANs, bridge and bond masters).
-    pub(crate) fn pair_mac(&self) -> Option<[u8; 6]> {
-        let mut mac = [0u8; 6];
-        // SAFETY: as in `mac`.
-        let ret = unsafe { b::ferroce_netdev_pair_mac(self.ptr.as_ptr(), mac.as_mut_ptr()) };
-        (ret == 0).then_some(mac)
+    /// The permanent (burnt-in) Ethernet address of the netdev
+    /// (`perm_addr`, all zeroes if it has none), `None` if its addresses
+    /// are not 6 bytes long.
+    pub(crate) fn perm_addr(&self) -> Option<[u8; 6]> {
+        // SAFETY: `ptr` is a valid netdev (type invariant).
+        self.addr6(unsafe { b::netdev_perm_addr(self.ptr.as_ptr()) })
+    }
+
+    /// `is_vlan_dev()`.
+    pub(crate) fn is_vlan(&self) -> bool {
+        // SAFETY: `ptr` is a valid netdev (type invariant).
+        unsafe { b::is_vlan_dev(self.ptr.as_ptr()) }
+    }
+
+    /// `netif_is_bridge_master()`.
+    pub(crate) fn is_bridge_master(&self) -> bool {
+        // SAFETY: `ptr` is a valid netdev (type invariant).
+        unsafe { b::netif_is_bridge_master(self.ptr.as_ptr()) }
+    }
+
+    /// `netif_is_lag_master()` (bond and team masters).
+    pub(crate) fn is_lag_master(&self) -> bool {
+        // SAFETY: `ptr` is a valid netdev (type invariant).
+        unsafe { b::netif_is_lag_master(self.ptr.as_ptr()) }
     }
 
     /// `netif_running() && netif_carrier_ok()`.
     pub(crate) fn oper_up(&self) -> bool {
         // SAFETY: `ptr` is a valid netdev (type invariant).
-        unsafe { b::ferroce_netdev_oper_up(self.ptr.as_ptr()) }
+        unsafe { b::netif_running(self.ptr.as_ptr()) && b::netif_carrier_ok(self.ptr.as_ptr()) }
     }
 
     /// The netdev's MTU.
     pub(crate) fn mtu(&self) -> u32 {
         // SAFETY: `ptr` is a valid netdev (type invariant).
-        unsafe { b::ferroce_netdev_mtu(self.ptr.as_ptr()) }
+        unsafe { b::netdev_mtu(self.ptr.as_ptr()) }
     }
 
     /// The netdev's name. Only stable under RTNL: use it for messages.
@@ -116,7 +155,7 @@ impl<'a> NetDev<'a> {
         // SAFETY: `ptr` is a valid netdev (type invariant); its name is a
         // NUL-terminated array inside it, rewritten only under RTNL (with
         // the terminating NUL kept in place).
-        unsafe { CStr::from_char_ptr(b::ferroce_netdev_name(self.ptr.as_ptr())) }
+        unsafe { CStr::from_char_ptr(b::netdev_name(self.ptr.as_ptr())) }
     }
 }
 
@@ -159,7 +198,7 @@ impl NetDevRef {
 impl Drop for NetDevRef {
     fn drop(&mut self) {
         // SAFETY: we hold a reference on `ptr` (type invariant).
-        unsafe { b::ferroce_netdev_put(self.ptr.as_ptr()) };
+        unsafe { b::dev_put(self.ptr.as_ptr()) };
     }
 }
 

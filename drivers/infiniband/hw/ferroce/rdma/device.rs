@@ -690,6 +690,22 @@ impl QpAttrOut<'_> {
     }
 }
 
+/// The header of `struct uverbs_attr_bundle` (its `struct_group_tagged`
+/// `uverbs_attr_bundle_hdr`, which starts the bundle).
+type BundleHdr = b::uverbs_attr_bundle__bindgen_ty_1_uverbs_attr_bundle_hdr;
+const _: () = assert!(core::mem::offset_of!(b::uverbs_attr_bundle, __bindgen_anon_1) == 0);
+
+/// The driver udata of a uverbs command's bundle (`&attrs->driver_udata`).
+///
+/// # Safety
+///
+/// `attrs` must point to a `struct uverbs_attr_bundle`.
+unsafe fn bundle_udata(attrs: *mut b::uverbs_attr_bundle) -> *mut b::ib_udata {
+    // SAFETY: the bundle starts with its header (`BundleHdr`, checked
+    // above); only an address is computed.
+    unsafe { &raw mut (*attrs.cast::<BundleHdr>()).driver_udata }
+}
+
 /// The driver state of the user context a uverbs command runs in;
 /// `EINVAL` if the command's file has no context.
 ///
@@ -698,9 +714,20 @@ impl QpAttrOut<'_> {
 /// `udata` must be the driver udata of a uverbs command of a device of
 /// driver `T`; the returned reference must not outlive the command.
 pub(super) unsafe fn ctx_of<'a, T: Driver>(udata: &UData<'_>) -> Result<&'a T::UContext> {
-    // SAFETY: per the safety requirements `udata` sits in a command's
-    // bundle; the helper returns that command's file's context, or NULL.
-    let uctx = unsafe { b::ferroce_udata_ucontext(udata.as_raw()) };
+    // SAFETY: per the safety requirements `udata` is the `driver_udata` of
+    // a command's bundle, whose header starts the bundle.
+    let hdr = unsafe {
+        udata
+            .as_raw()
+            .byte_sub(core::mem::offset_of!(BundleHdr, driver_udata))
+            .cast::<BundleHdr>()
+    };
+    // SAFETY: `hdr` is the command's bundle header, valid for the command;
+    // the bundle's `context` is set only for commands that create an
+    // object, so ask the command's file, as `ib_uverbs_get_ucontext()`
+    // does: its context or an error pointer.
+    let uctx = unsafe { b::ib_uverbs_get_ucontext_file((*hdr).ufile) };
+    let uctx = kernel::error::from_err_ptr(uctx).map_err(|_| EINVAL)?;
     if uctx.is_null() {
         return Err(EINVAL);
     }
@@ -1488,9 +1515,21 @@ impl<T: Driver> Registration<'_, T> {
         // SAFETY: the device is registered and allocated (type invariant), so
         // its `struct device` is initialised; `get_device` takes a reference
         // on it. INVARIANT: we hold that reference.
-        unsafe { b::ferroce_ib_device_hold_mem(dev.as_ptr()) };
+        unsafe { kernel::bindings::get_device(ib_device_dev(dev.as_ptr())) };
         Some(EventRef { dev })
     }
+}
+
+/// `&ibdev->dev`: the `struct device` that starts the anonymous union of
+/// `struct ib_device` (with `coredev`, whose first member it is too).
+///
+/// # Safety
+///
+/// `ibdev` must point to an allocated `struct ib_device`.
+unsafe fn ib_device_dev(ibdev: *mut b::ib_device) -> *mut kernel::bindings::device {
+    // SAFETY: `ibdev` is allocated (safety requirements); only an address
+    // is computed, and every member of a union starts at its address.
+    unsafe { (&raw mut (*ibdev).__bindgen_anon_1).cast() }
 }
 
 impl EventRef {
@@ -1501,7 +1540,7 @@ impl EventRef {
         // SAFETY: the memory of the device is valid (type invariant);
         // `ib_device_try_get` only increments its registration count if it
         // is not zero, from any context.
-        if !unsafe { b::ferroce_ib_device_try_get(dev) } {
+        if !unsafe { b::ib_device_try_get(dev) } {
             return None;
         }
         let r = f(dev);
@@ -1590,7 +1629,7 @@ impl Drop for EventRef {
     fn drop(&mut self) {
         // SAFETY: we hold a `get_device` reference (type invariant). It is
         // dropped in process context (the last put may free the device).
-        unsafe { b::ferroce_ib_device_put_mem(self.dev.as_ptr()) };
+        unsafe { kernel::bindings::put_device(ib_device_dev(self.dev.as_ptr())) };
     }
 }
 
@@ -1609,7 +1648,7 @@ impl<T: Driver> Adapter<T> {
             let udata = if attrs.is_null() {
                 None
             } else {
-                UData::from_raw(b::ferroce_bundle_udata(attrs))
+                UData::from_raw(bundle_udata(attrs))
             };
             (Device::<T>::from_raw((*ibcq).device), &*attr, udata)
         };

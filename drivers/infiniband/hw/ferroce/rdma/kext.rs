@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0
 
 //! Kernel APIs the 7.3 `kernel` crate lacks, or offers only as `unsafe`,
-//! wrapped for this driver. Upstream they would live in `kernel::cpu`,
-//! `kernel::sync::barrier` and `kernel::pci`.
+//! wrapped for this driver. Upstream they would live in `kernel::cpu` and
+//! `kernel::pci`.
 
 use crate::bindings as b;
 use core::marker::{PhantomData, PhantomPinned};
@@ -17,21 +17,7 @@ use kernel::{
 /// The number of online CPUs (`num_online_cpus()`).
 pub(crate) fn num_online_cpus() -> u32 {
     // SAFETY: the helper only reads the online CPU count.
-    unsafe { b::ferroce_num_online_cpus() }
-}
-
-/// Read barrier for memory shared with a device (`dma_rmb()`): reads after
-/// it see data the device wrote before the flag read before it.
-pub(crate) fn dma_rmb() {
-    // SAFETY: a barrier has no preconditions.
-    unsafe { b::ferroce_dma_rmb() }
-}
-
-/// Write barrier for memory shared with a device (`dma_wmb()`): the
-/// device sees writes before it before writes after it.
-pub(crate) fn dma_wmb() {
-    // SAFETY: a barrier has no preconditions.
-    unsafe { b::ferroce_dma_wmb() }
+    unsafe { b::num_online_cpus() }
 }
 
 /// The handler registration of one MSI-X vector, with its affinity hint.
@@ -53,7 +39,7 @@ impl<H: Handler + 'static> PinnedDrop for Vector<'_, H> {
         // Runs before `reg` is dropped: free_irq() warns about a set hint.
         if self.hinted {
             // SAFETY: the IRQ is still requested (`reg` is alive).
-            unsafe { b::ferroce_irq_clear_hint(self.irq_num) };
+            unsafe { b::irq_update_affinity_hint(self.irq_num, core::ptr::null()) };
         }
     }
 }
@@ -148,7 +134,15 @@ impl<'a, H: Handler + 'static> MsixIrqs<'a, H> {
                     // is the IRQ of a vector requested just above;
                     // `Vector`'s drop clears the hint before the IRQ is
                     // freed.
-                    let ret = unsafe { b::ferroce_irq_set_spread_hint(dev, irq_num, cpu_index) };
+                    // Pinned to the `cpu_index`-th CPU of the spread local to
+                    // the device's NUMA node, as affinity and hint.
+                    let ret = unsafe {
+                        let cpu = kernel::bindings::cpumask_local_spread(
+                            cpu_index,
+                            b::dev_to_node(dev),
+                        );
+                        b::irq_set_affinity_and_hint(irq_num, b::cpumask_of(cpu))
+                    };
                     if ret == 0 {
                         if let Some(vector) = regs.last_mut() {
                             // INVARIANT: the hint was set just above.

@@ -137,7 +137,7 @@ impl MmapIo {
     /// The `mmap()` offset userspace passes to map the pages.
     pub(crate) fn offset(&self) -> u64 {
         // SAFETY: the entry is inserted and alive (type invariant).
-        unsafe { b::ferroce_mmap_offset((*self.entry.as_ptr()).entry.get()) }
+        unsafe { b::rdma_user_mmap_get_offset((*self.entry.as_ptr()).entry.get()) }
     }
 }
 
@@ -166,8 +166,21 @@ pub(super) unsafe fn mmap(
     }
     let io = entry.cast::<IoEntry>();
     // SAFETY: every entry of this device is an `IoEntry` (entry at offset
-    // 0), alive while we hold the lookup's reference.
-    let ret = unsafe { b::ferroce_mmap_io_nc(uctx, vma.cast(), (*io).pfn, entry) };
+    // 0), alive while we hold the lookup's reference; `vma` is valid for the
+    // call. The entry's pages are mapped uncached (doorbell pages).
+    let ret = unsafe {
+        match (*entry).npages.checked_mul(kernel::page::PAGE_SIZE) {
+            Some(len) => b::rdma_user_mmap_io(
+                uctx,
+                vma.cast(),
+                (*io).pfn,
+                len,
+                b::pgprot_noncached((*vma).vm_page_prot),
+                entry,
+            ),
+            None => EINVAL.to_errno(),
+        }
+    };
     // SAFETY: drops the lookup's reference.
     unsafe { b::rdma_user_mmap_entry_put(entry) };
     ret

@@ -34,16 +34,15 @@ pub(crate) enum NetdevEvent {
 
 impl NetdevEvent {
     fn from_raw(event: c_ulong) -> Option<Self> {
-        // SAFETY: the helper only maps numbers.
-        Some(match unsafe { b::ferroce_netdev_event(event) } {
-            b::FERROCE_NDEV_REGISTER => Self::Register,
-            b::FERROCE_NDEV_UNREGISTER => Self::Unregister,
-            b::FERROCE_NDEV_UP => Self::Up,
-            b::FERROCE_NDEV_DOWN => Self::Down,
-            b::FERROCE_NDEV_CHANGE => Self::Change,
-            b::FERROCE_NDEV_CHANGEMTU => Self::ChangeMtu,
-            b::FERROCE_NDEV_CHANGENAME => Self::ChangeName,
-            b::FERROCE_NDEV_CHANGEADDR => Self::ChangeAddr,
+        Some(match b::netdev_cmd::try_from(event).ok()? {
+            b::netdev_cmd_NETDEV_REGISTER => Self::Register,
+            b::netdev_cmd_NETDEV_UNREGISTER => Self::Unregister,
+            b::netdev_cmd_NETDEV_UP => Self::Up,
+            b::netdev_cmd_NETDEV_DOWN => Self::Down,
+            b::netdev_cmd_NETDEV_CHANGE => Self::Change,
+            b::netdev_cmd_NETDEV_CHANGEMTU => Self::ChangeMtu,
+            b::netdev_cmd_NETDEV_CHANGENAME => Self::ChangeName,
+            b::netdev_cmd_NETDEV_CHANGEADDR => Self::ChangeAddr,
             _ => return None,
         })
     }
@@ -103,7 +102,7 @@ impl<H: NetdevHandler> NetdevNotifier<H> {
         // SAFETY: `nb` is initialised and pinned in the box, which we only
         // free after unregistering it (`drop`); the callback only uses the
         // handler, which is initialised.
-        kernel::error::to_result(unsafe { b::ferroce_register_netdev_notifier(inner.nb.get()) })?;
+        kernel::error::to_result(unsafe { b::register_netdevice_notifier(inner.nb.get()) })?;
         // INVARIANT: registered.
         Ok(Self { inner })
     }
@@ -125,8 +124,12 @@ impl<H: NetdevHandler> NetdevNotifier<H> {
         // which is the first field of a live `Inner<H>` (type invariant of
         // `NetdevNotifier`: it is unregistered before being freed), and with
         // a `struct netdev_notifier_info` whose netdev is valid for the call.
-        let (inner, ndev) =
-            unsafe { (&*nb.cast::<Inner<H>>(), b::ferroce_netdev_notifier_dev(ptr)) };
+        let (inner, ndev) = unsafe {
+            (
+                &*nb.cast::<Inner<H>>(),
+                b::netdev_notifier_info_to_dev(ptr.cast()),
+            )
+        };
         if let Some(ndev) = NonNull::new(ndev) {
             // SAFETY: the netdev is valid for the duration of the call.
             let ndev = unsafe { NetDev::from_raw(ndev) };
@@ -140,6 +143,6 @@ impl<H: NetdevHandler> Drop for NetdevNotifier<H> {
     fn drop(&mut self) {
         // SAFETY: registered (type invariant); this waits for running
         // callbacks (RTNL), after which nothing uses `inner`.
-        unsafe { b::ferroce_unregister_netdev_notifier(self.inner.nb.get()) };
+        unsafe { b::unregister_netdevice_notifier(self.inner.nb.get()) };
     }
 }

@@ -300,6 +300,39 @@ impl<R, D> ObjTable<R, D> {
     }
 }
 
+/// A consumer's async event handler (`event_handler` of a CQ, QP or SRQ).
+type EventHandler = Option<unsafe extern "C" fn(*mut b::ib_event, *mut kernel::ffi::c_void)>;
+
+/// Calls `handler(&event, context)`, if there is a handler, with an
+/// `ib_event` of type `ty` on `device` whose `element` `set` fills in.
+///
+/// # Safety
+///
+/// `handler`, `context` and `device` must be those of one live object, and
+/// `set` must store that object into the element.
+pub(super) unsafe fn dispatch_event(
+    handler: EventHandler,
+    context: *mut kernel::ffi::c_void,
+    device: *mut b::ib_device,
+    ty: b::ib_event_type,
+    set: impl FnOnce(&mut b::ib_event__bindgen_ty_1),
+) {
+    let Some(handler) = handler else {
+        return;
+    };
+    let mut ev = b::ib_event {
+        device,
+        // SAFETY: a union of pointers and an integer: all zeroes is a
+        // valid value.
+        element: unsafe { core::mem::zeroed() },
+        event: ty,
+    };
+    set(&mut ev.element);
+    // SAFETY: the object's own handler and context (safety requirements),
+    // with an event that lives for the call.
+    unsafe { handler(&mut ev, context) }
+}
+
 impl<D> ObjTable<b::ib_cq, D> {
     /// Calls the completion handler of CQ `id`; `false` if there is none.
     pub(crate) fn notify(&self, id: u32) -> bool {
@@ -307,7 +340,11 @@ impl<D> ObjTable<b::ib_cq, D> {
             // SAFETY: the CQ is alive while it is in the table, and `with`
             // holds the lock its removal takes. `comp_handler` may run in
             // IRQ context.
-            unsafe { b::ferroce_cq_comp(cq) }
+            unsafe {
+                if let Some(comp) = (*cq).comp_handler {
+                    comp(cq, (*cq).cq_context);
+                }
+            }
         })
     }
 
@@ -319,7 +356,17 @@ impl<D> ObjTable<b::ib_cq, D> {
         self.with(id, |cq| {
             // SAFETY: as in `notify`; the event handler may run in IRQ
             // context.
-            unsafe { b::ferroce_cq_event(cq, ty) }
+            unsafe {
+                dispatch_event(
+                    (*cq).event_handler,
+                    (*cq).cq_context,
+                    (*cq).device,
+                    ty,
+                    |e| {
+                        *e.cq.as_mut() = cq;
+                    },
+                )
+            }
         })
     }
 }
@@ -338,7 +385,17 @@ impl<D> ObjTable<b::ib_qp, D> {
             // SAFETY: the QP is alive while it is in the table, and `with`
             // holds the lock its removal takes; ib_core's QP event handler
             // (and ib_uverbs') may run in IRQ context.
-            unsafe { b::ferroce_qp_event(qp, ty) }
+            unsafe {
+                dispatch_event(
+                    (*qp).event_handler,
+                    (*qp).qp_context,
+                    (*qp).device,
+                    ty,
+                    |e| {
+                        *e.qp.as_mut() = qp;
+                    },
+                )
+            }
         })
     }
 }

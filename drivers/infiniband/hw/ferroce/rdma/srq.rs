@@ -47,7 +47,15 @@ impl<D> ObjTable<b::ib_srq, D> {
             // SAFETY: the SRQ is alive while it is in the table, and `with`
             // holds the lock its removal takes; the event handler may run
             // in IRQ context.
-            unsafe { b::ferroce_srq_event(srq, ty) }
+            unsafe {
+                super::objects::dispatch_event(
+                    (*srq).event_handler,
+                    (*srq).srq_context,
+                    (*srq).device,
+                    ty,
+                    |e| *e.srq.as_mut() = srq,
+                )
+            }
         })
     }
 }

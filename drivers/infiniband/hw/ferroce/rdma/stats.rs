@@ -5,11 +5,18 @@
 //! ... -dd`).
 
 use crate::bindings as b;
-use core::{ffi::c_void, marker::PhantomData};
+use core::{ffi::c_int, marker::PhantomData};
 use kernel::{
     error::to_result,
     prelude::*,
     str::{as_char_ptr_in_const_context, CStr, CStrExt},
+};
+
+/// `RDMA_NLDEV_ATTR_DRIVER` as `nla_nest_start()` takes it (checked to fit).
+const NLDEV_ATTR_DRIVER: c_int = {
+    let attr = b::rdma_nldev_attr_RDMA_NLDEV_ATTR_DRIVER;
+    assert!(attr <= c_int::MAX as u32);
+    attr as c_int
 };
 
 /// The name of one hardware counter (`struct rdma_stat_desc`), as a
@@ -117,7 +124,7 @@ impl ResMsg<'_> {
         fill: impl FnOnce(&mut ResMsg<'_>) -> Result,
     ) -> Result {
         // SAFETY: `msg` is valid (safety requirements).
-        let nest: *mut c_void = unsafe { b::ferroce_nl_driver_nest_start(msg) };
+        let nest = unsafe { b::nla_nest_start(msg, NLDEV_ATTR_DRIVER) };
         if nest.is_null() {
             return Err(EMSGSIZE);
         }
@@ -129,8 +136,10 @@ impl ResMsg<'_> {
         // SAFETY: `nest` was opened on `msg` just above and nothing closed it.
         unsafe {
             match r {
-                Ok(()) => b::ferroce_nl_nest_end(msg, nest),
-                Err(_) => b::ferroce_nl_nest_cancel(msg, nest),
+                Ok(()) => {
+                    b::nla_nest_end(msg, nest);
+                }
+                Err(_) => b::nla_nest_cancel(msg, nest),
             }
         }
         r

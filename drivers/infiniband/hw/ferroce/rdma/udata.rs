@@ -55,29 +55,41 @@ impl<'a> UData<'a> {
     pub(crate) fn read<R: UserRequest>(&self) -> Result<R> {
         let () = R::MIN_LEN_OK;
         let mut req = R::default();
-        // SAFETY: `raw` is a valid udata (type invariant); `req` has room for
-        // `size_of::<R>()` bytes and any byte pattern is a valid `R`
-        // (`FromBytes`).
+        let udata = self.raw.as_ptr();
+        // SAFETY: `raw` is a valid udata (type invariant).
+        let inlen = unsafe { (*udata).inlen };
+        if inlen < R::MIN_LEN {
+            return Err(EINVAL);
+        }
+        let len = size_of::<R>();
+        // Bytes beyond the struct this driver knows must be zero
+        // (ferroce-abi.h, "Requests").
+        // SAFETY: `udata` is valid (type invariant); the range lies within
+        // its input.
+        if inlen > len && !unsafe { b::ib_is_udata_cleared(udata, len, inlen - len) } {
+            return Err(EOPNOTSUPP);
+        }
+        // SAFETY: `udata` is valid (type invariant); `req` has room for
+        // `len` >= `inlen.min(len)` bytes and any byte pattern is a valid
+        // `R` (`FromBytes`).
         to_result(unsafe {
-            b::ferroce_udata_in(
-                self.raw.as_ptr(),
-                (&raw mut req).cast::<c_void>(),
-                size_of::<R>(),
-                R::MIN_LEN,
-            )
+            b::ib_copy_from_udata((&raw mut req).cast::<c_void>(), udata, inlen.min(len))
         })?;
         Ok(req)
     }
 
     /// Writes the response, truncated to the room userspace gave.
     pub(crate) fn respond<R: AsBytes>(&mut self, resp: &R) -> Result {
-        // SAFETY: `raw` is a valid udata (type invariant); `resp` is
-        // `size_of::<R>()` initialised bytes (`AsBytes`), only read.
+        let udata = self.raw.as_ptr();
+        // SAFETY: `raw` is a valid udata (type invariant).
+        let len = size_of::<R>().min(unsafe { (*udata).outlen });
+        // SAFETY: `udata` is valid (type invariant); `resp` is
+        // `size_of::<R>()` >= `len` initialised bytes (`AsBytes`), only read.
         to_result(unsafe {
-            b::ferroce_udata_out(
-                self.raw.as_ptr(),
+            b::ib_copy_to_udata(
+                udata,
                 core::ptr::from_ref(resp).cast_mut().cast::<c_void>(),
-                size_of::<R>(),
+                len,
             )
         })
     }

@@ -42,7 +42,10 @@ impl Umem {
         let access = i32::try_from(access)?;
         // SAFETY: `dev` is a live, registered device; the call validates the
         // range and pins it for the current process.
-        let ptr = from_err_ptr(unsafe { b::ferroce_umem_get(dev.as_raw(), addr, len, access) })?;
+        // `ib_umem_get_va()`: no bundle attribute, the range of the process.
+        let ptr = from_err_ptr(unsafe {
+            b::ib_umem_get_attr_or_va(dev.as_raw(), core::ptr::null(), 0, addr, len, access)
+        })?;
         let ptr = NonNull::new(ptr).ok_or(EFAULT)?;
         // INVARIANT: a umem we own.
         Ok(Self { ptr })
@@ -68,13 +71,25 @@ impl Umem {
         if !pgsz.is_power_of_two() {
             return Err(EINVAL);
         }
+        let umem = self.ptr.as_ptr();
         // SAFETY: `ptr` is a valid umem (type invariant).
-        let n = unsafe { b::ferroce_umem_num_blocks(self.ptr.as_ptr(), pgsz) };
-        let mut v = KVVec::new();
-        v.resize(n, 0u64, GFP_KERNEL)?;
-        // SAFETY: `ptr` is a valid umem; `v` has room for `n` entries.
-        let got = unsafe { b::ferroce_umem_blocks(self.ptr.as_ptr(), pgsz, v.as_mut_ptr(), n) };
-        if got != n {
+        let n = unsafe { b::ib_umem_num_dma_blocks(umem, pgsz) };
+        let mut v = KVVec::with_capacity(n, GFP_KERNEL)?;
+        // `rdma_umem_for_each_dma_block()`.
+        let mut biter = b::ib_block_iter::default();
+        // SAFETY: `umem` is valid (type invariant) and `pgsz` a power of two;
+        // the iterator is ours.
+        unsafe { b::__rdma_umem_block_iter_start(&mut biter, umem, pgsz) };
+        // SAFETY: the iterator was started on `umem` just above.
+        while unsafe { b::__rdma_umem_block_iter_next(&mut biter) } {
+            if v.len() == n {
+                return Err(EIO);
+            }
+            // SAFETY: the iterator stands on a block.
+            let addr = unsafe { b::rdma_block_iter_dma_address(&mut biter) };
+            v.push(addr, GFP_KERNEL)?;
+        }
+        if v.len() != n {
             return Err(EIO);
         }
         Ok(v)
