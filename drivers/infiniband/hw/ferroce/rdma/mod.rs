@@ -10,6 +10,8 @@
 //!   (`_ib_alloc_device` with the size of the Rust container, `ib_device`
 //!   first), [`Registration`] registers it and unregisters it on drop;
 //!   ib_core's `dealloc_driver` is the one place the driver state is dropped.
+//!   The object verbs' trampolines are in `obj_ops`, [`Builder`],
+//!   [`Registration`] and the event handle [`EventRef`] in `registration`.
 //! * [`attr`]: safe views of what ib_core hands the driver (GID attributes,
 //!   netdevs) and the attribute structures it fills in.
 //! * [`gids`]: ib_core's GID table (`rdma_query_gid_table`, reached through
@@ -33,7 +35,9 @@ pub(crate) mod kext;
 pub(crate) mod kverbs;
 pub(crate) mod mmap;
 pub(crate) mod notifier;
+mod obj_ops;
 pub(crate) mod objects;
+mod registration;
 pub(crate) mod srq;
 pub(crate) mod stats;
 pub(crate) mod udata;
@@ -42,13 +46,13 @@ pub(crate) mod wr;
 
 pub(crate) use attr::{DeviceAttr, GidAttr, GidType, LinkLayer, NetDev, PortAttr, PortImmutable};
 pub(crate) use device::{
-    destroy_or_leak, Builder, Device, Driver, EventRef, MrRereg, MwType, PortEvent, QpAttrOut,
-    Registration, RoceAv, UContextInit,
+    destroy_or_leak, Device, Driver, MrRereg, MwType, QpAttrOut, RoceAv, UContextInit,
 };
 pub(crate) use gids::GidEntry;
 pub(crate) use mmap::MmioRegion;
 pub(crate) use notifier::{NetdevEvent, NetdevHandler, NetdevNotifier};
 pub(crate) use objects::{AhAttr, CqEvent, CqTable, QpAttr, QpEvent, QpInit, QpTable, QpType};
+pub(crate) use registration::{Builder, EventRef, PortEvent, Registration};
 pub(crate) use srq::{SrqAttr, SrqEvent, SrqTable};
 pub(crate) use stats::{FwStr, ResMsg, StatDesc};
 pub(crate) use udata::{UData, UserRequest};
