@@ -28,6 +28,7 @@ mod gid;
 mod hw_stats;
 mod ib;
 mod kqueue;
+mod pairing;
 mod pbl;
 mod port;
 mod rdma;
