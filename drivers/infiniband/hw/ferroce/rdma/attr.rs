@@ -2,6 +2,7 @@
 
 //! Attribute structures exchanged with ib_core, and safe views of them.
 
+use super::unions;
 use crate::bindings as b;
 use core::{marker::PhantomData, ptr::NonNull};
 use kernel::{
@@ -224,7 +225,7 @@ impl<'a> GidAttr<'a> {
     /// The GID, in network byte order.
     pub(crate) fn gid(&self) -> [u8; 16] {
         // SAFETY: every variant of `union ib_gid` is 16 plain bytes.
-        unsafe { *self.raw.gid.raw.as_ref() }
+        unsafe { unions::read::<_, [u8; 16]>(&self.raw.gid) }
     }
 
     /// The index of the entry in the port's GID table.

@@ -13,6 +13,7 @@ use super::{
     srq::{srq_data, SrqAttr, SrqObj, SrqTable},
     stats::{FwStr, ResMsg, StatDesc},
     udata::UData,
+    unions,
     wr::{RecvWrs, SendWrs, WcOut},
 };
 use crate::bindings as b;
@@ -687,8 +688,10 @@ impl QpAttrOut<'_> {
         // SAFETY: `union ib_gid` and the address union hold plain bytes;
         // `roce` is the member of a RoCE address.
         unsafe {
-            *ah.grh.dgid.raw.as_mut() = av.dgid;
-            ah.__bindgen_anon_1.roce.as_mut().dmac = av.dmac;
+            unions::write(&mut ah.grh.dgid, av.dgid);
+            // `roce.dmac`, the first byte of the member (checked in
+            // `unions`).
+            unions::write(&mut ah.__bindgen_anon_1, av.dmac);
         }
     }
 }

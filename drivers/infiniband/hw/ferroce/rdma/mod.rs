@@ -42,6 +42,7 @@ pub(crate) mod srq;
 pub(crate) mod stats;
 pub(crate) mod udata;
 pub(crate) mod umem;
+mod unions;
 pub(crate) mod wr;
 
 pub(crate) use attr::{DeviceAttr, GidAttr, GidType, LinkLayer, NetDev, PortAttr, PortImmutable};

@@ -280,7 +280,7 @@ impl<T: Driver> Adapter<T> {
             (
                 Device::<T>::from_raw((*ibqp).device),
                 (*ibqp.cast::<QpObj<T>>()).data.assume_init_ref(),
-                (*gid).raw.as_ref(),
+                &*gid.cast::<[u8; 16]>(),
             )
         }
     }

@@ -7,6 +7,7 @@ use super::{
     attr::GidAttr,
     device::{Device, Driver},
     gids::{query_gid_table, GidEntry},
+    unions,
 };
 use crate::bindings as b;
 use core::{marker::PhantomData, ptr::NonNull};
@@ -108,14 +109,15 @@ impl<'a> AhAttr<'a> {
     /// The destination GID, network order.
     pub(crate) fn dgid(&self) -> [u8; 16] {
         // SAFETY: every variant of `union ib_gid` is 16 plain bytes.
-        unsafe { *self.raw.grh.dgid.raw.as_ref() }
+        unsafe { unions::read::<_, [u8; 16]>(&self.raw.grh.dgid) }
     }
 
     /// The destination MAC ib_core resolved (RoCE).
     pub(crate) fn dmac(&self) -> [u8; 6] {
         // SAFETY: the union holds plain data only; for a RoCE port ib_core
         // fills the `roce` member.
-        unsafe { self.raw.__bindgen_anon_1.roce.as_ref().dmac }
+        // `roce.dmac`, the first byte of the member (checked in `unions`).
+        unsafe { unions::read::<_, [u8; 6]>(&self.raw.__bindgen_anon_1) }
     }
 
     pub(crate) fn sgid_index(&self) -> u8 {
@@ -363,7 +365,7 @@ impl<D> ObjTable<b::ib_cq, D> {
                     (*cq).device,
                     ty,
                     |e| {
-                        *e.cq.as_mut() = cq;
+                        unions::write(e, cq);
                     },
                 )
             }
@@ -392,7 +394,7 @@ impl<D> ObjTable<b::ib_qp, D> {
                     (*qp).device,
                     ty,
                     |e| {
-                        *e.qp.as_mut() = qp;
+                        unions::write(e, qp);
                     },
                 )
             }

@@ -9,6 +9,7 @@ use super::{
     device::{Adapter, Device, Driver, __this_module},
     objects::{CqTable, QpTable},
     srq::SrqTable,
+    unions,
 };
 use crate::bindings as b;
 use core::{marker::PhantomData, mem::size_of, ptr::NonNull};
@@ -112,7 +113,7 @@ impl<T: Driver> Builder<T> {
         // registration (it is dropped in the driver's remove path at the
         // latest). The ib_device is ours and not registered yet.
         let ret = unsafe {
-            (*self.raw()).__bindgen_anon_1.dev.as_mut().parent = dma;
+            (*ib_device_dev(self.raw())).parent = dma;
             b::ib_register_device(self.raw(), name.as_char_ptr(), dma)
         };
         // On failure `self` is dropped: `ib_dealloc_device` frees the device.
@@ -259,7 +260,7 @@ impl EventRef {
             // item, so it may be called from IRQ context; the device is
             // registered (`live`).
             unsafe {
-                *ev.element.port_num.as_mut() = port;
+                unions::write(&mut ev.element, port);
                 b::ib_dispatch_event(&ev);
             }
         });

@@ -53,7 +53,7 @@ impl<D> ObjTable<b::ib_srq, D> {
                     (*srq).srq_context,
                     (*srq).device,
                     ty,
-                    |e| *e.srq.as_mut() = srq,
+                    |e| super::unions::write(e, srq),
                 )
             }
         })

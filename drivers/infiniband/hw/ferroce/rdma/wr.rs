@@ -4,7 +4,10 @@
 //! (`struct ib_send_wr` and its containers, `struct ib_recv_wr`) and of the
 //! work completions a driver hands back (`struct ib_wc`).
 
-use super::device::{Device, Driver};
+use super::{
+    device::{Device, Driver},
+    unions,
+};
 use crate::bindings as b;
 use core::{marker::PhantomData, ptr::NonNull};
 use kernel::prelude::*;
@@ -110,13 +113,13 @@ impl<'a, T: Driver> SendWr<'a, T> {
     /// completion.
     pub(crate) fn wr_id(&self) -> u64 {
         // SAFETY: both union members are 64-bit plain data.
-        unsafe { *self.raw.__bindgen_anon_1.wr_id.as_ref() }
+        unsafe { unions::read::<_, u64>(&self.raw.__bindgen_anon_1) }
     }
 
     /// The operation.
     pub(crate) fn op(&self) -> SendOp {
         // SAFETY: both members of `ex` are 32-bit plain data.
-        let inv = unsafe { *self.raw.ex.invalidate_rkey.as_ref() };
+        let inv = unsafe { unions::read::<_, u32>(&self.raw.ex) };
         match self.raw.opcode {
             b::ib_wr_opcode_IB_WR_RDMA_WRITE => SendOp::RdmaWrite,
             b::ib_wr_opcode_IB_WR_RDMA_WRITE_WITH_IMM => SendOp::RdmaWriteImm,
@@ -135,7 +138,7 @@ impl<'a, T: Driver> SendWr<'a, T> {
     /// The immediate data, in network order as the consumer stored it.
     pub(crate) fn imm_data_be(&self) -> u32 {
         // SAFETY: both members of `ex` are 32-bit plain data.
-        unsafe { *self.raw.ex.imm_data.as_ref() }
+        unsafe { unions::read::<_, u32>(&self.raw.ex) }
     }
 
     /// `IB_SEND_*` flags.
@@ -339,7 +342,7 @@ impl RecvWr<'_> {
     /// The consumer's identifier, returned in the completion.
     pub(crate) fn wr_id(&self) -> u64 {
         // SAFETY: both union members are 64-bit plain data.
-        unsafe { *self.raw.__bindgen_anon_1.wr_id.as_ref() }
+        unsafe { unions::read::<_, u64>(&self.raw.__bindgen_anon_1) }
     }
 
     /// The scatter/gather list.
@@ -489,12 +492,12 @@ impl<'a, T: Driver> WcOut<'a, T> {
         let mut w: b::ib_wc = unsafe { core::mem::zeroed() };
         // SAFETY: plain-data union members.
         unsafe {
-            *w.__bindgen_anon_1.wr_id.as_mut() = c.wr_id;
+            unions::write(&mut w.__bindgen_anon_1, c.wr_id);
             if let Some(imm) = c.imm_be {
-                *w.ex.imm_data.as_mut() = imm;
+                unions::write(&mut w.ex, imm);
                 flags |= b::ib_wc_flags_IB_WC_WITH_IMM;
             } else if let Some(key) = c.invalidated {
-                *w.ex.invalidate_rkey.as_mut() = key;
+                unions::write(&mut w.ex, key);
                 flags |= b::ib_wc_flags_IB_WC_WITH_INVALIDATE;
             }
         }
