@@ -220,3 +220,34 @@ cargo_target_save() {
 	cache_entry "cargo/target-$(cargo_target_key)" snapshot_cargo_target >/dev/null
 	prune_cache 'cargo/target-*' 2
 }
+
+# rdma_core_orig ROOT: the upstream rdma-core tarball of the version ROOT's
+# libibverbs comes from: Debian's rdma-core_<upstream>.orig.tar.gz, named by
+# the root's deb-src Sources index and fetched once into
+# $FERROCE_CACHE/rdma-core-orig/<upstream>/ with apt-helper (which checks its
+# sha256).  Prints its path (run in a command substitution, it cannot hold
+# the entry: callers cache_hold its directory).
+rdma_core_orig() {
+	local root=$1 debver upver dir
+	debver=$(in_root "$root" dpkg-query -W -f='${Version}' libibverbs1)
+	upver=${debver%-*}
+	dir=$(cache_entry "rdma-core-orig/$upver" fetch_rdma_core_orig "$root" "$debver")
+	printf '%s\n' "$dir/rdma-core_$upver.orig.tar.gz"
+}
+
+# fetch_rdma_core_orig DIR ROOT DEBVER: cache_entry builder of rdma_core_orig.
+fetch_rdma_core_orig() {
+	log "fetching the rdma-core ${3%-*} upstream tarball"
+	in_root "$2" bash -euc '
+		dir=$1 debver=$2
+		uris() {
+			apt-get source --print-uris -qq "rdma-core=$debver" 2>/dev/null |
+				tr -d "\047" | grep "\.orig\.tar\."
+		}
+		[ -n "$(uris)" ] || apt-get update -qq
+		[ -n "$(uris)" ] || { echo "rdma-core $debver not in the Sources index" >&2; exit 1; }
+		uris | while read -r uri file _ sum; do
+			/usr/lib/apt/apt-helper -q download-file "$uri" "$dir/$file" "$sum"
+		done
+	' fetch "$1" "$3" >&2
+}

@@ -25,54 +25,33 @@
 need_root
 out=${1:?usage: make-provider-series.sh OUTDIR}
 root=$("$FERROCE_TOP/scripts/make-root.sh")
-debver=$(in_root "$root" dpkg-query -W -f='${Version}' libibverbs1)
-upver=${debver%-*}
+orig=$(rdma_core_orig "$root")
+cache_hold "${orig%/*}"
+upver=${orig##*/rdma-core_}
+upver=${upver%.orig.tar.gz}
 ksrc=$(readlink -f "$("$FERROCE_TOP/scripts/make-kernel.sh")/build/source")
 
-fetch_orig() {
-	local dir=$1
-	log "fetching the rdma-core $upver upstream tarball"
-	in_root "$root" bash -euc '
-		dir=$1 debver=$2
-		uris() {
-			apt-get source --print-uris -qq "rdma-core=$debver" 2>/dev/null |
-				tr -d "\047" | grep "\.orig\.tar\."
-		}
-		[ -n "$(uris)" ] || apt-get update -qq
-		[ -n "$(uris)" ] || { echo "rdma-core $debver not in the Sources index" >&2; exit 1; }
-		uris | while read -r uri file _ sum; do
-			/usr/lib/apt/apt-helper -q download-file "$uri" "$dir/$file" "$sum"
-		done
-	' fetch "$dir" "$debver" >&2
-}
-orig=$(cache_entry "rdma-core-orig/$upver" fetch_orig)
-cache_hold "$orig"
-
-# unpack_orig DIR: the pristine upstream tree in DIR.
-unpack_orig() {
-	mkdir -p "$1"
-	tar -xzf "$orig"/rdma-core_*.orig.tar.gz -C "$1" --strip-components=1
-}
-
-# insert_after FILE ANCHOR TEXT: TEXT (lines) after ANCHOR (whole lines) in
-# FILE; fails unless ANCHOR occurs exactly once.
+# insert_after FILE ANCHOR TEXT [N]: TEXT (lines) after each occurrence of
+# ANCHOR (whole lines) in FILE; fails unless ANCHOR occurs exactly N times
+# (default 1).
 insert_after() {
-	python3 - "$@" <<-'PY'
+	python3 - "$1" "$2" "$3" "${4:-1}" <<-'PY'
 		import sys
-		path, anchor, text = sys.argv[1:]
+		path, anchor, text, want = sys.argv[1:]
 		s = open(path).read()
 		n = s.count("\n" + anchor + "\n")
-		if n != 1:
-		    sys.exit(f"{path}: {n} occurrences of {anchor!r}, want 1")
-		at = s.index("\n" + anchor + "\n") + len(anchor) + 2
-		open(path, "w").write(s[:at] + text + "\n" + s[at:])
+		if n != int(want):
+		    sys.exit(f"{path}: {n} occurrences of {anchor!r}, want {want}")
+		open(path, "w").write(s.replace("\n" + anchor + "\n",
+		                                "\n" + anchor + "\n" + text + "\n"))
 	PY
 }
 
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 tree=$tmp/rdma-core
-unpack_orig "$tree"
+mkdir "$tree"
+tar -xzf "$orig" -C "$tree" --strip-components=1
 
 author=$(git -C "$FERROCE_TOP" log -1 --format='%an <%ae>')
 export GIT_AUTHOR_NAME=${author% <*} GIT_AUTHOR_EMAIL=${author##*<}
@@ -92,16 +71,8 @@ signoff="Signed-off-by: $author"
 "$FERROCE_TOP/scripts/uapi-driver-id.sh" "$ksrc/include/uapi/rdma/ib_user_ioctl_verbs.h" \
 	"$tree/kernel-headers/rdma/ib_user_ioctl_verbs.h"
 cp "$FERROCE_TOP/include/uapi/rdma/ferroce-abi.h" "$tree/kernel-headers/rdma/"
-python3 - "$tree/kernel-headers/CMakeLists.txt" <<-'PY'
-	import sys
-	path = sys.argv[1]
-	s = open(path).read()
-	n = s.count("  rdma/erdma-abi.h\n")
-	if n != 2:
-	    sys.exit(f"{path}: rdma/erdma-abi.h listed {n} times, want 2")
-	open(path, "w").write(s.replace("  rdma/erdma-abi.h\n",
-	                                "  rdma/erdma-abi.h\n  rdma/ferroce-abi.h\n"))
-	PY
+# Listed twice: published, and made into kernel-abi/ struct macros.
+insert_after "$tree/kernel-headers/CMakeLists.txt" '  rdma/erdma-abi.h' '  rdma/ferroce-abi.h' 2
 g add -A
 kver=$(make -s -C "$ksrc" kernelversion)
 prev=$(grep -B1 '^	RDMA_DRIVER_FERROCE,$' "$tree/kernel-headers/rdma/ib_user_ioctl_verbs.h" | head -1 | tr -d '\t,')

@@ -29,8 +29,10 @@ rm -rf "$work"
 mkdir -p "$work"
 "$FERROCE_TOP/scripts/make-provider-series.sh" "$work/series" >/dev/null
 
-upver=$(sed 's/-[^-]*$//' "$rc/version")
-orig=$FERROCE_CACHE/rdma-core-orig/$upver/rdma-core_$upver.orig.tar.gz
+orig=$(rdma_core_orig "$root")
+cache_hold "${orig%/*}"
+upver=${orig##*/rdma-core_}
+upver=${upver%.orig.tar.gz}
 tree=$work/rdma-core
 mkdir "$tree"
 tar -xzf "$orig" -C "$tree" --strip-components=1
