@@ -16,12 +16,17 @@
  *    integer value; function-like helper macros are allowed but not compared;
  *  - structs are naturally aligned with explicit reserved fields, one field
  *    per line, no unions, no bit-fields, no packing attributes;
- *  - the size of every struct is fixed by a _Static_assert.
+ *  - the size of every struct is fixed by a static_assert.
  */
 #ifndef FERROCE_HW_H
 #define FERROCE_HW_H
 
 #include <linux/types.h>
+#ifdef __KERNEL__
+#include <linux/build_bug.h>
+#else
+#include <assert.h>
+#endif
 
 /* ------------------------------------------------------------------------
  * PCI identity
@@ -102,7 +107,8 @@
 #define FERROCE_CAP_RC				0x00000001
 #define FERROCE_CAP_UD				0x00000002
 #define FERROCE_CAP_RDMA_READ			0x00000004
-#define FERROCE_CAP_ATOMIC			0x00000008	/* 1.4: CMP_SWP, FETCH_ADD (IB_ATOMIC_HCA) */
+/* 1.4: CMP_SWP, FETCH_ADD (IB_ATOMIC_HCA) */
+#define FERROCE_CAP_ATOMIC			0x00000008
 #define FERROCE_CAP_INLINE			0x00000010
 #define FERROCE_CAP_SEND_IMM			0x00000020
 #define FERROCE_CAP_WRITE_IMM			0x00000040
@@ -112,17 +118,23 @@
 #define FERROCE_CAP_ROCE_V2			0x00000400
 #define FERROCE_CAP_GSI				0x00000800
 #define FERROCE_CAP_PHYS_MR			0x00001000	/* 1.1: REG_MR of physical MRs */
-#define FERROCE_CAP_MEM_MGT_EXT			0x00002000	/* 1.1: fast-reg, LOCAL_INV, SEND_INV, inline AVs */
+/* 1.1: fast-reg, LOCAL_INV, SEND_INV, inline AVs */
+#define FERROCE_CAP_MEM_MGT_EXT			0x00002000
 #define FERROCE_CAP_PORT_MAC			0x00004000	/* 1.2: SET_PORT_MAC */
 #define FERROCE_CAP_VLAN			0x00008000	/* 1.3: 802.1Q-tagged GID entries */
-#define FERROCE_CAP_UC				0x00010000	/* 1.5: UC QPs (SEND, RDMA WRITE, with immediate) */
+/* 1.5: UC QPs (SEND, RDMA WRITE, with immediate) */
+#define FERROCE_CAP_UC				0x00010000
 #define FERROCE_CAP_SRQ				0x00020000	/* 1.6: shared receive queues */
 #define FERROCE_CAP_MODIFY_MR			0x00040000	/* 1.6: MODIFY_MR */
 #define FERROCE_CAP_RESIZE_CQ			0x00080000	/* 1.6: RESIZE_CQ */
-#define FERROCE_CAP_MCAST			0x00100000	/* 1.7: UD multicast (ATTACH/DETACH_MCAST) */
-#define FERROCE_CAP_MW				0x00200000	/* 1.7: memory windows, type 1 and 2 */
-#define FERROCE_CAP_ATOMIC_WRITE		0x00400000	/* 1.8: RC ATOMIC_WRITE (IBTA 1.5) */
-#define FERROCE_CAP_FLUSH			0x00800000	/* 1.8: RC FLUSH, global visibility (IBTA 1.5) */
+/* 1.7: UD multicast (ATTACH/DETACH_MCAST) */
+#define FERROCE_CAP_MCAST			0x00100000
+/* 1.7: memory windows, type 1 and 2 */
+#define FERROCE_CAP_MW				0x00200000
+/* 1.8: RC ATOMIC_WRITE (IBTA 1.5) */
+#define FERROCE_CAP_ATOMIC_WRITE		0x00400000
+/* 1.8: RC FLUSH, global visibility (IBTA 1.5) */
+#define FERROCE_CAP_FLUSH			0x00800000
 
 /* DEV_CTRL */
 #define FERROCE_CTRL_RESET			0x00000001	/* self-clearing */
@@ -831,16 +843,19 @@ struct ferroce_cmd_clear_gid {
 #define FERROCE_EQE_OWNER			0x01
 
 #define FERROCE_EQE_COMPLETION			0x01	/* obj = cqn, data = arm_sn */
-#define FERROCE_EQE_CMD_COMPLETION		0x02	/* obj = cmd_id, data = status, data2 = slot */
+/* obj = cmd_id, data = status, data2 = slot */
+#define FERROCE_EQE_CMD_COMPLETION		0x02
 #define FERROCE_EQE_PORT_ACTIVE			0x10	/* obj = port */
 #define FERROCE_EQE_PORT_DOWN			0x11	/* obj = port */
-#define FERROCE_EQE_PORT_MTU_CHANGE		0x12	/* obj = port, data = mtu; not sent in 1.0 */
+/* obj = port, data = mtu; not sent in 1.0 */
+#define FERROCE_EQE_PORT_MTU_CHANGE		0x12
 #define FERROCE_EQE_QP_FATAL			0x20	/* obj = qpn, data = syndrome */
 #define FERROCE_EQE_QP_LAST_WQE_REACHED		0x21	/* obj = qpn */
 #define FERROCE_EQE_QP_SQ_DRAINED		0x22	/* obj = qpn */
 #define FERROCE_EQE_QP_COMM_EST			0x23	/* obj = qpn */
 #define FERROCE_EQE_QP_ACCESS_ERR		0x24	/* obj = qpn */
-#define FERROCE_EQE_QP_RETRY_EXCEEDED		0x25	/* 1.3: obj = qpn, data = 0 ACK timeout / 1 RNR; informational */
+/* 1.3: obj = qpn, data = 0 ACK timeout / 1 RNR; informational */
+#define FERROCE_EQE_QP_RETRY_EXCEEDED		0x25
 #define FERROCE_EQE_CQ_ERROR			0x30	/* obj = cqn, data = syndrome */
 #define FERROCE_EQE_DEVICE_FATAL		0x40	/* data = fatal code */
 #define FERROCE_EQE_SRQ_LIMIT_REACHED		0x50	/* 1.6: obj = srqn, data = limit */
@@ -1069,57 +1084,57 @@ struct ferroce_cqe {
  * Size checks
  * ------------------------------------------------------------------------
  */
-_Static_assert(sizeof(struct ferroce_cmd_hdr) == 8, "cmd_hdr");
-_Static_assert(sizeof(struct ferroce_cmd) == FERROCE_CMD_SIZE, "cmd");
-_Static_assert(sizeof(struct ferroce_cmd_comp) == FERROCE_CMD_COMP_SIZE, "cmd_comp");
-_Static_assert(sizeof(struct ferroce_pbl) == 16, "pbl");
-_Static_assert(sizeof(struct ferroce_cmd_query_caps) == 24, "query_caps");
-_Static_assert(sizeof(struct ferroce_caps) == 112, "caps");
-_Static_assert(sizeof(struct ferroce_cmd_query_port) == 16, "query_port");
-_Static_assert(sizeof(struct ferroce_cmd_set_port_mtu) == 16, "set_port_mtu");
-_Static_assert(sizeof(struct ferroce_cmd_set_port_mac) == 24, "set_port_mac");
-_Static_assert(sizeof(struct ferroce_cmd_query_counters) == 24, "query_counters");
-_Static_assert(sizeof(struct ferroce_counters) == 536, "counters");
-_Static_assert(sizeof(struct ferroce_cmd_create_eq) == 24, "create_eq");
-_Static_assert(sizeof(struct ferroce_cmd_destroy_eq) == 16, "destroy_eq");
-_Static_assert(sizeof(struct ferroce_cmd_create_cq) == 48, "create_cq");
-_Static_assert(sizeof(struct ferroce_cmd_destroy_cq) == 16, "destroy_cq");
-_Static_assert(sizeof(struct ferroce_cmd_resize_cq) == 40, "resize_cq");
-_Static_assert(sizeof(struct ferroce_cmd_alloc_pd) == 16, "alloc_pd");
-_Static_assert(sizeof(struct ferroce_cmd_dealloc_pd) == 16, "dealloc_pd");
-_Static_assert(sizeof(struct ferroce_cmd_reg_mr) == 64, "reg_mr");
-_Static_assert(sizeof(struct ferroce_cmd_dereg_mr) == 16, "dereg_mr");
-_Static_assert(sizeof(struct ferroce_cmd_modify_mr) == 24, "modify_mr");
-_Static_assert(sizeof(struct ferroce_cmd_create_qp) == 96, "create_qp");
-_Static_assert(sizeof(struct ferroce_cmd_destroy_qp) == 16, "destroy_qp");
-_Static_assert(sizeof(struct ferroce_cmd_create_srq) == 56, "create_srq");
-_Static_assert(sizeof(struct ferroce_cmd_destroy_srq) == 16, "destroy_srq");
-_Static_assert(sizeof(struct ferroce_cmd_modify_srq) == 16, "modify_srq");
-_Static_assert(sizeof(struct ferroce_cmd_query_srq) == 16, "query_srq");
-_Static_assert(sizeof(struct ferroce_cmd_resize_srq) == 40, "resize_srq");
-_Static_assert(sizeof(struct ferroce_cmd_mcast) == 32, "mcast");
-_Static_assert(sizeof(struct ferroce_av) == 40, "av");
-_Static_assert(sizeof(struct ferroce_qp_attr) == 88, "qp_attr");
-_Static_assert(sizeof(struct ferroce_cmd_modify_qp) == 96, "modify_qp");
-_Static_assert(sizeof(struct ferroce_cmd_query_qp) == 24, "query_qp");
-_Static_assert(sizeof(struct ferroce_cmd_create_ah) == 56, "create_ah");
-_Static_assert(sizeof(struct ferroce_cmd_destroy_ah) == 16, "destroy_ah");
-_Static_assert(sizeof(struct ferroce_cmd_set_gid) == 40, "set_gid");
-_Static_assert(sizeof(struct ferroce_cmd_clear_gid) == 16, "clear_gid");
-_Static_assert(sizeof(struct ferroce_eqe) == FERROCE_EQE_SIZE, "eqe");
-_Static_assert(sizeof(struct ferroce_sge) == 16, "sge");
-_Static_assert(sizeof(struct ferroce_sq_wqe_hdr) == FERROCE_SQ_WQE_SEG_OFFSET, "sq_wqe_hdr");
-_Static_assert(sizeof(struct ferroce_sq_wqe_rdma) == 16, "sq_wqe_rdma");
-_Static_assert(sizeof(struct ferroce_sq_wqe_ud) == 16, "sq_wqe_ud");
-_Static_assert(sizeof(struct ferroce_sq_wqe_atomic) == 32, "sq_wqe_atomic");
-_Static_assert(sizeof(struct ferroce_sq_wqe_reg_mr) == 32, "sq_wqe_reg_mr");
-_Static_assert(sizeof(struct ferroce_sq_wqe_bind_mw) == 32, "sq_wqe_bind_mw");
-_Static_assert(sizeof(struct ferroce_sq_wqe_atomic_write) == 32, "sq_wqe_atomic_write");
-_Static_assert(sizeof(struct ferroce_sq_wqe_flush) == 32, "sq_wqe_flush");
-_Static_assert(sizeof(struct ferroce_rq_wqe_hdr) == FERROCE_RQ_WQE_DATA_OFFSET, "rq_wqe_hdr");
-_Static_assert(sizeof(struct ferroce_qp_dbrec) == 8, "qp_dbrec");
-_Static_assert(sizeof(struct ferroce_cq_dbrec) == 8, "cq_dbrec");
-_Static_assert(sizeof(struct ferroce_srq_dbrec) == 8, "srq_dbrec");
-_Static_assert(sizeof(struct ferroce_cqe) == FERROCE_CQE_SIZE, "cqe");
+static_assert(sizeof(struct ferroce_cmd_hdr) == 8, "cmd_hdr");
+static_assert(sizeof(struct ferroce_cmd) == FERROCE_CMD_SIZE, "cmd");
+static_assert(sizeof(struct ferroce_cmd_comp) == FERROCE_CMD_COMP_SIZE, "cmd_comp");
+static_assert(sizeof(struct ferroce_pbl) == 16, "pbl");
+static_assert(sizeof(struct ferroce_cmd_query_caps) == 24, "query_caps");
+static_assert(sizeof(struct ferroce_caps) == 112, "caps");
+static_assert(sizeof(struct ferroce_cmd_query_port) == 16, "query_port");
+static_assert(sizeof(struct ferroce_cmd_set_port_mtu) == 16, "set_port_mtu");
+static_assert(sizeof(struct ferroce_cmd_set_port_mac) == 24, "set_port_mac");
+static_assert(sizeof(struct ferroce_cmd_query_counters) == 24, "query_counters");
+static_assert(sizeof(struct ferroce_counters) == 536, "counters");
+static_assert(sizeof(struct ferroce_cmd_create_eq) == 24, "create_eq");
+static_assert(sizeof(struct ferroce_cmd_destroy_eq) == 16, "destroy_eq");
+static_assert(sizeof(struct ferroce_cmd_create_cq) == 48, "create_cq");
+static_assert(sizeof(struct ferroce_cmd_destroy_cq) == 16, "destroy_cq");
+static_assert(sizeof(struct ferroce_cmd_resize_cq) == 40, "resize_cq");
+static_assert(sizeof(struct ferroce_cmd_alloc_pd) == 16, "alloc_pd");
+static_assert(sizeof(struct ferroce_cmd_dealloc_pd) == 16, "dealloc_pd");
+static_assert(sizeof(struct ferroce_cmd_reg_mr) == 64, "reg_mr");
+static_assert(sizeof(struct ferroce_cmd_dereg_mr) == 16, "dereg_mr");
+static_assert(sizeof(struct ferroce_cmd_modify_mr) == 24, "modify_mr");
+static_assert(sizeof(struct ferroce_cmd_create_qp) == 96, "create_qp");
+static_assert(sizeof(struct ferroce_cmd_destroy_qp) == 16, "destroy_qp");
+static_assert(sizeof(struct ferroce_cmd_create_srq) == 56, "create_srq");
+static_assert(sizeof(struct ferroce_cmd_destroy_srq) == 16, "destroy_srq");
+static_assert(sizeof(struct ferroce_cmd_modify_srq) == 16, "modify_srq");
+static_assert(sizeof(struct ferroce_cmd_query_srq) == 16, "query_srq");
+static_assert(sizeof(struct ferroce_cmd_resize_srq) == 40, "resize_srq");
+static_assert(sizeof(struct ferroce_cmd_mcast) == 32, "mcast");
+static_assert(sizeof(struct ferroce_av) == 40, "av");
+static_assert(sizeof(struct ferroce_qp_attr) == 88, "qp_attr");
+static_assert(sizeof(struct ferroce_cmd_modify_qp) == 96, "modify_qp");
+static_assert(sizeof(struct ferroce_cmd_query_qp) == 24, "query_qp");
+static_assert(sizeof(struct ferroce_cmd_create_ah) == 56, "create_ah");
+static_assert(sizeof(struct ferroce_cmd_destroy_ah) == 16, "destroy_ah");
+static_assert(sizeof(struct ferroce_cmd_set_gid) == 40, "set_gid");
+static_assert(sizeof(struct ferroce_cmd_clear_gid) == 16, "clear_gid");
+static_assert(sizeof(struct ferroce_eqe) == FERROCE_EQE_SIZE, "eqe");
+static_assert(sizeof(struct ferroce_sge) == 16, "sge");
+static_assert(sizeof(struct ferroce_sq_wqe_hdr) == FERROCE_SQ_WQE_SEG_OFFSET, "sq_wqe_hdr");
+static_assert(sizeof(struct ferroce_sq_wqe_rdma) == 16, "sq_wqe_rdma");
+static_assert(sizeof(struct ferroce_sq_wqe_ud) == 16, "sq_wqe_ud");
+static_assert(sizeof(struct ferroce_sq_wqe_atomic) == 32, "sq_wqe_atomic");
+static_assert(sizeof(struct ferroce_sq_wqe_reg_mr) == 32, "sq_wqe_reg_mr");
+static_assert(sizeof(struct ferroce_sq_wqe_bind_mw) == 32, "sq_wqe_bind_mw");
+static_assert(sizeof(struct ferroce_sq_wqe_atomic_write) == 32, "sq_wqe_atomic_write");
+static_assert(sizeof(struct ferroce_sq_wqe_flush) == 32, "sq_wqe_flush");
+static_assert(sizeof(struct ferroce_rq_wqe_hdr) == FERROCE_RQ_WQE_DATA_OFFSET, "rq_wqe_hdr");
+static_assert(sizeof(struct ferroce_qp_dbrec) == 8, "qp_dbrec");
+static_assert(sizeof(struct ferroce_cq_dbrec) == 8, "cq_dbrec");
+static_assert(sizeof(struct ferroce_srq_dbrec) == 8, "srq_dbrec");
+static_assert(sizeof(struct ferroce_cqe) == FERROCE_CQE_SIZE, "cqe");
 
 #endif /* FERROCE_HW_H */

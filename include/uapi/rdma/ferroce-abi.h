@@ -41,8 +41,9 @@
 #define FERROCE_UVERBS_ABI_VERSION	1
 
 /*
- * alloc_ucontext: the request is optional (length 0 is fine). The response names the doorbell page of the
- * context: one 4 KiB page of BAR2 that the provider maps with
+ * alloc_ucontext: the request is optional (length 0 is fine). The response
+ * names the doorbell page of the context: one 4 KiB page of BAR2 that the
+ * provider maps with
  * mmap(NULL, 4096, PROT_WRITE, MAP_SHARED, cmd_fd, db_mmap_offset).
  * Every CQ and QP of the context is rung through that page only.
  * With PAGE_SIZE > 4 KiB the offset names one PAGE_SIZE mapping of a group
@@ -121,8 +122,9 @@ struct ferroce_uresp_resize_cq {
  * create_qp (RC, UC and UD): SQ and RQ rings in process memory, page
  * aligned, depth << wqe_shift bytes each, zeroed by the provider. Without a
  * receive queue of its own (a QP attached to an SRQ, or one that never
- * receives) rq_depth, rq_wqe_shift, rq_buf_va and rq_dbrec_va are all 0. Strides and depths follow device.rst ("Work
- * queues"); the driver checks them against the device's limits.
+ * receives) rq_depth, rq_wqe_shift, rq_buf_va and rq_dbrec_va are all 0.
+ * Strides and depths follow device.rst ("Work queues"); the driver checks
+ * them against the device's limits.
  */
 struct ferroce_ureq_create_qp {
 	__aligned_u64 sq_buf_va;
