@@ -1009,7 +1009,13 @@ impl<'bound> Ferroce<'bound> {
         let mut builder = step(
             pdev,
             "allocate ib_device",
-            rdma::Builder::new(ibdev, cqs, qps, srqs),
+            rdma::Builder::new(
+                kernel::module::this_module::<crate::LocalModule>(),
+                ibdev,
+                cqs,
+                qps,
+                srqs,
+            ),
         )?;
         builder.set_node_guid(node_guid);
         builder.set_num_comp_vectors(num_ceqs)?;

@@ -12,18 +12,18 @@ use kernel::{
 
 /// Device attributes (`struct ib_device_attr`), zeroed by ib_core before
 /// `query_device` and filled in by the driver.
-pub(crate) type DeviceAttr = b::ib_device_attr;
+pub type DeviceAttr = b::ib_device_attr;
 
 /// Port attributes (`struct ib_port_attr`), zeroed by ib_core before
 /// `query_port` and filled in by the driver.
-pub(crate) type PortAttr = b::ib_port_attr;
+pub type PortAttr = b::ib_port_attr;
 
 /// Immutable port attributes (`struct ib_port_immutable`).
-pub(crate) type PortImmutable = b::ib_port_immutable;
+pub type PortImmutable = b::ib_port_immutable;
 
 /// Link layer of a port (`enum rdma_link_layer`).
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
-pub(crate) enum LinkLayer {
+pub enum LinkLayer {
     /// Ethernet (RoCE, iWARP).
     Ethernet,
 }
@@ -38,7 +38,7 @@ impl LinkLayer {
 
 /// Type of a GID table entry (`enum ib_gid_type`).
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
-pub(crate) enum GidType {
+pub enum GidType {
     /// InfiniBand GID.
     Ib,
     /// RoCE v1 (Ethertype 0x8915).
@@ -54,7 +54,7 @@ pub(crate) enum GidType {
 ///
 /// `ptr` points to a valid `struct net_device` for `'a`.
 #[derive(Clone, Copy)]
-pub(crate) struct NetDev<'a> {
+pub struct NetDev<'a> {
     ptr: NonNull<kernel::bindings::net_device>,
     _p: PhantomData<&'a kernel::bindings::net_device>,
 }
@@ -76,13 +76,13 @@ impl<'a> NetDev<'a> {
     }
 
     /// Whether `self` and `other` are the same netdev.
-    pub(crate) fn same_as(&self, other: &NetDev<'_>) -> bool {
+    pub fn same_as(&self, other: &NetDev<'_>) -> bool {
         self.ptr == other.ptr
     }
 
     /// Whether the netdev is an Ethernet device (`ARPHRD_ETHER`, 6-byte
     /// addresses).
-    pub(crate) fn is_ether(&self) -> bool {
+    pub fn is_ether(&self) -> bool {
         // SAFETY: `ptr` is a valid netdev (type invariant); the helpers read
         // one field each.
         unsafe {
@@ -108,7 +108,7 @@ impl<'a> NetDev<'a> {
 
     /// The current Ethernet address of the netdev (`dev_addr`), `None` if it
     /// is not 6 bytes long.
-    pub(crate) fn mac(&self) -> Option<[u8; 6]> {
+    pub fn mac(&self) -> Option<[u8; 6]> {
         // SAFETY: `ptr` is a valid netdev (type invariant).
         self.addr6(unsafe { b::netdev_dev_addr(self.ptr.as_ptr()) })
     }
@@ -116,43 +116,43 @@ impl<'a> NetDev<'a> {
     /// The permanent (burnt-in) Ethernet address of the netdev
     /// (`perm_addr`, all zeroes if it has none), `None` if its addresses
     /// are not 6 bytes long.
-    pub(crate) fn perm_addr(&self) -> Option<[u8; 6]> {
+    pub fn perm_addr(&self) -> Option<[u8; 6]> {
         // SAFETY: `ptr` is a valid netdev (type invariant).
         self.addr6(unsafe { b::netdev_perm_addr(self.ptr.as_ptr()) })
     }
 
     /// `is_vlan_dev()`.
-    pub(crate) fn is_vlan(&self) -> bool {
+    pub fn is_vlan(&self) -> bool {
         // SAFETY: `ptr` is a valid netdev (type invariant).
         unsafe { b::is_vlan_dev(self.ptr.as_ptr()) }
     }
 
     /// `netif_is_bridge_master()`.
-    pub(crate) fn is_bridge_master(&self) -> bool {
+    pub fn is_bridge_master(&self) -> bool {
         // SAFETY: `ptr` is a valid netdev (type invariant).
         unsafe { b::netif_is_bridge_master(self.ptr.as_ptr()) }
     }
 
     /// `netif_is_lag_master()` (bond and team masters).
-    pub(crate) fn is_lag_master(&self) -> bool {
+    pub fn is_lag_master(&self) -> bool {
         // SAFETY: `ptr` is a valid netdev (type invariant).
         unsafe { b::netif_is_lag_master(self.ptr.as_ptr()) }
     }
 
     /// `netif_running() && netif_carrier_ok()`.
-    pub(crate) fn oper_up(&self) -> bool {
+    pub fn oper_up(&self) -> bool {
         // SAFETY: `ptr` is a valid netdev (type invariant).
         unsafe { b::netif_running(self.ptr.as_ptr()) && b::netif_carrier_ok(self.ptr.as_ptr()) }
     }
 
     /// The netdev's MTU.
-    pub(crate) fn mtu(&self) -> u32 {
+    pub fn mtu(&self) -> u32 {
         // SAFETY: `ptr` is a valid netdev (type invariant).
         unsafe { b::netdev_mtu(self.ptr.as_ptr()) }
     }
 
     /// The netdev's name. Only stable under RTNL: use it for messages.
-    pub(crate) fn name(&self) -> &CStr {
+    pub fn name(&self) -> &CStr {
         // SAFETY: `ptr` is a valid netdev (type invariant); its name is a
         // NUL-terminated array inside it, rewritten only under RTNL (with
         // the terminating NUL kept in place).
@@ -166,7 +166,7 @@ impl<'a> NetDev<'a> {
 ///
 /// `ptr` points to a `struct net_device` on which this object holds a
 /// reference.
-pub(crate) struct NetDevRef {
+pub struct NetDevRef {
     ptr: NonNull<kernel::bindings::net_device>,
 }
 
@@ -187,7 +187,7 @@ impl NetDevRef {
     }
 
     /// A view of the netdev for as long as the reference is held.
-    pub(crate) fn get(&self) -> NetDev<'_> {
+    pub fn get(&self) -> NetDev<'_> {
         // INVARIANT: the reference keeps the netdev alive for `'_`.
         NetDev {
             ptr: self.ptr,
@@ -208,7 +208,7 @@ impl Drop for NetDevRef {
 /// # Invariants
 ///
 /// `raw` is a valid `struct ib_gid_attr` for `'a`.
-pub(crate) struct GidAttr<'a> {
+pub struct GidAttr<'a> {
     raw: &'a b::ib_gid_attr,
 }
 
@@ -223,23 +223,23 @@ impl<'a> GidAttr<'a> {
     }
 
     /// The GID, in network byte order.
-    pub(crate) fn gid(&self) -> [u8; 16] {
+    pub fn gid(&self) -> [u8; 16] {
         // SAFETY: every variant of `union ib_gid` is 16 plain bytes.
         unsafe { unions::read::<_, [u8; 16]>(&self.raw.gid) }
     }
 
     /// The index of the entry in the port's GID table.
-    pub(crate) fn index(&self) -> u16 {
+    pub fn index(&self) -> u16 {
         self.raw.index
     }
 
     /// The port number (1-based).
-    pub(crate) fn port(&self) -> u32 {
+    pub fn port(&self) -> u32 {
         self.raw.port_num
     }
 
     /// The type of the entry, `None` for values this layer does not know.
-    pub(crate) fn gid_type(&self) -> Option<GidType> {
+    pub fn gid_type(&self) -> Option<GidType> {
         match self.raw.gid_type {
             b::ib_gid_type_IB_GID_TYPE_IB => Some(GidType::Ib),
             b::ib_gid_type_IB_GID_TYPE_ROCE => Some(GidType::RoceV1),
@@ -252,7 +252,7 @@ impl<'a> GidAttr<'a> {
     /// with this entry, as ib_core derives them from the entry's netdev
     /// (`rdma_read_gid_l2_fields`: a VLAN netdev, or an upper device of
     /// one); `ENODEV` if the entry has no netdev.
-    pub(crate) fn l2_fields(&self) -> Result<(Option<u16>, [u8; 6])> {
+    pub fn l2_fields(&self) -> Result<(Option<u16>, [u8; 6])> {
         let mut vlan = 0u16;
         let mut mac = [0u8; 6];
         // SAFETY: `raw` is a valid `ib_gid_attr` (type invariant); `vlan`

@@ -40,7 +40,7 @@ use kernel::{
 /// `dealloc_driver` callback, i.e. when the device is unregistered or
 /// (before registration) deallocated.
 #[vtable]
-pub(crate) trait Driver: Send + Sync + Sized + 'static {
+pub trait Driver: Send + Sync + Sized + 'static {
     /// Driver state of a user context (`struct ib_ucontext`).
     type UContext: Send + Sync;
     /// Driver state of a protection domain (`struct ib_pd`).
@@ -460,7 +460,7 @@ pub(crate) trait Driver: Send + Sync + Sized + 'static {
 /// * A `Device<T>` is only ever allocated by [`Builder::new`], with `data`,
 ///   `cqs`, `qps` and `srqs` initialised before the ops (and thus `dealloc_driver`) are set.
 #[repr(C)]
-pub(crate) struct Device<T: Driver> {
+pub struct Device<T: Driver> {
     ib: Opaque<b::ib_device>,
     pub(super) data: T,
     /// Where completion and CQ events reach the CQs; the layer inserts and
@@ -499,7 +499,7 @@ impl<T: Driver> Device<T> {
     }
 
     /// The netdev associated with `port`, held.
-    pub(crate) fn netdev(&self, port: u32) -> Option<NetDevRef> {
+    pub fn netdev(&self, port: u32) -> Option<NetDevRef> {
         netdev_of(self.as_raw(), port)
     }
 
@@ -507,7 +507,7 @@ impl<T: Driver> Device<T> {
     /// speed maps to (`ib_get_eth_speed`; 1 Gb/s when the netdev reports
     /// none). `ENODEV` without a netdev. It takes RTNL: never call it under
     /// RTNL (from a netdev notifier).
-    pub(crate) fn eth_speed(&self, port: u32) -> Result<(u16, u8)> {
+    pub fn eth_speed(&self, port: u32) -> Result<(u16, u8)> {
         let (mut speed, mut width) = (0u16, 0u8);
         // SAFETY: the device is alive; the outputs are valid for writes.
         to_result(unsafe { b::ib_get_eth_speed(self.as_raw(), port, &mut speed, &mut width) })?;
@@ -520,7 +520,7 @@ impl<T: Driver> Device<T> {
     /// the device's array is handed out: the bytes are copied one by one
     /// (a copy racing a rename may mix the two names, never more) and the
     /// copy is always NUL-terminated.
-    pub(crate) fn name(&self) -> DevName {
+    pub fn name(&self) -> DevName {
         let mut out = DevName([0; DEV_NAME_LEN]);
         // SAFETY: the device is alive, so its `name` array is valid for
         // reads; each byte is read with a volatile load because ib_core may
@@ -538,11 +538,11 @@ impl<T: Driver> Device<T> {
 const DEV_NAME_LEN: usize = b::IB_DEVICE_NAME_MAX as usize;
 
 /// An owned copy of an `ib_device`'s name (always NUL-terminated).
-pub(crate) struct DevName([u8; DEV_NAME_LEN]);
+pub struct DevName([u8; DEV_NAME_LEN]);
 
 impl DevName {
     /// The name as a C string.
-    pub(crate) fn as_cstr(&self) -> &CStr {
+    pub fn as_cstr(&self) -> &CStr {
         // The last byte is always NUL (`Device::name`), so there is one.
         CStr::from_bytes_until_nul(&self.0).unwrap_or(c"")
     }
@@ -598,7 +598,7 @@ pub(super) type MwObj<T> = Obj<b::ib_mw, <T as Driver>::Mw>;
 
 /// The type of a memory window (IBTA 10.6.7).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum MwType {
+pub enum MwType {
     /// Type 1: bound by `ibv_bind_mw`, usable by every QP of its PD.
     One,
     /// Type 2 (2B): bound by a bind work request, usable by that QP only.
@@ -607,14 +607,14 @@ pub(crate) enum MwType {
 
 /// What `ibv_rereg_mr` changes of a user MR; `None` keeps the old value.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub(crate) struct MrRereg {
+pub struct MrRereg {
     /// `IB_MR_REREG_PD`: the MR moves to the PD given with the change.
-    pub(crate) pd: bool,
+    pub pd: bool,
     /// `IB_MR_REREG_TRANS`: the new user address, length and I/O virtual
     /// address.
-    pub(crate) trans: Option<(u64, u64, u64)>,
+    pub trans: Option<(u64, u64, u64)>,
     /// `IB_MR_REREG_ACCESS`: the new `IB_ACCESS_*` rights.
-    pub(crate) access: Option<u32>,
+    pub access: Option<u32>,
 }
 
 /// A driver-allocated `ib_mr` followed by the driver state (ib_core lets the
@@ -627,7 +627,7 @@ pub(super) struct MrObj<T: Driver> {
 
 /// What `alloc_ucontext` may do with the new context besides creating its
 /// state.
-pub(crate) struct UContextInit<'a> {
+pub struct UContextInit<'a> {
     uctx: *mut b::ib_ucontext,
     mmaps: &'a mut KVec<MmapIo>,
 }
@@ -637,7 +637,7 @@ impl UContextInit<'_> {
     /// `mmap()`, uncached; `EINVAL` unless they are page aligned and inside
     /// `region`. Returns the offset userspace maps them at. The offer lasts
     /// as long as the context.
-    pub(crate) fn offer_mmio(&mut self, region: &MmioRegion, offset: u64, len: u64) -> Result<u64> {
+    pub fn offer_mmio(&mut self, region: &MmioRegion, offset: u64, len: u64) -> Result<u64> {
         self.mmaps.reserve(1, GFP_KERNEL)?;
         // SAFETY: `uctx` is the live context being allocated, of a device
         // with our `mmap`/`mmap_free` ops; the entry is kept in the context's
@@ -652,30 +652,37 @@ impl UContextInit<'_> {
 
 /// The attributes `query_qp` fills in: the plain fields through
 /// [`QpAttrOut::raw`], the primary path through [`QpAttrOut::set_roce_av`].
-pub(crate) struct QpAttrOut<'a> {
+pub struct QpAttrOut<'a> {
     pub(super) raw: &'a mut b::ib_qp_attr,
 }
 
 /// A RoCE address vector as `query_qp` reports it.
-pub(crate) struct RoceAv {
-    pub(crate) dgid: [u8; 16],
-    pub(crate) dmac: [u8; 6],
-    pub(crate) sgid_index: u8,
-    pub(crate) hop_limit: u8,
-    pub(crate) traffic_class: u8,
-    pub(crate) flow_label: u32,
-    pub(crate) port: u32,
+pub struct RoceAv {
+    /// The destination GID.
+    pub dgid: [u8; 16],
+    /// The destination MAC address.
+    pub dmac: [u8; 6],
+    /// The source GID's index in the port's GID table.
+    pub sgid_index: u8,
+    /// The IP TTL / hop limit.
+    pub hop_limit: u8,
+    /// The IP traffic class.
+    pub traffic_class: u8,
+    /// The IPv6 flow label.
+    pub flow_label: u32,
+    /// The port number (1-based).
+    pub port: u32,
 }
 
 impl QpAttrOut<'_> {
     /// The plain attribute fields.
-    pub(crate) fn raw(&mut self) -> &mut b::ib_qp_attr {
+    pub fn raw(&mut self) -> &mut b::ib_qp_attr {
         self.raw
     }
 
     /// Sets the primary path (a RoCE address with a GRH, no GID attribute
     /// reference).
-    pub(crate) fn set_roce_av(&mut self, av: &RoceAv) {
+    pub fn set_roce_av(&mut self, av: &RoceAv) {
         let ah = &mut self.raw.ah_attr;
         ah.type_ = b::rdma_ah_attr_type_RDMA_AH_ATTR_TYPE_ROCE;
         ah.port_num = av.port;
@@ -747,7 +754,7 @@ pub(super) unsafe fn ctx_of<'a, T: Driver>(udata: &UData<'_>) -> Result<&'a T::U
 /// if the device refuses or does not answer, leaks it instead, so memory the
 /// state pins stays pinned under a device that might still access it (the
 /// policy of [`Driver::destroy_cq`] and the other destroy methods).
-pub(crate) fn destroy_or_leak<D>(data: D, destroy: impl FnOnce(&D) -> Result) {
+pub fn destroy_or_leak<D>(data: D, destroy: impl FnOnce(&D) -> Result) {
     if destroy(&data).is_err() {
         core::mem::forget(data);
     }
@@ -763,14 +770,7 @@ pub(super) fn ptr_result<P>(r: Result<*mut P>) -> *mut P {
 /// ib_core calls each trampoline only as the op of a device set up by
 /// [`Builder::new`] for the same `T`, with the arguments its
 /// `struct ib_device_ops` documents; the `// SAFETY` comments rely on that.
-pub(crate) struct Adapter<T: Driver>(PhantomData<T>);
-
-// The module object made by modpost (`ferroce.mod.c`); only its address is
-// used. (`struct module` may contain field-less structs, hence the lint.)
-#[allow(improper_ctypes)]
-extern "C" {
-    pub(super) static mut __this_module: kernel::bindings::module;
-}
+pub struct Adapter<T: Driver>(PhantomData<T>);
 
 impl<T: Driver> Adapter<T> {
     pub(super) const OPS: b::ib_device_ops = {

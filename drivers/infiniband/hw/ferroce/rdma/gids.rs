@@ -14,17 +14,17 @@ use kernel::{prelude::*, str::CStrExt};
 /// A valid entry of a port's GID table, as `rdma_query_gid_table` copies it
 /// (`struct ib_uverbs_gid_entry`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct GidEntry {
+pub struct GidEntry {
     /// The GID, network order.
-    pub(crate) gid: [u8; 16],
+    pub gid: [u8; 16],
     /// Its index in the port's table.
-    pub(crate) index: u32,
+    pub index: u32,
     /// The port (1-based).
-    pub(crate) port: u32,
+    pub port: u32,
     /// `None` for a type this layer does not know.
-    pub(crate) gid_type: Option<GidType>,
+    pub gid_type: Option<GidType>,
     /// The ifindex of the entry's netdev, 0 if it has none.
-    pub(crate) netdev_ifindex: u32,
+    pub netdev_ifindex: u32,
 }
 
 impl GidEntry {
@@ -74,7 +74,7 @@ pub(super) unsafe fn query_gid_table(dev: *mut b::ib_device, max: usize) -> Resu
 impl<T: Driver> Device<T> {
     /// `ibdev_warn`: a warning prefixed with the driver and device names
     /// (any context). Rate limiting is the caller's.
-    pub(crate) fn warn(&self, args: fmt::Arguments<'_>) {
+    pub fn warn(&self, args: fmt::Arguments<'_>) {
         // SAFETY: `as_raw` is the device's `ib_device`, alive while `self`
         // is; "%pA" takes a pointer to a `fmt::Arguments`, which `args` is
         // for the duration of the call.

@@ -15,7 +15,7 @@ use kernel::{
 };
 
 /// The number of online CPUs (`num_online_cpus()`).
-pub(crate) fn num_online_cpus() -> u32 {
+pub fn num_online_cpus() -> u32 {
     // SAFETY: the helper only reads the online CPU count.
     unsafe { b::num_online_cpus() }
 }
@@ -58,7 +58,7 @@ impl<H: Handler + 'static> PinnedDrop for Vector<'_, H> {
 ///   lifetime longer than a borrow of `self`.
 /// * `regs` is declared before `vectors`, so it is dropped first.
 #[pin_data]
-pub(crate) struct MsixIrqs<'a, H: Handler + 'static> {
+pub struct MsixIrqs<'a, H: Handler + 'static> {
     regs: KVec<Pin<KBox<Vector<'a, H>>>>,
     vectors: pci::IrqVectorRegistration<'a>,
     #[pin]
@@ -73,7 +73,7 @@ impl<'a, H: Handler + 'static> MsixIrqs<'a, H> {
     /// CPU of `cpumask_local_spread` for the device's NUMA node), e.g.
     /// completion vectors after an async one; best effort, a failure is
     /// only logged.
-    pub(crate) fn new(
+    pub fn new(
         pdev: &'a pci::Device<Bound>,
         min: u32,
         max: u32,
@@ -163,12 +163,18 @@ impl<'a, H: Handler + 'static> MsixIrqs<'a, H> {
     }
 
     /// The number of vectors (and handlers).
-    pub(crate) fn len(&self) -> usize {
+    pub fn len(&self) -> usize {
         self.regs.len()
     }
 
+    /// Whether there are no vectors (a request for at least one vector
+    /// never gives that).
+    pub fn is_empty(&self) -> bool {
+        self.regs.is_empty()
+    }
+
     /// Waits until no handler runs.
-    pub(crate) fn synchronize(&self) {
+    pub fn synchronize(&self) {
         for v in self.regs.iter() {
             v.reg.synchronize();
         }
@@ -178,7 +184,7 @@ impl<'a, H: Handler + 'static> MsixIrqs<'a, H> {
 /// A PCI driver whose device has its DMA masks set before the driver's
 /// probe runs. Registered through [`DmaMasked`], which implements
 /// [`pci::Driver`] for it.
-pub(crate) trait MaskedPciDriver {
+pub trait MaskedPciDriver {
     /// See [`pci::Driver::IdInfo`].
     type IdInfo: 'static;
     /// See [`pci::Driver::Data`].
@@ -204,7 +210,7 @@ pub(crate) trait MaskedPciDriver {
 /// the driver for this binding (and the previous binding's allocations went
 /// with its remove), so none can exist yet. The driver therefore needs no
 /// unsafe call of its own.
-pub(crate) struct DmaMasked<T>(PhantomData<T>);
+pub struct DmaMasked<T>(PhantomData<T>);
 
 impl<T: MaskedPciDriver> pci::Driver for DmaMasked<T> {
     type IdInfo = T::IdInfo;

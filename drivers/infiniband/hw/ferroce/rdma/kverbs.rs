@@ -39,7 +39,7 @@ pub(super) unsafe fn mr_data<'a, T: Driver>(mr: *mut b::ib_mr) -> &'a T::Mr {
 
 impl<T: Driver> Device<T> {
     /// The device DMA is done for (the PCI function), bound.
-    pub(crate) fn dma_device(&self) -> &kernel::device::Device<Bound> {
+    pub fn dma_device(&self) -> &kernel::device::Device<Bound> {
         // SAFETY: `ib_register_device` set `dma_device` to the bound device
         // `Builder::register` was given. A `&Device<T>` is only handed out
         // while the device is registered (to the driver's ops, which
@@ -59,7 +59,7 @@ impl<T: Driver> Device<T> {
 
     /// Runs `f` on the driver state of QP `qpn`, under the QP table's lock
     /// (which its destruction takes first); `None` if there is no such QP.
-    pub(crate) fn with_qp<R>(&self, qpn: u32, f: impl FnOnce(&T::Qp) -> R) -> Option<R> {
+    pub fn with_qp<R>(&self, qpn: u32, f: impl FnOnce(&T::Qp) -> R) -> Option<R> {
         self.qps.with_ref(qpn, |qp| {
             // SAFETY: a QP is inserted into the table only after its state
             // was written, and removed before it is read out for

@@ -26,7 +26,7 @@ use kernel::{
 ///
 /// [`UContextInit::offer_mmio`]: super::UContextInit::offer_mmio
 #[derive(Clone, Copy, Debug)]
-pub(crate) struct MmioRegion {
+pub struct MmioRegion {
     phys: u64,
     len: u64,
 }
@@ -35,7 +35,7 @@ impl MmioRegion {
     /// The `len` bytes at `offset` of BAR `bar` of `pdev`; `EINVAL` unless
     /// the range is page aligned, non-empty and inside the BAR, `ENODEV` if
     /// the BAR is not assigned.
-    pub(crate) fn new(pdev: &pci::Device<Bound>, bar: u32, offset: u64, len: u64) -> Result<Self> {
+    pub fn new(pdev: &pci::Device<Bound>, bar: u32, offset: u64, len: u64) -> Result<Self> {
         let start = pdev.resource_start(bar)?;
         let bar_len = pdev.resource_len(bar)?;
         if start == 0 || bar_len == 0 {
@@ -83,7 +83,7 @@ struct IoEntry {
 ///
 /// `entry` is an inserted `IoEntry` on which we hold ib_core's initial
 /// reference.
-pub(crate) struct MmapIo {
+pub struct MmapIo {
     entry: NonNull<IoEntry>,
 }
 
@@ -135,7 +135,7 @@ impl MmapIo {
     }
 
     /// The `mmap()` offset userspace passes to map the pages.
-    pub(crate) fn offset(&self) -> u64 {
+    pub fn offset(&self) -> u64 {
         // SAFETY: the entry is inserted and alive (type invariant).
         unsafe { b::rdma_user_mmap_get_offset((*self.entry.as_ptr()).entry.get()) }
     }

@@ -28,36 +28,34 @@
 //! All `unsafe` code of the driver lives here (and in the generated
 //! bindings); the driver modules above it contain none.
 
-pub(crate) mod attr;
-pub(crate) mod device;
-pub(crate) mod gids;
-pub(crate) mod kext;
-pub(crate) mod kverbs;
-pub(crate) mod mmap;
-pub(crate) mod notifier;
+pub mod attr;
+pub mod device;
+pub mod gids;
+pub mod kext;
+pub mod kverbs;
+pub mod mmap;
+pub mod notifier;
 mod obj_ops;
-pub(crate) mod objects;
+pub mod objects;
 mod registration;
-pub(crate) mod srq;
-pub(crate) mod stats;
-pub(crate) mod udata;
-pub(crate) mod umem;
+pub mod srq;
+pub mod stats;
+pub mod udata;
+pub mod umem;
 mod unions;
-pub(crate) mod wr;
+pub mod wr;
 
-pub(crate) use attr::{DeviceAttr, GidAttr, GidType, LinkLayer, NetDev, PortAttr, PortImmutable};
-pub(crate) use device::{
+pub use attr::{DeviceAttr, GidAttr, GidType, LinkLayer, NetDev, PortAttr, PortImmutable};
+pub use device::{
     destroy_or_leak, Device, Driver, MrRereg, MwType, QpAttrOut, RoceAv, UContextInit,
 };
-pub(crate) use gids::GidEntry;
-pub(crate) use mmap::MmioRegion;
-pub(crate) use notifier::{NetdevEvent, NetdevHandler, NetdevNotifier};
-pub(crate) use objects::{AhAttr, CqEvent, CqTable, QpAttr, QpEvent, QpInit, QpTable, QpType};
-pub(crate) use registration::{Builder, EventRef, PortEvent, Registration};
-pub(crate) use srq::{SrqAttr, SrqEvent, SrqTable};
-pub(crate) use stats::{FwStr, ResMsg, StatDesc};
-pub(crate) use udata::{UData, UserRequest};
-pub(crate) use umem::Umem;
-pub(crate) use wr::{
-    NetType, RecvWr, RecvWrs, RegSeg, SendOp, SendWr, SendWrs, Sge, Wc, WcOp, WcOut,
-};
+pub use gids::GidEntry;
+pub use mmap::MmioRegion;
+pub use notifier::{NetdevEvent, NetdevHandler, NetdevNotifier};
+pub use objects::{AhAttr, CqEvent, CqTable, QpAttr, QpEvent, QpInit, QpTable, QpType};
+pub use registration::{Builder, EventRef, PortEvent, Registration};
+pub use srq::{SrqAttr, SrqEvent, SrqTable};
+pub use stats::{FwStr, ResMsg, StatDesc};
+pub use udata::{UData, UserRequest};
+pub use umem::Umem;
+pub use wr::{NetType, RecvWr, RecvWrs, RegSeg, SendOp, SendWr, SendWrs, Sge, Wc, WcOp, WcOut};

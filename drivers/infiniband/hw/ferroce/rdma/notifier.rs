@@ -13,7 +13,7 @@ use kernel::{ffi::c_ulong, prelude::*, types::Opaque};
 
 /// The netdev events a handler is told about.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum NetdevEvent {
+pub enum NetdevEvent {
     /// `NETDEV_REGISTER`.
     Register,
     /// `NETDEV_UNREGISTER`: drop every reference on the netdev.
@@ -49,7 +49,7 @@ impl NetdevEvent {
 }
 
 /// What a netdevice notifier calls.
-pub(crate) trait NetdevHandler: Send + Sync + 'static {
+pub trait NetdevHandler: Send + Sync + 'static {
     /// `event` happened to `netdev`. Called with RTNL held (so calls are
     /// serialised), in process context; `netdev` is valid for the call.
     fn event(&self, event: NetdevEvent, netdev: NetDev<'_>);
@@ -72,7 +72,7 @@ struct Inner<H: NetdevHandler> {
 ///
 /// `inner.nb` is registered with `register_netdevice_notifier`, with
 /// `Self::call` as its callback; `inner` is pinned and `nb` sits at offset 0.
-pub(crate) struct NetdevNotifier<H: NetdevHandler> {
+pub struct NetdevNotifier<H: NetdevHandler> {
     inner: Pin<KBox<Inner<H>>>,
 }
 
@@ -87,7 +87,7 @@ impl<H: NetdevHandler> NetdevNotifier<H> {
 
     /// Registers a notifier calling `handler` (which sees the replayed
     /// events before this returns).
-    pub(crate) fn register(handler: H) -> Result<Self> {
+    pub fn register(handler: H) -> Result<Self> {
         let () = Self::LAYOUT_OK;
         let inner = KBox::pin(
             Inner {
@@ -108,7 +108,7 @@ impl<H: NetdevHandler> NetdevNotifier<H> {
     }
 
     /// The handler.
-    pub(crate) fn handler(&self) -> &H {
+    pub fn handler(&self) -> &H {
         &self.inner.handler
     }
 

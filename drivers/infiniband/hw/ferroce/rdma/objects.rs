@@ -19,7 +19,7 @@ use kernel::{
 
 /// QP transport types the layer passes on.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum QpType {
+pub enum QpType {
     /// Reliable connected.
     Rc,
     /// Unreliable connected.
@@ -32,17 +32,21 @@ pub(crate) enum QpType {
 
 /// The creation attributes of a user QP (`struct ib_qp_init_attr`) and its
 /// CQs' and PD's driver state.
-pub(crate) struct QpInit<'a, Cq, Pd, Srq> {
-    pub(crate) qp_type: QpType,
+pub struct QpInit<'a, Cq, Pd, Srq> {
+    /// The transport.
+    pub qp_type: QpType,
     /// Every send WR generates a completion (`IB_SIGNAL_ALL_WR`).
-    pub(crate) sq_sig_all: bool,
+    pub sq_sig_all: bool,
     /// Requested capacities; the driver writes back what it granted.
-    pub(crate) cap: &'a mut b::ib_qp_cap,
-    pub(crate) send_cq: &'a Cq,
-    pub(crate) recv_cq: &'a Cq,
-    pub(crate) pd: &'a Pd,
+    pub cap: &'a mut b::ib_qp_cap,
+    /// The CQ of the send queue.
+    pub send_cq: &'a Cq,
+    /// The CQ of the receive queue.
+    pub recv_cq: &'a Cq,
+    /// The protection domain.
+    pub pd: &'a Pd,
     /// The SRQ its receives come from, if any.
-    pub(crate) srq: Option<&'a Srq>,
+    pub srq: Option<&'a Srq>,
 }
 
 /// Attributes of a QP modification (`struct ib_qp_attr`): the plain fields
@@ -53,7 +57,7 @@ pub(crate) struct QpInit<'a, Cq, Pd, Srq> {
 /// `raw` comes from ib_core's `modify_qp` call: when the mask has
 /// `IB_QP_AV`, `ah_attr.grh.sgid_attr` is NULL or a GID attribute held for
 /// the call.
-pub(crate) struct QpAttr<'a> {
+pub struct QpAttr<'a> {
     raw: &'a b::ib_qp_attr,
     mask: u32,
 }
@@ -69,13 +73,13 @@ impl<'a> QpAttr<'a> {
     }
 
     /// The plain attribute fields.
-    pub(crate) fn raw(&self) -> &b::ib_qp_attr {
+    pub fn raw(&self) -> &b::ib_qp_attr {
         self.raw
     }
 
     /// The primary path: `None` unless the mask has `IB_QP_AV` (only then
     /// does ib_core hold its source GID attribute).
-    pub(crate) fn av(&self) -> Option<AhAttr<'a>> {
+    pub fn av(&self) -> Option<AhAttr<'a>> {
         if self.mask & b::ib_qp_attr_mask_IB_QP_AV == 0 {
             return None;
         }
@@ -93,7 +97,7 @@ impl<'a> QpAttr<'a> {
 /// `raw.grh.sgid_attr` is NULL or a GID attribute held for `'a`, and `raw`
 /// is of type `RDMA_AH_ATTR_TYPE_ROCE` or the `roce` member is plain bytes
 /// anyway (it is: all members of the union are plain data).
-pub(crate) struct AhAttr<'a> {
+pub struct AhAttr<'a> {
     raw: &'a b::rdma_ah_attr,
 }
 
@@ -107,47 +111,51 @@ impl<'a> AhAttr<'a> {
     }
 
     /// The destination GID, network order.
-    pub(crate) fn dgid(&self) -> [u8; 16] {
+    pub fn dgid(&self) -> [u8; 16] {
         // SAFETY: every variant of `union ib_gid` is 16 plain bytes.
         unsafe { unions::read::<_, [u8; 16]>(&self.raw.grh.dgid) }
     }
 
     /// The destination MAC ib_core resolved (RoCE).
-    pub(crate) fn dmac(&self) -> [u8; 6] {
+    pub fn dmac(&self) -> [u8; 6] {
         // SAFETY: the union holds plain data only; for a RoCE port ib_core
         // fills the `roce` member.
         // `roce.dmac`, the first byte of the member (checked in `unions`).
         unsafe { unions::read::<_, [u8; 6]>(&self.raw.__bindgen_anon_1) }
     }
 
-    pub(crate) fn sgid_index(&self) -> u8 {
+    /// The source GID's index in the port's GID table.
+    pub fn sgid_index(&self) -> u8 {
         self.raw.grh.sgid_index
     }
 
-    pub(crate) fn hop_limit(&self) -> u8 {
+    /// The IP TTL / hop limit.
+    pub fn hop_limit(&self) -> u8 {
         self.raw.grh.hop_limit
     }
 
     /// The service level; on RoCE the 802.1Q priority of tagged frames.
-    pub(crate) fn sl(&self) -> u8 {
+    pub fn sl(&self) -> u8 {
         self.raw.sl
     }
 
-    pub(crate) fn traffic_class(&self) -> u8 {
+    /// The IP traffic class (DSCP and ECN).
+    pub fn traffic_class(&self) -> u8 {
         self.raw.grh.traffic_class
     }
 
-    pub(crate) fn flow_label(&self) -> u32 {
+    /// The IPv6 flow label.
+    pub fn flow_label(&self) -> u32 {
         self.raw.grh.flow_label
     }
 
     /// Whether the address carries a GRH (always on RoCE).
-    pub(crate) fn has_grh(&self) -> bool {
+    pub fn has_grh(&self) -> bool {
         u32::from(self.raw.ah_flags) & b::ib_ah_flags_IB_AH_GRH != 0
     }
 
     /// The source GID entry ib_core resolved for `sgid_index`.
-    pub(crate) fn sgid_attr(&self) -> Option<GidAttr<'a>> {
+    pub fn sgid_attr(&self) -> Option<GidAttr<'a>> {
         let p = self.raw.grh.sgid_attr;
         // SAFETY: NULL or held for `'a` (type invariant).
         (!p.is_null()).then(|| unsafe { GidAttr::from_raw(p) })
@@ -156,7 +164,7 @@ impl<'a> AhAttr<'a> {
     /// The valid entries (at most `max`) of the GID tables of the device
     /// the source GID belongs to; `EINVAL` without a source GID or with more
     /// than `max` entries. Process context (allocates).
-    pub(crate) fn gid_table(&self, max: usize) -> Result<KVec<GidEntry>> {
+    pub fn gid_table(&self, max: usize) -> Result<KVec<GidEntry>> {
         let p = self.raw.grh.sgid_attr;
         if p.is_null() {
             return Err(EINVAL);
@@ -185,14 +193,14 @@ unsafe impl<R> Send for Ptr<R> {}
 
 /// Async events of a CQ.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum CqEvent {
+pub enum CqEvent {
     /// `IB_EVENT_CQ_ERR` (overflow, DMA error).
     Err,
 }
 
 /// Async events of a QP.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum QpEvent {
+pub enum QpEvent {
     /// `IB_EVENT_QP_FATAL`.
     Fatal,
     /// `IB_EVENT_QP_LAST_WQE_REACHED`.
@@ -217,21 +225,21 @@ pub(crate) enum QpEvent {
 /// (an `Arc` of) the tables it was built with, so every insert and its
 /// remove go to the same table, whatever the driver does.
 #[pin_data]
-pub(crate) struct ObjTable<R, D> {
+pub struct ObjTable<R, D> {
     #[pin]
     slots: SpinLockIrq<KVVec<Option<Ptr<R>>>>,
     _driver: PhantomData<fn() -> D>,
 }
 
 /// CQs of the devices of driver `D` by CQ number.
-pub(crate) type CqTable<D> = ObjTable<b::ib_cq, D>;
+pub type CqTable<D> = ObjTable<b::ib_cq, D>;
 /// QPs of the devices of driver `D` by QP number.
-pub(crate) type QpTable<D> = ObjTable<b::ib_qp, D>;
+pub type QpTable<D> = ObjTable<b::ib_qp, D>;
 
 impl<R, D> ObjTable<R, D> {
     /// An empty table, shared by the driver (for its event paths) and the
     /// device it is given to in [`super::Builder::new`].
-    pub(crate) fn new() -> Result<Arc<Self>> {
+    pub fn new() -> Result<Arc<Self>> {
         Arc::pin_init(
             pin_init!(Self {
                 slots <- new_spinlock_irq!(KVVec::new()),
@@ -337,7 +345,7 @@ pub(super) unsafe fn dispatch_event(
 
 impl<D> ObjTable<b::ib_cq, D> {
     /// Calls the completion handler of CQ `id`; `false` if there is none.
-    pub(crate) fn notify(&self, id: u32) -> bool {
+    pub fn notify(&self, id: u32) -> bool {
         self.with(id, |cq| {
             // SAFETY: the CQ is alive while it is in the table, and `with`
             // holds the lock its removal takes. `comp_handler` may run in
@@ -351,7 +359,7 @@ impl<D> ObjTable<b::ib_cq, D> {
     }
 
     /// Dispatches an async event of CQ `id`; `false` if there is none.
-    pub(crate) fn event(&self, id: u32, ev: CqEvent) -> bool {
+    pub fn event(&self, id: u32, ev: CqEvent) -> bool {
         let ty = match ev {
             CqEvent::Err => b::ib_event_type_IB_EVENT_CQ_ERR,
         };
@@ -375,7 +383,7 @@ impl<D> ObjTable<b::ib_cq, D> {
 
 impl<D> ObjTable<b::ib_qp, D> {
     /// Dispatches an async event of QP `id`; `false` if there is none.
-    pub(crate) fn event(&self, id: u32, ev: QpEvent) -> bool {
+    pub fn event(&self, id: u32, ev: QpEvent) -> bool {
         let ty = match ev {
             QpEvent::Fatal => b::ib_event_type_IB_EVENT_QP_FATAL,
             QpEvent::LastWqeReached => b::ib_event_type_IB_EVENT_QP_LAST_WQE_REACHED,
@@ -406,7 +414,7 @@ impl<D: Driver> ObjTable<b::ib_qp, D> {
     /// Runs `f` with the device and the driver state of QP `id`, under the
     /// table's lock (any context, `f` must not sleep); `None` if there is
     /// no such QP.
-    pub(crate) fn with_qp<X>(&self, id: u32, f: impl FnOnce(&Device<D>, &D::Qp) -> X) -> Option<X> {
+    pub fn with_qp<X>(&self, id: u32, f: impl FnOnce(&Device<D>, &D::Qp) -> X) -> Option<X> {
         self.with_ref(id, |qp| {
             // SAFETY: a QP is in the table only between the write of its
             // driver state (create) and the read that moves it out

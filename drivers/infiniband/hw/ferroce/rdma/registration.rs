@@ -6,14 +6,14 @@
 
 use super::{
     attr::{NetDev, NetDevRef},
-    device::{Adapter, Device, Driver, __this_module},
+    device::{Adapter, Device, Driver},
     objects::{CqTable, QpTable},
     srq::SrqTable,
     unions,
 };
 use crate::bindings as b;
 use core::{marker::PhantomData, mem::size_of, ptr::NonNull};
-use kernel::{device::Bound, error::to_result, prelude::*, str::CStr, sync::Arc};
+use kernel::{device::Bound, error::to_result, prelude::*, str::CStr, sync::Arc, ThisModule};
 
 /// The netdev of `port` of `ibdev`, held (`ib_device_get_netdev`).
 pub(super) fn netdev_of(ibdev: *mut b::ib_device, port: u32) -> Option<NetDevRef> {
@@ -31,7 +31,7 @@ pub(super) fn netdev_of(ibdev: *mut b::ib_device, port: u32) -> Option<NetDevRef
 ///
 /// `dev` points to a `Device<T>` allocated by `_ib_alloc_device`, with `data`
 /// initialised and the ops of `Adapter<T>` set; we own its reference.
-pub(crate) struct Builder<T: Driver> {
+pub struct Builder<T: Driver> {
     dev: NonNull<Device<T>>,
 }
 
@@ -39,10 +39,11 @@ pub(crate) struct Builder<T: Driver> {
 unsafe impl<T: Driver> Send for Builder<T> {}
 
 impl<T: Driver> Builder<T> {
-    /// Allocates an `ib_device` in `init_net` holding `data`; its CQs, QPs
-    /// and SRQs go into `cqs`, `qps` and `srqs` (which the driver's event
-    /// paths share).
-    pub(crate) fn new(
+    /// Allocates an `ib_device` in `init_net` holding `data`, owned by
+    /// `module` (the driver's `THIS_MODULE`); its CQs, QPs and SRQs go into
+    /// `cqs`, `qps` and `srqs` (which the driver's event paths share).
+    pub fn new(
+        module: &'static ThisModule,
         data: T,
         cqs: Arc<CqTable<T>>,
         qps: Arc<QpTable<T>>,
@@ -65,7 +66,7 @@ impl<T: Driver> Builder<T> {
             (&raw mut (*dev.as_ptr()).cqs).write(cqs);
             (&raw mut (*dev.as_ptr()).qps).write(qps);
             (&raw mut (*dev.as_ptr()).srqs).write(srqs);
-            (*raw).ops.owner = &raw mut __this_module;
+            (*raw).ops.owner = module.as_ptr();
             b::ib_set_device_ops(raw, &Adapter::<T>::OPS);
             (*raw).node_type = b::RDMA_NODE_IB_CA as u8;
             (*raw).phys_port_cnt = 1;
@@ -79,13 +80,13 @@ impl<T: Driver> Builder<T> {
     }
 
     /// Sets the node GUID (8 bytes in network order, e.g. an EUI-64).
-    pub(crate) fn set_node_guid(&mut self, guid: [u8; 8]) {
+    pub fn set_node_guid(&mut self, guid: [u8; 8]) {
         // SAFETY: the device is not registered yet, nobody else accesses it.
         unsafe { (*self.raw()).node_guid = u64::from_ne_bytes(guid) };
     }
 
     /// Sets the number of completion vectors (`ibv_context.num_comp_vectors`).
-    pub(crate) fn set_num_comp_vectors(&mut self, n: u32) -> Result {
+    pub fn set_num_comp_vectors(&mut self, n: u32) -> Result {
         let n = i32::try_from(n)?;
         // SAFETY: the device is not registered yet, nobody else accesses it.
         unsafe { (*self.raw()).num_comp_vectors = n };
@@ -93,14 +94,14 @@ impl<T: Driver> Builder<T> {
     }
 
     /// Sets the number of ports (default 1).
-    pub(crate) fn set_phys_port_cnt(&mut self, n: u32) {
+    pub fn set_phys_port_cnt(&mut self, n: u32) {
         // SAFETY: the device is not registered yet, nobody else accesses it.
         unsafe { (*self.raw()).phys_port_cnt = n };
     }
 
     /// Registers the device under `name` (e.g. `c"ferroce%d"`), for DMA
     /// through `dma_device`, which also becomes its parent.
-    pub(crate) fn register<'a>(
+    pub fn register<'a>(
         self,
         name: &CStr,
         dma_device: &'a kernel::device::Device<Bound>,
@@ -144,7 +145,7 @@ impl<T: Driver> Drop for Builder<T> {
 /// # Invariants
 ///
 /// `dev` points to a registered `Device<T>` whose unregistration is ours.
-pub(crate) struct Registration<'a, T: Driver> {
+pub struct Registration<'a, T: Driver> {
     dev: NonNull<Device<T>>,
     _dma: PhantomData<&'a kernel::device::Device<Bound>>,
 }
@@ -156,7 +157,7 @@ unsafe impl<T: Driver> Sync for Registration<'_, T> {}
 
 impl<T: Driver> Registration<'_, T> {
     /// The device and its driver state.
-    pub(crate) fn device(&self) -> &Device<T> {
+    pub fn device(&self) -> &Device<T> {
         // SAFETY: the device stays allocated until we unregister it.
         unsafe { self.dev.as_ref() }
     }
@@ -173,7 +174,7 @@ impl<T: Driver> Drop for Registration<'_, T> {
 /// An async event ib_core can dispatch to its clients
 /// (`ib_dispatch_event`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum PortEvent {
+pub enum PortEvent {
     /// The port became active (`IB_EVENT_PORT_ACTIVE`).
     Active,
     /// The port went down (`IB_EVENT_PORT_ERR`).
@@ -195,7 +196,7 @@ pub(crate) enum PortEvent {
 ///
 /// `dev` points to an `ib_device` on whose `dev` we hold a `get_device`
 /// reference.
-pub(crate) struct EventRef {
+pub struct EventRef {
     dev: NonNull<b::ib_device>,
 }
 
@@ -209,7 +210,7 @@ unsafe impl Sync for EventRef {}
 impl<T: Driver> Registration<'_, T> {
     /// A handle for dispatching events. `None` is never returned today; the
     /// `Option` is kept for callers that treat a missing sink as "no events".
-    pub(crate) fn event_ref(&self) -> Option<EventRef> {
+    pub fn event_ref(&self) -> Option<EventRef> {
         let dev = self.dev.cast::<b::ib_device>();
         // SAFETY: the device is registered and allocated (type invariant), so
         // its `struct device` is initialised; `get_device` takes a reference
@@ -268,7 +269,7 @@ impl EventRef {
 
     /// Dispatches a port event for `port` (dropped while the device is
     /// disabled: ib_core queries the port again when it enables it).
-    pub(crate) fn port_event(&self, port: u32, event: PortEvent) {
+    pub fn port_event(&self, port: u32, event: PortEvent) {
         let ev = match event {
             PortEvent::Active => b::ib_event_type_IB_EVENT_PORT_ACTIVE,
             PortEvent::Err => b::ib_event_type_IB_EVENT_PORT_ERR,
@@ -277,7 +278,7 @@ impl EventRef {
     }
 
     /// The netdev associated with `port`, held.
-    pub(crate) fn netdev(&self, port: u32) -> Option<NetDevRef> {
+    pub fn netdev(&self, port: u32) -> Option<NetDevRef> {
         // `ib_device_get_netdev` reads `port_data`, which lives as long as
         // the memory of the device (`ib_device_release` frees it).
         netdev_of(self.dev.as_ptr(), port)
@@ -291,7 +292,7 @@ impl EventRef {
     /// the device registered and enabled (`ENODEV` otherwise: an
     /// unregistered device would keep the netdev reference for good);
     /// unpairing always works.
-    pub(crate) fn set_netdev(&self, netdev: Option<NetDev<'_>>, port: u32) -> Result {
+    pub fn set_netdev(&self, netdev: Option<NetDev<'_>>, port: u32) -> Result {
         let set = |dev: *mut b::ib_device| {
             let nd = netdev.map_or(core::ptr::null_mut(), |n| n.as_raw());
             // SAFETY: the memory of the device, its `port_data` included, is
@@ -311,7 +312,7 @@ impl EventRef {
     /// Has ib_core scan the netdevs for the GIDs of this device now
     /// (`rdma_roce_rescan_device`), e.g. after a netdev was associated with
     /// a port. It takes RTNL: never call it from a netdev notifier.
-    pub(crate) fn rescan_gids(&self) {
+    pub fn rescan_gids(&self) {
         self.live(|dev| {
             // SAFETY: the device is registered (`live`).
             unsafe { b::rdma_roce_rescan_device(dev) }
@@ -319,7 +320,7 @@ impl EventRef {
     }
 
     /// Dispatches `IB_EVENT_DEVICE_FATAL`.
-    pub(crate) fn device_fatal(&self) {
+    pub fn device_fatal(&self) {
         self.dispatch(b::ib_event_type_IB_EVENT_DEVICE_FATAL, 1);
     }
 }

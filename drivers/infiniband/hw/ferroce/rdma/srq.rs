@@ -15,31 +15,31 @@ use kernel::{error::from_result, prelude::*};
 
 /// The size and limit of an SRQ (`struct ib_srq_attr`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub(crate) struct SrqAttr {
+pub struct SrqAttr {
     /// Receive WRs the SRQ holds.
-    pub(crate) max_wr: u32,
+    pub max_wr: u32,
     /// SGEs per receive WR.
-    pub(crate) max_sge: u32,
+    pub max_sge: u32,
     /// The threshold of `IB_EVENT_SRQ_LIMIT_REACHED`; 0 = not armed.
-    pub(crate) limit: u32,
+    pub limit: u32,
 }
 
 /// An SRQ's number in the [`SrqTable`] and its driver state.
 pub(super) type SrqObj<T> = Obj<b::ib_srq, (u32, <T as Driver>::Srq)>;
 
 /// SRQs of the devices of driver `D` by SRQ number (see [`ObjTable`]).
-pub(crate) type SrqTable<D> = ObjTable<b::ib_srq, D>;
+pub type SrqTable<D> = ObjTable<b::ib_srq, D>;
 
 /// Async events of an SRQ.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum SrqEvent {
+pub enum SrqEvent {
     /// `IB_EVENT_SRQ_LIMIT_REACHED`.
     LimitReached,
 }
 
 impl<D> ObjTable<b::ib_srq, D> {
     /// Dispatches an async event of SRQ `id`; `false` if there is none.
-    pub(crate) fn event(&self, id: u32, ev: SrqEvent) -> bool {
+    pub fn event(&self, id: u32, ev: SrqEvent) -> bool {
         let ty = match ev {
             SrqEvent::LimitReached => b::ib_event_type_IB_EVENT_SRQ_LIMIT_REACHED,
         };

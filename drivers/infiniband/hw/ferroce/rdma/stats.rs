@@ -26,7 +26,7 @@ const NLDEV_ATTR_DRIVER: c_int = {
 ///
 /// `name` points to a NUL-terminated `'static` string; `priv` is NULL.
 #[repr(transparent)]
-pub(crate) struct StatDesc(b::rdma_stat_desc);
+pub struct StatDesc(b::rdma_stat_desc);
 
 // SAFETY: a `StatDesc` only holds a pointer to an immutable `'static` string
 // (type invariant), which any thread may read.
@@ -35,7 +35,7 @@ unsafe impl Sync for StatDesc {}
 impl StatDesc {
     /// The counter called `name` (sysfs `hw_counters/<name>`, `rdma
     /// statistic`).
-    pub(crate) const fn new(name: &'static CStr) -> Self {
+    pub const fn new(name: &'static CStr) -> Self {
         Self(b::rdma_stat_desc {
             name: as_char_ptr_in_const_context(name),
             flags: 0,
@@ -53,7 +53,7 @@ impl StatDesc {
 /// Where `get_dev_fw_str` writes the firmware version: a buffer of
 /// `IB_FW_VERSION_NAME_MAX` bytes. Writes past its end are cut off; the
 /// string is always NUL-terminated.
-pub(crate) struct FwStr<'a> {
+pub struct FwStr<'a> {
     buf: &'a mut [u8],
     len: usize,
 }
@@ -85,27 +85,27 @@ impl core::fmt::Write for FwStr<'_> {
 
 /// The driver attributes of one restrack entry: a netlink message with the
 /// `RDMA_NLDEV_ATTR_DRIVER` nest open, for the `fill_res_*_entry` methods.
-pub(crate) struct ResMsg<'a> {
+pub struct ResMsg<'a> {
     msg: *mut kernel::bindings::sk_buff,
     _msg: PhantomData<&'a mut kernel::bindings::sk_buff>,
 }
 
 impl ResMsg<'_> {
     /// Adds `name = value` (decimal). `EMSGSIZE` when the message is full.
-    pub(crate) fn put_u32(&mut self, name: &CStr, value: u32) -> Result {
+    pub fn put_u32(&mut self, name: &CStr, value: u32) -> Result {
         // SAFETY: `msg` is the message of the fill call (see `with_nest`);
         // `name` is NUL-terminated and copied into the message.
         to_result(unsafe { b::rdma_nl_put_driver_u32(self.msg, name.as_char_ptr(), value) })
     }
 
     /// Adds `name = value` (hexadecimal).
-    pub(crate) fn put_u32_hex(&mut self, name: &CStr, value: u32) -> Result {
+    pub fn put_u32_hex(&mut self, name: &CStr, value: u32) -> Result {
         // SAFETY: as in `put_u32`.
         to_result(unsafe { b::rdma_nl_put_driver_u32_hex(self.msg, name.as_char_ptr(), value) })
     }
 
     /// Adds `name = value` (a string).
-    pub(crate) fn put_str(&mut self, name: &CStr, value: &CStr) -> Result {
+    pub fn put_str(&mut self, name: &CStr, value: &CStr) -> Result {
         // SAFETY: as in `put_u32`; `value` is NUL-terminated and copied.
         to_result(unsafe {
             b::rdma_nl_put_driver_string(self.msg, name.as_char_ptr(), value.as_char_ptr())

@@ -13,7 +13,7 @@ use kernel::{
 /// A driver request of a uverbs command: plain data that may grow at its
 /// end. Requests of at least `MIN_LEN` bytes (the end of the struct as first
 /// released) are accepted; the missing tail keeps its `Default`.
-pub(crate) trait UserRequest: FromBytes + Default {
+pub trait UserRequest: FromBytes + Default {
     /// The shortest request accepted.
     const MIN_LEN: usize;
     /// `MIN_LEN` lies within the struct.
@@ -27,7 +27,7 @@ pub(crate) trait UserRequest: FromBytes + Default {
 ///
 /// `raw` points to a valid `struct ib_udata` of a uverbs command, exclusively
 /// ours for `'a`, embedded in that command's `struct uverbs_attr_bundle`.
-pub(crate) struct UData<'a> {
+pub struct UData<'a> {
     raw: NonNull<b::ib_udata>,
     _p: PhantomData<&'a mut b::ib_udata>,
 }
@@ -52,7 +52,7 @@ impl<'a> UData<'a> {
     /// `EOPNOTSUPP` if it is longer than `R` and the extra bytes are not
     /// zero, `EFAULT` if it cannot be read. Fields beyond a shorter request
     /// (an older provider's) keep their `Default`.
-    pub(crate) fn read<R: UserRequest>(&self) -> Result<R> {
+    pub fn read<R: UserRequest>(&self) -> Result<R> {
         let () = R::MIN_LEN_OK;
         let mut req = R::default();
         let udata = self.raw.as_ptr();
@@ -79,7 +79,7 @@ impl<'a> UData<'a> {
     }
 
     /// Writes the response, truncated to the room userspace gave.
-    pub(crate) fn respond<R: AsBytes>(&mut self, resp: &R) -> Result {
+    pub fn respond<R: AsBytes>(&mut self, resp: &R) -> Result {
         let udata = self.raw.as_ptr();
         // SAFETY: `raw` is a valid udata (type invariant).
         let len = size_of::<R>().min(unsafe { (*udata).outlen });

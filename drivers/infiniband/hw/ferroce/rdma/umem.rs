@@ -15,7 +15,7 @@ use kernel::{error::from_err_ptr, prelude::*};
 /// # Invariants
 ///
 /// `ptr` is a umem returned by `ib_umem_get_va` that we own.
-pub(crate) struct Umem {
+pub struct Umem {
     ptr: NonNull<b::ib_umem>,
 }
 
@@ -25,20 +25,15 @@ unsafe impl Send for Umem {}
 unsafe impl Sync for Umem {}
 
 /// Access flags of [`Umem::get`] (`IB_ACCESS_*`).
-pub(crate) mod access {
+pub mod access {
     /// The device writes to the memory.
-    pub(crate) const LOCAL_WRITE: u32 = crate::bindings::ib_access_flags_IB_ACCESS_LOCAL_WRITE;
+    pub const LOCAL_WRITE: u32 = crate::bindings::ib_access_flags_IB_ACCESS_LOCAL_WRITE;
 }
 
 impl Umem {
     /// Pins `len` bytes at user address `addr` of the current process for
     /// DMA by `dev` (`access`: `IB_ACCESS_*`).
-    pub(crate) fn get<T: Driver>(
-        dev: &Device<T>,
-        addr: u64,
-        len: usize,
-        access: u32,
-    ) -> Result<Self> {
+    pub fn get<T: Driver>(dev: &Device<T>, addr: u64, len: usize, access: u32) -> Result<Self> {
         let access = i32::try_from(access)?;
         // SAFETY: `dev` is a live, registered device; the call validates the
         // range and pins it for the current process.
@@ -54,7 +49,7 @@ impl Umem {
     /// The largest page size of `pgsz_bitmap` (bit n = 2^n bytes) that maps
     /// the umem with `virt` as the device address of its first byte, or
     /// `EINVAL` if none does.
-    pub(crate) fn best_page_size(&self, pgsz_bitmap: u64, virt: u64) -> Result<u64> {
+    pub fn best_page_size(&self, pgsz_bitmap: u64, virt: u64) -> Result<u64> {
         let bitmap = usize::try_from(pgsz_bitmap).map_err(|_| EINVAL)?;
         // SAFETY: `ptr` is a valid umem (type invariant).
         let sz = unsafe { b::ib_umem_find_best_pgsz(self.ptr.as_ptr(), bitmap, virt) };
@@ -66,7 +61,7 @@ impl Umem {
 
     /// The DMA addresses of the umem's `pgsz`-byte blocks (the first one
     /// aligned down to `pgsz`).
-    pub(crate) fn dma_blocks(&self, pgsz: u64) -> Result<KVVec<u64>> {
+    pub fn dma_blocks(&self, pgsz: u64) -> Result<KVVec<u64>> {
         let pgsz = usize::try_from(pgsz)?;
         if !pgsz.is_power_of_two() {
             return Err(EINVAL);

@@ -14,20 +14,27 @@ use kernel::prelude::*;
 
 /// One scatter/gather element of a work request.
 #[derive(Clone, Copy, Debug)]
-pub(crate) struct Sge {
+pub struct Sge {
     /// DMA address (or, for inline data, kernel virtual address).
-    pub(crate) addr: u64,
-    pub(crate) length: u32,
-    pub(crate) lkey: u32,
+    pub addr: u64,
+    /// Length in bytes.
+    pub length: u32,
+    /// Local key of the memory region the element lies in.
+    pub lkey: u32,
 }
 
 /// What a send work request asks for (`enum ib_wr_opcode`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum SendOp {
+pub enum SendOp {
+    /// RDMA WRITE.
     RdmaWrite,
+    /// RDMA WRITE with immediate data.
     RdmaWriteImm,
+    /// SEND.
     Send,
+    /// SEND with immediate data.
     SendImm,
+    /// RDMA READ.
     RdmaRead,
     /// SEND with invalidate of the given key at the responder.
     SendInv(u32),
@@ -45,52 +52,64 @@ pub(crate) enum SendOp {
 
 /// Flags of a send work request (`IB_SEND_*`).
 #[derive(Clone, Copy, Debug, Default)]
-pub(crate) struct SendFlags {
-    pub(crate) fence: bool,
-    pub(crate) signaled: bool,
-    pub(crate) solicited: bool,
-    pub(crate) inline: bool,
+pub struct SendFlags {
+    /// Wait for prior RDMA READs and atomics (`IB_SEND_FENCE`).
+    pub fence: bool,
+    /// Generate a completion (`IB_SEND_SIGNALED`).
+    pub signaled: bool,
+    /// Set the solicited event bit (`IB_SEND_SOLICITED`).
+    pub solicited: bool,
+    /// The data is copied into the WQE (`IB_SEND_INLINE`).
+    pub inline: bool,
 }
 
 /// The RDMA part of an RDMA READ/WRITE request (`struct ib_rdma_wr`).
 #[derive(Clone, Copy, Debug)]
-pub(crate) struct RdmaSeg {
-    pub(crate) remote_addr: u64,
-    pub(crate) rkey: u32,
+pub struct RdmaSeg {
+    /// Remote virtual address.
+    pub remote_addr: u64,
+    /// Remote key of the target region.
+    pub rkey: u32,
 }
 
 /// The atomic part of an atomic request (`struct ib_atomic_wr`).
 #[derive(Clone, Copy, Debug)]
-pub(crate) struct AtomicSeg {
-    pub(crate) remote_addr: u64,
-    pub(crate) rkey: u32,
+pub struct AtomicSeg {
+    /// Remote virtual address of the 8-byte target.
+    pub remote_addr: u64,
+    /// Remote key of the target region.
+    pub rkey: u32,
     /// Compare data (compare and swap) or the addend (fetch and add).
-    pub(crate) compare_add: u64,
+    pub compare_add: u64,
     /// Swap data (compare and swap).
-    pub(crate) swap: u64,
+    pub swap: u64,
 }
 
 /// The datagram part of a UD/GSI send (`struct ib_ud_wr`).
-pub(crate) struct UdSeg<'a, A> {
+pub struct UdSeg<'a, A> {
     /// The driver state of the address handle.
-    pub(crate) ah: &'a A,
-    pub(crate) remote_qpn: u32,
-    pub(crate) remote_qkey: u32,
+    pub ah: &'a A,
+    /// Destination QP number.
+    pub remote_qpn: u32,
+    /// Q_Key of the destination QP.
+    pub remote_qkey: u32,
 }
 
 /// A fast registration request (`struct ib_reg_wr`) with the MR's mapping
 /// as `map_mr_sg` left it.
-pub(crate) struct RegSeg<'a, M> {
+pub struct RegSeg<'a, M> {
     /// The driver state of the MR.
-    pub(crate) mr: &'a M,
+    pub mr: &'a M,
     /// The key the MR gets (the consumer may have changed its variant).
-    pub(crate) key: u32,
+    pub key: u32,
     /// `IB_ACCESS_*`.
-    pub(crate) access: u32,
+    pub access: u32,
     /// Start address, length and page size of the mapping.
-    pub(crate) iova: u64,
-    pub(crate) length: u64,
-    pub(crate) page_size: u32,
+    pub iova: u64,
+    /// Length of the mapping in bytes.
+    pub length: u64,
+    /// Page size of the mapping.
+    pub page_size: u32,
 }
 
 /// One send work request of a chain.
@@ -102,7 +121,7 @@ pub(crate) struct RegSeg<'a, M> {
 /// `sg_list` holds `num_sge` entries, and it is embedded in the container
 /// its opcode and the QP type imply (`ib_rdma_wr`, `ib_atomic_wr`,
 /// `ib_ud_wr`, `ib_reg_wr`), whose AH or MR are live objects of this device.
-pub(crate) struct SendWr<'a, T: Driver> {
+pub struct SendWr<'a, T: Driver> {
     raw: &'a b::ib_send_wr,
     qp_type: u32,
     _t: PhantomData<T>,
@@ -111,13 +130,13 @@ pub(crate) struct SendWr<'a, T: Driver> {
 impl<'a, T: Driver> SendWr<'a, T> {
     /// The consumer's identifier (or `ib_cqe` pointer), returned in the
     /// completion.
-    pub(crate) fn wr_id(&self) -> u64 {
+    pub fn wr_id(&self) -> u64 {
         // SAFETY: both union members are 64-bit plain data.
         unsafe { unions::read::<_, u64>(&self.raw.__bindgen_anon_1) }
     }
 
     /// The operation.
-    pub(crate) fn op(&self) -> SendOp {
+    pub fn op(&self) -> SendOp {
         // SAFETY: both members of `ex` are 32-bit plain data.
         let inv = unsafe { unions::read::<_, u32>(&self.raw.ex) };
         match self.raw.opcode {
@@ -136,13 +155,13 @@ impl<'a, T: Driver> SendWr<'a, T> {
     }
 
     /// The immediate data, in network order as the consumer stored it.
-    pub(crate) fn imm_data_be(&self) -> u32 {
+    pub fn imm_data_be(&self) -> u32 {
         // SAFETY: both members of `ex` are 32-bit plain data.
         unsafe { unions::read::<_, u32>(&self.raw.ex) }
     }
 
     /// `IB_SEND_*` flags.
-    pub(crate) fn flags(&self) -> SendFlags {
+    pub fn flags(&self) -> SendFlags {
         let f = self.raw.send_flags;
         SendFlags {
             fence: f & b::ib_send_flags_IB_SEND_FENCE != 0,
@@ -153,18 +172,18 @@ impl<'a, T: Driver> SendWr<'a, T> {
     }
 
     /// The scatter/gather list.
-    pub(crate) fn sges(&self) -> impl Iterator<Item = Sge> + '_ {
+    pub fn sges(&self) -> impl Iterator<Item = Sge> + '_ {
         sge_list(self.raw.sg_list, self.raw.num_sge)
     }
 
     /// Number of SGEs (0 for a negative count).
-    pub(crate) fn num_sge(&self) -> usize {
+    pub fn num_sge(&self) -> usize {
         usize::try_from(self.raw.num_sge).unwrap_or(0)
     }
 
     /// Calls `f` with the bytes of each SGE of an `IB_SEND_INLINE` request,
     /// in order. Empty for other requests.
-    pub(crate) fn for_each_inline(&self, mut f: impl FnMut(&[u8]) -> Result) -> Result {
+    pub fn for_each_inline(&self, mut f: impl FnMut(&[u8]) -> Result) -> Result {
         if !self.flags().inline {
             return Ok(());
         }
@@ -186,7 +205,7 @@ impl<'a, T: Driver> SendWr<'a, T> {
     }
 
     /// The RDMA segment of an RDMA READ/WRITE request.
-    pub(crate) fn rdma(&self) -> Option<RdmaSeg> {
+    pub fn rdma(&self) -> Option<RdmaSeg> {
         matches!(
             self.op(),
             SendOp::RdmaWrite | SendOp::RdmaWriteImm | SendOp::RdmaRead
@@ -203,7 +222,7 @@ impl<'a, T: Driver> SendWr<'a, T> {
     }
 
     /// The atomic segment of an atomic request.
-    pub(crate) fn atomic(&self) -> Option<AtomicSeg> {
+    pub fn atomic(&self) -> Option<AtomicSeg> {
         matches!(self.op(), SendOp::AtomicCmpSwap | SendOp::AtomicFetchAdd).then(|| {
             // SAFETY: atomic opcodes are posted in an `ib_atomic_wr` (type
             // invariant), whose first member is the send WR.
@@ -218,7 +237,7 @@ impl<'a, T: Driver> SendWr<'a, T> {
     }
 
     /// The datagram segment of a send on a UD or GSI QP.
-    pub(crate) fn ud(&self) -> Option<UdSeg<'a, T::Ah>> {
+    pub fn ud(&self) -> Option<UdSeg<'a, T::Ah>> {
         if self.qp_type != b::ib_qp_type_IB_QPT_UD && self.qp_type != b::ib_qp_type_IB_QPT_GSI {
             return None;
         }
@@ -236,7 +255,7 @@ impl<'a, T: Driver> SendWr<'a, T> {
     }
 
     /// The registration segment of an `IB_WR_REG_MR` request.
-    pub(crate) fn reg(&self) -> Option<RegSeg<'a, T::Mr>> {
+    pub fn reg(&self) -> Option<RegSeg<'a, T::Mr>> {
         if self.op() != SendOp::RegMr {
             return None;
         }
@@ -288,7 +307,7 @@ fn sge_list<'a>(list: *const b::ib_sge, n: i32) -> impl Iterator<Item = Sge> + '
 /// The chain of send WRs of one `post_send` call; iterating it records the
 /// WR being handled, which is reported back as `bad_wr` if the driver
 /// fails.
-pub(crate) struct SendWrs<'a, T: Driver> {
+pub struct SendWrs<'a, T: Driver> {
     next: *const b::ib_send_wr,
     current: *const b::ib_send_wr,
     qp_type: u32,
@@ -334,30 +353,30 @@ impl<'a, T: Driver> Iterator for SendWrs<'a, T> {
 }
 
 /// One receive work request of a chain.
-pub(crate) struct RecvWr<'a> {
+pub struct RecvWr<'a> {
     raw: &'a b::ib_recv_wr,
 }
 
 impl RecvWr<'_> {
     /// The consumer's identifier, returned in the completion.
-    pub(crate) fn wr_id(&self) -> u64 {
+    pub fn wr_id(&self) -> u64 {
         // SAFETY: both union members are 64-bit plain data.
         unsafe { unions::read::<_, u64>(&self.raw.__bindgen_anon_1) }
     }
 
     /// The scatter/gather list.
-    pub(crate) fn sges(&self) -> impl Iterator<Item = Sge> + '_ {
+    pub fn sges(&self) -> impl Iterator<Item = Sge> + '_ {
         sge_list(self.raw.sg_list, self.raw.num_sge)
     }
 
     /// Number of SGEs (0 for a negative count).
-    pub(crate) fn num_sge(&self) -> usize {
+    pub fn num_sge(&self) -> usize {
         usize::try_from(self.raw.num_sge).unwrap_or(0)
     }
 }
 
 /// The chain of receive WRs of one `post_recv` call (see [`SendWrs`]).
-pub(crate) struct RecvWrs<'a> {
+pub struct RecvWrs<'a> {
     next: *const b::ib_recv_wr,
     current: *const b::ib_recv_wr,
     _t: PhantomData<&'a b::ib_recv_wr>,
@@ -396,50 +415,69 @@ impl<'a> Iterator for RecvWrs<'a> {
 
 /// Status of a work completion (`enum ib_wc_status`; the device's values
 /// are the same numbers).
-pub(crate) type WcStatus = u32;
+pub type WcStatus = u32;
 
 /// Opcode of a work completion.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum WcOp {
+pub enum WcOp {
+    /// A SEND completed.
     Send,
+    /// An RDMA WRITE completed.
     RdmaWrite,
+    /// An RDMA READ completed.
     RdmaRead,
+    /// An atomic compare and swap completed.
     CompSwap,
+    /// An atomic fetch and add completed.
     FetchAdd,
+    /// A local invalidate completed.
     LocalInv,
+    /// A fast registration completed.
     RegMr,
+    /// A receive completed.
     Recv,
+    /// An RDMA WRITE with immediate data consumed a receive.
     RecvRdmaWithImm,
 }
 
 /// Network header type of a received datagram (`enum rdma_network_type`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum NetType {
+pub enum NetType {
+    /// RoCE v1 (a GRH, EtherType 0x8915).
     RoceV1,
+    /// RoCE v2 over IPv4.
     Ipv4,
+    /// RoCE v2 over IPv6.
     Ipv6,
 }
 
 /// One work completion.
 #[derive(Clone, Copy, Debug)]
-pub(crate) struct Wc {
-    pub(crate) wr_id: u64,
-    pub(crate) status: WcStatus,
-    pub(crate) op: WcOp,
-    pub(crate) vendor_err: u32,
-    pub(crate) byte_len: u32,
+pub struct Wc {
+    /// The work request's `wr_id`.
+    pub wr_id: u64,
+    /// Its status (`IB_WC_*`).
+    pub status: WcStatus,
+    /// What completed.
+    pub op: WcOp,
+    /// The device's own error code, for errors.
+    pub vendor_err: u32,
+    /// Bytes received (receives) or transferred (RDMA READ).
+    pub byte_len: u32,
     /// The local QP number.
-    pub(crate) qpn: u32,
-    pub(crate) src_qp: u32,
+    pub qpn: u32,
+    /// The sender's QP number (UD/GSI receives).
+    pub src_qp: u32,
     /// Immediate data (network order), if any.
-    pub(crate) imm_be: Option<u32>,
+    pub imm_be: Option<u32>,
     /// The key a SEND with invalidate invalidated, if any.
-    pub(crate) invalidated: Option<u32>,
+    pub invalidated: Option<u32>,
     /// The buffer starts with a 40-byte GRH area (UD/GSI receives).
-    pub(crate) grh: bool,
-    pub(crate) net_type: Option<NetType>,
+    pub grh: bool,
+    /// The network header type (UD/GSI receives on RoCE v2).
+    pub net_type: Option<NetType>,
     /// The 802.1Q VLAN ID the datagram arrived on (UD/GSI receives).
-    pub(crate) vlan: Option<u16>,
+    pub vlan: Option<u16>,
 }
 
 /// The `ib_wc` array of a `poll_cq` call.
@@ -447,7 +485,7 @@ pub(crate) struct Wc {
 /// # Invariants
 ///
 /// `wc` points to `len` writable `ib_wc`s for the call; `filled` ≤ `len`.
-pub(crate) struct WcOut<'a, T: Driver> {
+pub struct WcOut<'a, T: Driver> {
     dev: &'a Device<T>,
     wc: *mut b::ib_wc,
     len: usize,
@@ -468,19 +506,19 @@ impl<'a, T: Driver> WcOut<'a, T> {
     }
 
     /// Room left.
-    pub(crate) fn room(&self) -> usize {
+    pub fn room(&self) -> usize {
         self.len - self.filled
     }
 
     /// Completions written.
-    pub(crate) fn filled(&self) -> usize {
+    pub fn filled(&self) -> usize {
         self.filled
     }
 
     /// Appends `c`; `false` (nothing written) when the array is full or
     /// QP `c.qpn` does not exist (the completion is then dropped: a QP's
     /// completions cannot outlive it).
-    pub(crate) fn push(&mut self, c: &Wc) -> bool {
+    pub fn push(&mut self, c: &Wc) -> bool {
         if self.filled >= self.len {
             return false;
         }
