@@ -40,8 +40,15 @@ mod generated {
     // Generated into the object directory (see Kbuild).
     include!(env!("FERROCE_BINDINGS_RSI"));
     // The C helpers (`ferroce_helpers.c`), bound by the names they wrap.
+    #[cfg(not(CONFIG_RUST_RDMA_ABSTRACTIONS))]
     include!(env!("FERROCE_HELPERS_RSI"));
 }
+
+// In tree, ib_core's items and the helpers are the kernel crate's (its
+// `bindings` include the rdma headers, `rust/helpers/rdma.c` the helpers);
+// only the device's headers are generated here.
+#[cfg(CONFIG_RUST_RDMA_ABSTRACTIONS)]
+pub(crate) use kernel::bindings::*;
 
 /// An admin command payload of `ferroce-hw.h` (`struct ferroce_cmd_<name>`,
 /// header included), with its opcode.

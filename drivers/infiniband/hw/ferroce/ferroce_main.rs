@@ -4,9 +4,11 @@
 //!
 //! Layout:
 //! * `rdma`: safe abstractions over ib_core (and a few kernel APIs the 7.3
-//!   `kernel` crate lacks: netdevice notifier, IRQ affinity); all of the driver's `unsafe` code is there and in
-//!   `bindings` (generated at build time from `ferroce-hw.h` and the rdma
-//!   headers);
+//!   `kernel` crate lacks: netdevice notifier, IRQ affinity). In tree they
+//!   are the kernel crate's `kernel::rdma` (`CONFIG_RUST_RDMA_ABSTRACTIONS`);
+//!   out of tree the same files are this crate's `rdma` module. All of the
+//!   driver's `unsafe` code is there and in `bindings` (generated at build
+//!   time from `ferroce-hw.h`, and out of tree from the rdma headers);
 //! * `regs`, `cmdq`, `eq`: the device's register block, admin queue and
 //!   event queues (`Documentation/ferroce/device.rst`);
 //! * `dev`: PCI bring-up and teardown, netdev pairing and port state (a
@@ -31,7 +33,10 @@ mod kqueue;
 mod pairing;
 mod pbl;
 mod port;
-mod rdma;
+#[cfg(not(CONFIG_RUST_RDMA_ABSTRACTIONS))]
+pub mod rdma;
+#[cfg(CONFIG_RUST_RDMA_ABSTRACTIONS)]
+use kernel::rdma;
 mod regs;
 mod srq;
 mod verbs;
