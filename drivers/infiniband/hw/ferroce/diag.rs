@@ -177,7 +177,8 @@ impl fmt::Display for Advice {
         match self.0 {
             Some(r) => write!(f, "use GID index {} (RoCE v2, {})", r.index, r.gid),
             None => f.write_str(
-                "no RoCE v2 GID with a routable address on this port: give its netdev an IP address",
+                "no RoCE v2 GID with a routable address on this port: \
+                 give its netdev an IP address",
             ),
         }
     }
@@ -230,7 +231,8 @@ impl fmt::Display for PairWarning {
         };
         write!(
             f,
-            "sgid index {} ({}, {}) and dgid {} are not of one address family (IPv4-mapped or IPv6), refused; {} on both sides",
+            "sgid index {} ({}, {}) and dgid {} are not of one address family \
+             (IPv4-mapped or IPv6), refused; {} on both sides",
             self.sgid_index,
             ty,
             self.sgid,

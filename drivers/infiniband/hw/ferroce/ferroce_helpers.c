@@ -30,27 +30,23 @@ __rust_helper bool rust_helper_ib_device_try_get(struct ib_device *dev)
 	return ib_device_try_get(dev);
 }
 
-__rust_helper int rust_helper_ib_copy_from_udata(void *dest,
-						  struct ib_udata *udata,
-						  size_t len)
+__rust_helper int rust_helper_ib_copy_from_udata(void *dest, struct ib_udata *udata, size_t len)
 {
 	return ib_copy_from_udata(dest, udata, len);
 }
 
-__rust_helper int rust_helper_ib_copy_to_udata(struct ib_udata *udata,
-						void *src, size_t len)
+__rust_helper int rust_helper_ib_copy_to_udata(struct ib_udata *udata, void *src, size_t len)
 {
 	return ib_copy_to_udata(udata, src, len);
 }
 
 __rust_helper bool rust_helper_ib_is_udata_cleared(struct ib_udata *udata,
-						    size_t offset, size_t len)
+						   size_t offset, size_t len)
 {
 	return ib_is_udata_cleared(udata, offset, len);
 }
 
-__rust_helper size_t rust_helper_ib_umem_num_dma_blocks(struct ib_umem *umem,
-							 unsigned long pgsz)
+__rust_helper size_t rust_helper_ib_umem_num_dma_blocks(struct ib_umem *umem, unsigned long pgsz)
 {
 	return ib_umem_num_dma_blocks(umem, pgsz);
 }
@@ -143,32 +139,27 @@ __rust_helper const struct cpumask *rust_helper_cpumask_of(unsigned int cpu)
 	return cpumask_of(cpu);
 }
 
-__rust_helper int rust_helper_irq_set_affinity_and_hint(unsigned int irq,
-							 const struct cpumask *m)
+__rust_helper int rust_helper_irq_set_affinity_and_hint(unsigned int irq, const struct cpumask *m)
 {
 	return irq_set_affinity_and_hint(irq, m);
 }
 
-__rust_helper int rust_helper_irq_update_affinity_hint(unsigned int irq,
-							const struct cpumask *m)
+__rust_helper int rust_helper_irq_update_affinity_hint(unsigned int irq, const struct cpumask *m)
 {
 	return irq_update_affinity_hint(irq, m);
 }
 
-__rust_helper struct nlattr *rust_helper_nla_nest_start(struct sk_buff *skb,
-							 int attrtype)
+__rust_helper struct nlattr *rust_helper_nla_nest_start(struct sk_buff *skb, int attrtype)
 {
 	return nla_nest_start(skb, attrtype);
 }
 
-__rust_helper int rust_helper_nla_nest_end(struct sk_buff *skb,
-					    struct nlattr *start)
+__rust_helper int rust_helper_nla_nest_end(struct sk_buff *skb, struct nlattr *start)
 {
 	return nla_nest_end(skb, start);
 }
 
-__rust_helper void rust_helper_nla_nest_cancel(struct sk_buff *skb,
-						struct nlattr *start)
+__rust_helper void rust_helper_nla_nest_cancel(struct sk_buff *skb, struct nlattr *start)
 {
 	nla_nest_cancel(skb, start);
 }

@@ -100,7 +100,8 @@ impl PortWatch {
         if !self.can_set_mac {
             dev_warn!(
                 self.shared.dev(),
-                "{} has MAC {}, but the device cannot follow (no CAP_PORT_MAC): RoCE still uses {}\n",
+                "{} has MAC {}, but the device cannot follow (no CAP_PORT_MAC): \
+                 RoCE still uses {}\n",
                 nd.name(),
                 Mac(&mac),
                 Mac(&self.mac)
