@@ -48,6 +48,11 @@ if make -C "$FERROCE_TOP" -s modules; then pass 1; else fail "make modules"; fi
 log "check: make provider-check"
 if make -C "$FERROCE_TOP" -s provider-check; then pass 1; else fail "make provider-check"; fi
 
+# 2b'. The kernel series is made from the current files (every driver file
+#      belongs to one patch); make upstream-check, in make soak, builds it.
+log "check: make series"
+if make -C "$FERROCE_TOP" -s series; then pass 1; else fail "make series"; fi
+
 # 2c. The cache's locking: a held entry is never pruned.
 log "check: scripts/test-cache.sh"
 if "$FERROCE_TOP/scripts/test-cache.sh"; then pass 1; else fail "scripts/test-cache.sh"; fi

@@ -1,0 +1,384 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-2.0
+#
+# make series: the kernel side of ferroce as a `git format-patch` series with
+# a cover letter against the pinned 7.3.4 tree (the test kernel's source,
+# scripts/make-kernel.sh), made from this repository's files: no second copy
+# to keep in sync.  The split (erdma's: the driver's files patch by patch,
+# built from the last one on, when its Makefile and Kconfig arrive):
+#
+#   1 the uapi: include/uapi/rdma/ferroce-abi.h and RDMA_DRIVER_FERROCE
+#     (scripts/uapi-driver-id.sh);
+#   2 rust: rdma: drivers/infiniband/hw/ferroce/rdma/ as rust/kernel/rdma/,
+#     ferroce_helpers.c as rust/helpers/rdma.c, the rdma headers in
+#     rust/bindings/bindings_helper.h, CONFIG_RUST_RDMA_ABSTRACTIONS;
+#   3 the device interface: ferroce-hw.h, its bindings, its registers, and
+#     Documentation/ferroce/{device,driver}.rst;
+#   4-8 the driver by concern (queues, PCI bring-up, ib_device, user verbs,
+#     kernel verbs);
+#   9 Kconfig and Makefile (the driver's Kbuild, which knows both builds).
+#
+# MAINTAINERS entries come with the first file they cover (patches 1, 2).
+#
+# Each file of the driver belongs to exactly one patch (a new file fails
+# the script until it is given one).  Commit dates and authors come from
+# this repository's HEAD, so the same tree gives the same patches.
+#
+# The patches are made in a repository of only the files they touch, as the
+# pinned tree has them, so `git am` applies them to that tree
+# (scripts/upstream-check.sh does).
+#
+# Usage: make-series.sh OUTDIR   (writes OUTDIR/*.patch)
+. "$(dirname "$0")/lib.sh"
+
+out=$(realpath -m "${1:?usage: make-series.sh OUTDIR}")
+ksrc=$(readlink -f "$("$FERROCE_TOP/scripts/make-kernel.sh" --print-path)/build/source")
+drv=$FERROCE_TOP/drivers/infiniband/hw/ferroce
+kdrv=drivers/infiniband/hw/ferroce
+
+# The driver's files, by patch (paths relative to $drv).
+declare -A part=(
+	[bindings.rs]=3 [ferroce_bindings.h]=3 [regs.rs]=3
+	[cmdq.rs]=4 [eq.rs]=4 [dbrec.rs]=4 [pbl.rs]=4
+	[dev.rs]=5 [pairing.rs]=5 [port.rs]=5 [diag.rs]=5 [hw_stats.rs]=5
+	[ib.rs]=6 [gid.rs]=6
+	[verbs.rs]=7 [srq.rs]=7
+	[kqueue.rs]=8
+	[ferroce_main.rs]=9 [Kbuild]=9 [.gitignore]=9
+	# Not driver files in tree: ferroce_helpers.c is patch 2's
+	# rust/helpers/rdma.c, rdma/ its rust/kernel/rdma/.
+	[ferroce_helpers.c]=2
+)
+bad=0
+while IFS= read -r f; do
+	case $f in rdma/*) continue ;; esac
+	[ -n "${part[$f]:-}" ] || { echo "make-series.sh: $kdrv/$f belongs to no patch" >&2; bad=1; }
+done < <(git -C "$drv" ls-files)
+[ $bad = 0 ] || exit 1
+
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+tree=$tmp/linux
+mkdir -p "$tree"
+# The pristine files the series modifies.
+touched=(include/uapi/rdma/ib_user_ioctl_verbs.h rust/kernel/lib.rs
+	rust/bindings/bindings_helper.h rust/helpers/helpers.c rust/bindgen_parameters
+	drivers/infiniband/Kconfig drivers/infiniband/hw/Makefile MAINTAINERS
+	Documentation/infiniband/index.rst)
+for f in "${touched[@]}"; do
+	mkdir -p "$tree/$(dirname "$f")"
+	cp "$ksrc/$f" "$tree/$f"
+done
+
+author=$(git -C "$FERROCE_TOP" log -1 --format='%an <%ae>')
+export GIT_AUTHOR_NAME=${author% <*} GIT_AUTHOR_EMAIL=${author##*<}
+GIT_AUTHOR_EMAIL=${GIT_AUTHOR_EMAIL%>}
+export GIT_COMMITTER_NAME=$GIT_AUTHOR_NAME GIT_COMMITTER_EMAIL=$GIT_AUTHOR_EMAIL
+export GIT_AUTHOR_DATE GIT_COMMITTER_DATE
+GIT_AUTHOR_DATE=$(git -C "$FERROCE_TOP" log -1 --format=%cI)
+GIT_COMMITTER_DATE=$GIT_AUTHOR_DATE
+g() { git -C "$tree" -c core.autocrlf=false -c commit.gpgsign=false "$@"; }
+g init -q
+g add -A
+kver=$(make -s -C "$ksrc" kernelversion)
+g commit -q -m "linux $kver (the files this series touches)"
+signoff="Signed-off-by: $author"
+
+# commit SUBJECT BODY: commit everything with a signed-off message.
+commit() {
+	g add -A
+	printf '%s\n\n%s\n\n%s\n' "$1" "$2" "$signoff" | g commit -q -F -
+}
+
+# edit FILE PYTHON [ARG...]: run PYTHON with `s` the file's text (and the
+# ARGs from sys.argv[2]), write back `s`.
+edit() {
+	python3 -c "
+import sys
+p = sys.argv[1]
+s = open(p).read()
+$2
+open(p, 'w').write(s)
+" "$tree/$1" "${@:3}"
+}
+
+# insert_before FILE ANCHOR TEXT: TEXT before the line ANCHOR (exactly once).
+insert_before() {
+	edit "$1" "
+a, t = sys.argv[2], sys.argv[3]
+assert s.count('\n' + a + '\n') == 1, (p, a)
+s = s.replace('\n' + a + '\n', '\n' + t + '\n' + a + '\n')" "$2" "$3"
+}
+
+# maintainers TEXT: a MAINTAINERS section, where its title sorts.
+maintainers() {
+	python3 - "$tree/MAINTAINERS" "$1" <<-'PY'
+		import re, sys
+		path, entry = sys.argv[1:]
+		lines = open(path).read().split('\n')
+		title = entry.split('\n')[0]
+		start = lines.index('Maintainers List') if 'Maintainers List' in lines else 0
+		heads = [i for i in range(start + 1, len(lines) - 1)
+		         if lines[i - 1] == '' and re.match(r'^[A-Z0-9]', lines[i])
+		         and re.match(r'^[A-Z]:\t', lines[i + 1])]
+		# Before the first title after ours whose neighbours agree (the
+		# file has a few entries out of order).
+		for k in range(1, len(heads) - 1):
+		    a, b, c = (lines[heads[j]].upper() for j in (k - 1, k, k + 1))
+		    if a < title.upper() < b and c > title.upper():
+		        i = heads[k]
+		        lines[i:i] = entry.split('\n') + ['']
+		        break
+		else:
+		    sys.exit('no place for ' + title)
+		open(path, 'w').write('\n'.join(lines))
+	PY
+}
+
+# --- 1: the uapi -------------------------------------------------------------
+"$FERROCE_TOP/scripts/uapi-driver-id.sh" "$ksrc/include/uapi/rdma/ib_user_ioctl_verbs.h" \
+	"$tree/include/uapi/rdma/ib_user_ioctl_verbs.h"
+cp "$FERROCE_TOP/include/uapi/rdma/ferroce-abi.h" "$tree/include/uapi/rdma/"
+# The driver's MAINTAINERS entry comes with its first file, and covers
+# the files of the later patches.
+maintainers 'FERROCE RDMA DRIVER
+M:	'"$author"'
+L:	linux-rdma@vger.kernel.org
+S:	Supported
+F:	Documentation/infiniband/ferroce/
+F:	drivers/infiniband/hw/ferroce/
+F:	include/uapi/rdma/ferroce-abi.h'
+prev=$(grep -B1 '^	RDMA_DRIVER_FERROCE,$' "$tree/include/uapi/rdma/ib_user_ioctl_verbs.h" | head -1 | tr -d '\t,')
+commit "RDMA/ferroce: add the user ABI header and RDMA_DRIVER_FERROCE" \
+"ferroce is a RoCE v2/v1 NIC (an emulated one for now, attached to QEMU over
+vfio-user) whose driver is written in Rust.  Its userspace provider,
+libferroce, talks to the driver through the structures of ferroce-abi.h:
+the request and response of each uverbs command that carries driver data.
+Every structure is growable: requests have a minimum length the driver
+accepts, later fields default to zero, and a comp_mask says which optional
+fields are meant.
+
+RDMA_DRIVER_FERROCE follows $prev in enum rdma_driver_id, so
+that rdma-core matches the provider by driver id as it does for every
+other provider.
+
+Add the driver's MAINTAINERS entry with its first file."
+
+# --- 2: rust: rdma -------------------------------------------------------------
+mkdir -p "$tree/rust/kernel/rdma"
+cp "$drv"/rdma/*.rs "$tree/rust/kernel/rdma/"
+# The helpers, with rust/helpers/'s header: helpers.c defines __rust_helper.
+python3 - "$drv/ferroce_helpers.c" "$tree/rust/helpers/rdma.c" <<-'PY'
+	import re, sys
+	src, dst = sys.argv[1:]
+	s = open(src).read()
+	body = s[s.index('__rust_helper bool rust_helper_'):]
+	includes = ''.join(l + '\n' for l in s.split('\n') if l.startswith('#include '))
+	open(dst, 'w').write('// SPDX-License-Identifier: GPL-2.0\n\n' + includes + '\n' + body)
+PY
+# Only with the abstractions: the helpers call into ib_core.
+insert_before rust/helpers/helpers.c '#include "rbtree.c"' '#ifdef CONFIG_RUST_RDMA_ABSTRACTIONS
+#include "rdma.c"
+#endif'
+edit rust/bindings/bindings_helper.h "
+a = '#include <net/netlink.h>\n'
+assert s.count(a) == 1
+s = s.replace(a, a + ''.join('#include <rdma/%s.h>\n' % h for h in
+    ('ib_addr', 'ib_cache', 'ib_mad', 'ib_umem', 'ib_verbs', 'iter', 'rdma_netlink',
+     'uverbs_ioctl')))"
+# Packed and aligned at once: bindgen cannot lay it out (as for the
+# x86 types there).
+insert_before rust/bindgen_parameters '--opaque-type spinlock' "--opaque-type ib_user_mad_reg_req
+"
+insert_before rust/kernel/lib.rs 'pub mod regulator;' '#[cfg(CONFIG_RUST_RDMA_ABSTRACTIONS)]
+pub mod rdma;'
+insert_before drivers/infiniband/Kconfig 'if INFINIBAND_USER_ACCESS || !INFINIBAND_USER_ACCESS' \
+'config RUST_RDMA_ABSTRACTIONS
+	bool "Rust RDMA abstractions support"
+	depends on RUST
+	depends on INFINIBAND=y
+	help
+	  Adds support needed for RDMA drivers written in Rust: safe
+	  abstractions over ib_core (the ib_device, its verbs and objects,
+	  udata, umem, user mmap entries, the GID table and counters).
+	  ib_core must be built in, since the abstractions are part of
+	  the kernel crate.
+'
+maintainers 'RUST [RDMA]
+M:	'"$author"'
+L:	linux-rdma@vger.kernel.org
+L:	rust-for-linux@vger.kernel.org
+S:	Maintained
+F:	rust/helpers/rdma.c
+F:	rust/kernel/rdma/'
+commit "rust: rdma: add abstractions over ib_core" \
+"Safe abstractions for an RDMA driver written in Rust.  The driver's state
+is a type implementing the #[vtable] trait rdma::Driver; ib_core calls
+extern \"C\" trampolines that call its methods:
+
+- device: the ib_device (allocated with the size of the Rust container,
+  ib_device first), its ops table, and the object verbs' trampolines
+  (ucontext, PD, CQ, QP, AH, MR, MW, SRQ) with the driver state of each
+  object in ib_core's own allocation;
+- registration: Builder allocates, Registration registers and unregisters
+  on drop; ib_core's dealloc_driver is the one place the state is dropped;
+- attr, gids: GID attributes, netdevs, port attributes, the GID table;
+- udata, umem, mmap: the growable request/response rules of a driver's
+  ABI header, pinned user memory walked by DMA blocks, user mmap entries;
+- kverbs, wr: kernel verbs (post_send/post_recv/poll_cq) with safe views
+  of work requests and completions;
+- objects, srq: CQ/QP/SRQ tables for event dispatch;
+- stats, notifier, kext: counters and restrack, a netdevice notifier,
+  and MSI-X, DMA masks and barriers the kernel crate lacks (they belong to
+  other modules and move there once this series is reviewed).
+
+Like RUST_PHYLIB_ABSTRACTIONS, the abstractions need ib_core built in.
+The helpers wrap static inlines only."
+
+# --- 3-8: the driver, file by file -------------------------------------------
+mkdir -p "$tree/$kdrv"
+add_part() {
+	local n=$1 f
+	for f in "${!part[@]}"; do
+		[ "${part[$f]}" = "$n" ] || continue
+		case $f in
+		ferroce_helpers.c) ;;
+		Kbuild) cp "$drv/Kbuild" "$tree/$kdrv/Makefile" ;;
+		# In tree the layer is the kernel crate's: the out-of-tree
+		# `mod rdma;` goes (rustfmt would look for its files).
+		ferroce_main.rs)
+			python3 - "$drv/$f" "$tree/$kdrv/$f" <<-'PY'
+				import sys
+				s = open(sys.argv[1]).read()
+				oot = '#[cfg(not(CONFIG_RUST_RDMA_ABSTRACTIONS))]\npub mod rdma;\n'
+				cfg = '#[cfg(CONFIG_RUST_RDMA_ABSTRACTIONS)]\nuse kernel::rdma;\n'
+				assert s.count(oot) == 1 and s.count(cfg) == 1
+				s = s.replace(oot, '').replace(cfg, 'use kernel::rdma;\n')
+				open(sys.argv[2], 'w').write(s)
+			PY
+			;;
+		*) cp "$drv/$f" "$tree/$kdrv/$f" ;;
+		esac
+	done
+}
+add_part 3
+cp "$FERROCE_TOP/include/ferroce/ferroce-hw.h" "$tree/$kdrv/"
+mkdir -p "$tree/Documentation/infiniband/ferroce"
+cp "$FERROCE_TOP"/Documentation/ferroce/{device,driver}.rst "$tree/Documentation/infiniband/ferroce/"
+cat >"$tree/Documentation/infiniband/ferroce/index.rst" <<-'EOF'
+	.. SPDX-License-Identifier: GPL-2.0
+
+	=======
+	ferroce
+	=======
+
+	.. toctree::
+	   :maxdepth: 1
+
+	   device
+	   driver
+EOF
+insert_before Documentation/infiniband/index.rst '   ipoib' '   ferroce/index'
+commit "RDMA/ferroce: add the device programming interface" \
+"ferroce-hw.h is the device's programming model: the BAR0 register block,
+the admin queue's commands, the event queues, work queue entries, CQEs and
+doorbell records.  It is the single source of truth shared with the
+emulated device and the userspace provider; device.rst describes it, and
+driver.rst the driver's design.  The driver binds the header with bindgen
+(bindings.rs) and describes its registers with register! (regs.rs).
+
+Nothing is built yet; the Makefile comes last in the series."
+add_part 4
+commit "RDMA/ferroce: add the admin queue, event queues and doorbell records" \
+"The admin queue (cmdq.rs) carries every control command, with a
+completion per command; the event queues (eq.rs) deliver completion and
+async events through MSI-X; doorbell records (dbrec.rs) are DMA pages the
+device reads producer indices from; page buffer lists (pbl.rs) describe
+queue and MR memory to the device."
+add_part 5
+commit "RDMA/ferroce: add PCI bring-up and netdev pairing" \
+"Probe resets the device, maps BAR0, sets up MSI-X (one async vector and
+one per completion EQ, spread over CPUs), the admin queue and the EQs;
+remove undoes it in reverse order and survives a dead device.  The RoCE
+port pairs with the netdev that has the device's MAC address (pairing.rs),
+follows its state and MTU through a netdevice notifier, and exports
+counters through hw_stats and debugfs."
+add_part 6
+commit "RDMA/ferroce: add the ib_device and its GID table" \
+"Register the ib_device with its port attributes and feed the device's
+GID table from ib_core's (add_gid/del_gid): RoCE v1 and v2 entries,
+IPv4-mapped and EUI-64 link-local GIDs, VLAN ids."
+add_part 7
+commit "RDMA/ferroce: add user verbs" \
+"PD, CQ, QP (RC, UC, UD), SRQ, AH, MR and MW for userspace: the provider
+owns its queues' memory (pinned with ib_umem) and rings doorbells through
+mmap'd pages; requests and responses follow ferroce-abi.h."
+add_part 8
+commit "RDMA/ferroce: add kernel verbs" \
+"Kernel QPs and CQs (post_send, post_recv, poll_cq, req_notify_cq, fast
+registration) and the GSI QP, so that ib_mad, the CM and rdma_cm, and
+kernel ULPs such as NVMe over RDMA, run on ferroce."
+add_part 9
+cat >"$tree/$kdrv/Kconfig" <<'EOF'
+# SPDX-License-Identifier: GPL-2.0
+config INFINIBAND_FERROCE
+	tristate "ferroce RoCE NIC support"
+	depends on RUST_RDMA_ABSTRACTIONS
+	depends on PCI_MSI && 64BIT && INET
+	depends on INFINIBAND_USER_ACCESS
+	help
+	  RDMA over Converged Ethernet (RoCE v1 and v2) driver for the
+	  ferroce NIC, written in Rust.  The NIC is emulated by a
+	  vfio-user device process that QEMU attaches as a PCI function.
+
+	  To compile this driver as a module, choose M here.  The module
+	  will be called ferroce.
+EOF
+insert_before drivers/infiniband/Kconfig 'source "drivers/infiniband/hw/hfi1/Kconfig"' \
+	'source "drivers/infiniband/hw/ferroce/Kconfig"'
+echo 'obj-$(CONFIG_INFINIBAND_FERROCE)	+= ferroce/' >>"$tree/drivers/infiniband/hw/Makefile"
+commit "RDMA/ferroce: add Kconfig and Makefile" \
+"Build the driver (ferroce.ko).  The Makefile binds the device's headers
+with bindgen; the same file builds the driver out of tree against kernels
+without this series, where the rdma abstractions are the crate's own."
+
+# --- the series --------------------------------------------------------------
+rm -rf "$out"
+mkdir -p "$out"
+n=$(g rev-list --count HEAD~9..HEAD)
+g format-patch -q --cover-letter -o "$out" HEAD~9..HEAD
+cover=$(ls "$out"/0000-*.patch)
+python3 - "$cover" "$kver" "$(git -C "$FERROCE_TOP" rev-parse --short HEAD)" <<-'PY'
+	import sys
+	path, kver, rev = sys.argv[1:]
+	s = open(path).read()
+	s = s.replace('*** SUBJECT HERE ***', 'RDMA/ferroce: a RoCE driver in Rust')
+	s = s.replace('*** BLURB HERE ***', f"""\
+This series adds ferroce, a RoCE v2/v1 NIC driver written in Rust, and
+the safe abstractions over ib_core it is built on (rust/kernel/rdma).
+
+The NIC is an emulated PCI function (a vfio-user device process that
+QEMU attaches), so that RDMA can be used and tested in a VM without RDMA
+hardware: perftest, rdma_cm, NVMe over RDMA, and rxe on the same wire
+interoperate with it.  Its rdma-core provider is posted separately.
+
+- Patch 1 adds the user ABI header and RDMA_DRIVER_FERROCE.
+- Patch 2 adds the abstractions.  All of the driver's unsafe code is
+  there; every driver module is #![forbid(unsafe_code)].
+- Patches 3-8 add the driver by concern; patch 9 builds it.  As in the
+  erdma series, the driver's files arrive before its Makefile, so every
+  patch builds.
+
+Open questions for reviewers:
+- The driver binds its hardware header (ferroce-hw.h, shared with the
+  device and the provider) with a bindgen rule in its Makefile rather
+  than restating it in Rust as nova-core does; the rule reads
+  bindgen_skip_c_flags from rust/Makefile.
+- kext.rs holds MSI-X, DMA-mask and barrier wrappers that belong to
+  rust/kernel/pci.rs and friends.
+
+Based on Linux {kver} (Debian's linux-source); generated from ferroce
+{rev} by make series.""")
+	open(path, 'w').write(s)
+PY
+log "make series: $n patches and a cover letter in $out"
