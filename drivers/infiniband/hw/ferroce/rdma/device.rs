@@ -457,8 +457,9 @@ pub trait Driver: Send + Sync + Sized + 'static {
 ///
 /// * `ib` sits at offset 0, so `*mut ib_device` and `*mut Device<T>` convert
 ///   into each other.
-/// * A `Device<T>` is only ever allocated by [`Builder::new`], with `data`,
-///   `cqs`, `qps` and `srqs` initialised before the ops (and thus `dealloc_driver`) are set.
+/// * A `Device<T>` is only ever allocated by
+///   [`Builder::new`](super::Builder::new), with `data`, `cqs`, `qps` and
+///   `srqs` initialised before the ops (and thus `dealloc_driver`) are set.
 #[repr(C)]
 pub struct Device<T: Driver> {
     ib: Opaque<b::ib_device>,
@@ -768,8 +769,9 @@ pub(super) fn ptr_result<P>(r: Result<*mut P>) -> *mut P {
 /// The `extern "C"` trampolines and the ops table of a [`Driver`].
 ///
 /// ib_core calls each trampoline only as the op of a device set up by
-/// [`Builder::new`] for the same `T`, with the arguments its
-/// `struct ib_device_ops` documents; the `// SAFETY` comments rely on that.
+/// [`Builder::new`](super::Builder::new) for the same `T`, with the
+/// arguments its `struct ib_device_ops` documents; the `// SAFETY` comments
+/// rely on that.
 pub struct Adapter<T: Driver>(PhantomData<T>);
 
 impl<T: Driver> Adapter<T> {
