@@ -17,6 +17,13 @@
 #   make provider-series
 #                   libferroce as a patch series against upstream rdma-core
 #                   (its own layout and CMake), in .build/provider-series/
+#   make series     the kernel side as a patch series against the pinned
+#                   7.3.4 tree (rust/kernel/rdma, the driver, the uapi), in
+#                   .build/series/
+#   make upstream-check
+#                   the series in tree: git am patch by patch, each built,
+#                   checkpatch --strict, rustfmt, CLIPPY=1, rustdoc, then gid
+#                   and ferroce-pair on the in-tree kernel (in make soak)
 #   make provider-check
 #                   the provider's tests, against both builds
 #   make run        the main job: VMs, RDMA, perftest, results shown
@@ -71,7 +78,7 @@ PROVIDER_C_SOURCES = $(shell find providers -name '*.[ch]' 2>/dev/null)
 
 PROVIDER_OUT := $(TOP)/.build/provider
 
-.PHONY: all modules provider provider-check provider-series device run check soak bench lint install clean help
+.PHONY: all modules provider provider-check provider-series series upstream-check device run check soak bench lint install clean help
 
 all: modules provider device
 
@@ -102,11 +109,19 @@ SERIES_OUT ?= $(TOP)/.build/provider-series
 provider-series:
 	$(TOP)/scripts/make-provider-series.sh $(SERIES_OUT)
 
+# series [KSERIES_OUT=dir]: the kernel series (scripts/make-series.sh).
+KSERIES_OUT ?= $(TOP)/.build/series
+series:
+	$(TOP)/scripts/make-series.sh $(KSERIES_OUT)
+
+upstream-check:
+	$(TOP)/scripts/upstream-check.sh
+
 device:
 	cd $(DEVICE_DIR) && $(TOP)/scripts/in-root -- cargo build --release -p ferroce-dev
 
 help:
-	@sed -n '3,33p' Makefile
+	@sed -n '3,41p' Makefile
 
 run:
 	$(TOP)/scripts/run-main.sh

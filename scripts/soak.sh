@@ -41,6 +41,18 @@ else
 	failed=$((failed + 1))
 	failures+=("device model/wqe_fuzz")
 fi
+# The kernel series in tree (make upstream-check: each patch built,
+# checkpatch, clippy, rustdoc, gid and ferroce-pair on the in-tree kernel);
+# about 25 min warm, too long for make check.
+if [ -z "${FERROCE_SCENARIOS:-}" ]; then
+	log "soak: make upstream-check"
+	if make -C "$FERROCE_TOP" -s upstream-check; then
+		passed=$((passed + 1))
+	else
+		failed=$((failed + 1))
+		failures+=("make upstream-check")
+	fi
+fi
 for s in $scenarios; do
 	log "soak: qemu-test/run $s (SOAK=1)"
 	if "$FERROCE_TOP/qemu-test/run" "$s"; then
