@@ -32,7 +32,7 @@
 . "$(dirname "$0")/lib.sh"
 
 out=$(realpath -m "${1:?usage: make-series.sh OUTDIR}")
-ksrc=$(readlink -f "$("$FERROCE_TOP/scripts/make-kernel.sh" --print-path)/build/source")
+ksrc=$(readlink -f "$("$FERROCE_TOP/scripts/make-kernel.sh")/build/source")
 drv=$FERROCE_TOP/drivers/infiniband/hw/ferroce
 kdrv=drivers/infiniband/hw/ferroce
 
