@@ -251,3 +251,22 @@ fetch_rdma_core_orig() {
 		done
 	' fetch "$1" "$3" >&2
 }
+
+# series_git_init TREE MESSAGE: make TREE, as it is, a git repository with one
+# commit (MESSAGE) to format patches against (make series, make
+# provider-series).  Its commits, this one and later ones, take their author
+# and dates from this repository's HEAD, so the same checkout gives the same
+# patches; series_author is HEAD's "Name <email>" (for sign-offs).
+series_git_init() {
+	local tree=$1 msg=$2
+	series_author=$(git -C "$FERROCE_TOP" log -1 --format='%an <%ae>')
+	export GIT_AUTHOR_NAME=${series_author% <*} GIT_AUTHOR_EMAIL=${series_author##*<}
+	GIT_AUTHOR_EMAIL=${GIT_AUTHOR_EMAIL%>}
+	export GIT_COMMITTER_NAME=$GIT_AUTHOR_NAME GIT_COMMITTER_EMAIL=$GIT_AUTHOR_EMAIL
+	export GIT_AUTHOR_DATE GIT_COMMITTER_DATE
+	GIT_AUTHOR_DATE=$(git -C "$FERROCE_TOP" log -1 --format=%cI)
+	GIT_COMMITTER_DATE=$GIT_AUTHOR_DATE
+	git -C "$tree" init -q
+	git -C "$tree" -c core.autocrlf=false add -A
+	git -C "$tree" -c commit.gpgsign=false commit -q -m "$msg"
+}

@@ -53,17 +53,9 @@ tree=$tmp/rdma-core
 mkdir "$tree"
 tar -xzf "$orig" -C "$tree" --strip-components=1
 
-author=$(git -C "$FERROCE_TOP" log -1 --format='%an <%ae>')
-export GIT_AUTHOR_NAME=${author% <*} GIT_AUTHOR_EMAIL=${author##*<}
-GIT_AUTHOR_EMAIL=${GIT_AUTHOR_EMAIL%>}
-export GIT_COMMITTER_NAME=$GIT_AUTHOR_NAME GIT_COMMITTER_EMAIL=$GIT_AUTHOR_EMAIL
-export GIT_AUTHOR_DATE GIT_COMMITTER_DATE
-GIT_AUTHOR_DATE=$(git -C "$FERROCE_TOP" log -1 --format=%cI)
-GIT_COMMITTER_DATE=$GIT_AUTHOR_DATE
+series_git_init "$tree" "rdma-core $upver"
+author=$series_author
 g() { git -C "$tree" -c core.autocrlf=false -c commit.gpgsign=false "$@"; }
-g init -q
-g add -A
-g commit -q -m "rdma-core $upver"
 g tag base
 signoff="Signed-off-by: $author"
 

@@ -70,18 +70,10 @@ for f in "${touched[@]}"; do
 	cp "$ksrc/$f" "$tree/$f"
 done
 
-author=$(git -C "$FERROCE_TOP" log -1 --format='%an <%ae>')
-export GIT_AUTHOR_NAME=${author% <*} GIT_AUTHOR_EMAIL=${author##*<}
-GIT_AUTHOR_EMAIL=${GIT_AUTHOR_EMAIL%>}
-export GIT_COMMITTER_NAME=$GIT_AUTHOR_NAME GIT_COMMITTER_EMAIL=$GIT_AUTHOR_EMAIL
-export GIT_AUTHOR_DATE GIT_COMMITTER_DATE
-GIT_AUTHOR_DATE=$(git -C "$FERROCE_TOP" log -1 --format=%cI)
-GIT_COMMITTER_DATE=$GIT_AUTHOR_DATE
-g() { git -C "$tree" -c core.autocrlf=false -c commit.gpgsign=false "$@"; }
-g init -q
-g add -A
 kver=$(make -s -C "$ksrc" kernelversion)
-g commit -q -m "linux $kver (the files this series touches)"
+series_git_init "$tree" "linux $kver (the files this series touches)"
+author=$series_author
+g() { git -C "$tree" -c core.autocrlf=false -c commit.gpgsign=false "$@"; }
 signoff="Signed-off-by: $author"
 
 # commit SUBJECT BODY: commit everything with a signed-off message.
