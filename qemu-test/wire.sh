@@ -41,8 +41,12 @@ wire_values() {
 # MAC of the peer's frames).
 seed_truths() {
 	local dir=$1 v=$2 ip=$3 peer=$4 out dports sports dst peer_mac
+	# Only the outermost of each field (-E occurrence=f): tshark's
+	# heuristics may dissect a random RDMA payload as an inner Ethernet
+	# frame, whose addresses would otherwise join the outer ones.
 	out=$("$FERROCE_TOP/scripts/in-root" -- tshark -r "$dir/$v/wire.pcap" -Y udp -T fields \
-		-e ip.src -e ip.dst -e udp.srcport -e udp.dstport -e eth.src -e eth.dst 2>/dev/null)
+		-E occurrence=f -e ip.src -e ip.dst -e udp.srcport -e udp.dstport -e eth.src \
+		-e eth.dst 2>/dev/null)
 	mine() { awk -v a="$ip" -v b="$peer" -v f="$1" '$1 == a && $2 == b {print $f}' <<<"$out" | sort -u | tr '\n' ' '; }
 	dports=$(mine 4)
 	sports=$(mine 3 | wc -w)
