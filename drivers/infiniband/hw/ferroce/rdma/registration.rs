@@ -39,30 +39,42 @@ pub struct Builder<T: Driver> {
 unsafe impl<T: Driver> Send for Builder<T> {}
 
 impl<T: Driver> Builder<T> {
-    /// Allocates an `ib_device` in `init_net` holding `data`, owned by
-    /// `module` (the driver's `THIS_MODULE`); its CQs, QPs and SRQs go into
-    /// `cqs`, `qps` and `srqs` (which the driver's event paths share).
-    pub fn new(
+    /// Allocates an `ib_device` in `init_net` whose driver state `data`
+    /// initialises in place, owned by `module` (the driver's `THIS_MODULE`);
+    /// its CQs, QPs and SRQs go into `cqs`, `qps` and `srqs` (which the
+    /// driver's event paths share).
+    pub fn new<E>(
         module: &'static ThisModule,
-        data: T,
+        data: impl PinInit<T, E>,
         cqs: Arc<CqTable<T>>,
         qps: Arc<QpTable<T>>,
         srqs: Arc<SrqTable<T>>,
-    ) -> Result<Self> {
+    ) -> Result<Self>
+    where
+        Error: From<E>,
+    {
         // SAFETY: `_ib_alloc_device` may be called with any size of at least
         // `sizeof(struct ib_device)`; `init_net` outlives every device.
         let raw = unsafe {
             b::_ib_alloc_device(size_of::<Device<T>>(), &raw mut kernel::bindings::init_net)
         };
         let Some(dev) = NonNull::new(raw.cast::<Device<T>>()) else {
-            drop(data);
             return Err(ENOMEM);
         };
-        // SAFETY: `dev` is a fresh, zeroed allocation of `size_of::<Device<T>>()`
-        // bytes suitably aligned (`Device::LAYOUT_OK`); `data` is written before
-        // the ops (and thus `dealloc_driver`) exist.
+        // SAFETY: `data` is a fresh, zeroed field of an allocation of
+        // `size_of::<Device<T>>()` bytes suitably aligned
+        // (`Device::LAYOUT_OK`), valid for writes; ib_core frees the device
+        // only through `ib_dealloc_device`, so it never moves.
+        let init = unsafe { data.__init(&raw mut (*dev.as_ptr()).data) };
+        if let Err(e) = init {
+            // SAFETY: the device is ours and not registered; its ops are not
+            // set, so no `dealloc_driver` runs on the uninitialised `data`.
+            unsafe { b::ib_dealloc_device(raw) };
+            return Err(e.into());
+        }
+        // SAFETY: as above; `data` is initialised before the ops (and thus
+        // `dealloc_driver`) exist.
         unsafe {
-            (&raw mut (*dev.as_ptr()).data).write(data);
             (&raw mut (*dev.as_ptr()).cqs).write(cqs);
             (&raw mut (*dev.as_ptr()).qps).write(qps);
             (&raw mut (*dev.as_ptr()).srqs).write(srqs);
