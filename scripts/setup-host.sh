@@ -15,10 +15,6 @@ missing=()
 for w in $wanted; do
 	command -v "${w%%:*}" >/dev/null 2>&1 || missing+=("${w#*:}")
 done
-# checkpatch.pl's SPDX check (make upstream-check) runs scripts/spdxcheck.py
-# with the system's python3.
-/usr/bin/python3 -c 'import ply' 2>/dev/null || missing+=(python3-ply)
-/usr/bin/python3 -c 'import git' 2>/dev/null || missing+=(python3-git)
 if [ ${#missing[@]} -gt 0 ]; then
 	log "installing host packages: ${missing[*]}"
 	apt-get update -qq

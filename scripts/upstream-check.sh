@@ -22,6 +22,17 @@
 
 need_root
 "$FERROCE_TOP/scripts/setup-host.sh"
+# checkpatch.pl's SPDX check runs scripts/spdxcheck.py with the system's
+# python3, which needs ply and GitPython (only here: make check needs
+# neither).
+want=()
+/usr/bin/python3 -c 'import ply' 2>/dev/null || want+=(python3-ply)
+/usr/bin/python3 -c 'import git' 2>/dev/null || want+=(python3-git)
+if [ ${#want[@]} -gt 0 ]; then
+	log "installing host packages: ${want[*]}"
+	apt-get update -qq
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${want[@]}" >/dev/null
+fi
 root=$("$FERROCE_TOP/scripts/make-root.sh")
 base=$("$FERROCE_TOP/scripts/make-upstream-base.sh")
 exec {basefd}>>"$base.lock"
