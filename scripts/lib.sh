@@ -270,3 +270,22 @@ series_git_init() {
 	git -C "$tree" -c core.autocrlf=false add -A
 	git -C "$tree" -c commit.gpgsign=false commit -q -m "$msg"
 }
+
+# insert_text before|after FILE ANCHOR TEXT [N]: TEXT (lines) before or after
+# each occurrence of the whole line ANCHOR in FILE; fails unless ANCHOR
+# occurs exactly N times (default 1).  For the patch series, which edit
+# upstream files at fixed places.
+insert_text() {
+	python3 - "$@" <<-'PY'
+		import sys
+		where, path, anchor, text = sys.argv[1:5]
+		want = int(sys.argv[5]) if len(sys.argv) > 5 else 1
+		s = open(path).read()
+		a = "\n" + anchor + "\n"
+		n = s.count(a)
+		if n != want:
+		    sys.exit(f"{path}: {n} occurrences of {anchor!r}, want {want}")
+		new = "\n" + text + a if where == "before" else a + text + "\n"
+		open(path, "w").write(s.replace(a, new))
+	PY
+}

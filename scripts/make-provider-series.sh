@@ -31,22 +31,6 @@ upver=${orig##*/rdma-core_}
 upver=${upver%.orig.tar.gz}
 ksrc=$(readlink -f "$("$FERROCE_TOP/scripts/make-kernel.sh")/build/source")
 
-# insert_after FILE ANCHOR TEXT [N]: TEXT (lines) after each occurrence of
-# ANCHOR (whole lines) in FILE; fails unless ANCHOR occurs exactly N times
-# (default 1).
-insert_after() {
-	python3 - "$1" "$2" "$3" "${4:-1}" <<-'PY'
-		import sys
-		path, anchor, text, want = sys.argv[1:]
-		s = open(path).read()
-		n = s.count("\n" + anchor + "\n")
-		if n != int(want):
-		    sys.exit(f"{path}: {n} occurrences of {anchor!r}, want {want}")
-		open(path, "w").write(s.replace("\n" + anchor + "\n",
-		                                "\n" + anchor + "\n" + text + "\n"))
-	PY
-}
-
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 tree=$tmp/rdma-core
@@ -64,7 +48,7 @@ signoff="Signed-off-by: $author"
 	"$tree/kernel-headers/rdma/ib_user_ioctl_verbs.h"
 cp "$FERROCE_TOP/include/uapi/rdma/ferroce-abi.h" "$tree/kernel-headers/rdma/"
 # Listed twice: published, and made into kernel-abi/ struct macros.
-insert_after "$tree/kernel-headers/CMakeLists.txt" '  rdma/erdma-abi.h' '  rdma/ferroce-abi.h' 2
+insert_text after "$tree/kernel-headers/CMakeLists.txt" '  rdma/erdma-abi.h' '  rdma/ferroce-abi.h' 2
 g add -A
 kver=$(make -s -C "$ksrc" kernelversion)
 prev=$(grep -B1 '^	RDMA_DRIVER_FERROCE,$' "$tree/kernel-headers/rdma/ib_user_ioctl_verbs.h" | head -1 | tr -d '\t,')
@@ -85,28 +69,28 @@ p=$tree/providers/ferroce
 mkdir -p "$p"
 cp "$FERROCE_TOP"/providers/ferroce/{CMakeLists.txt,datapath.c,ferroce.c,ferroce.h,verbs.c} "$p/"
 cp "$FERROCE_TOP/include/ferroce/ferroce-hw.h" "$p/"
-insert_after "$tree/CMakeLists.txt" 'add_subdirectory(providers/erdma)' \
+insert_text after "$tree/CMakeLists.txt" 'add_subdirectory(providers/erdma)' \
 	'add_subdirectory(providers/ferroce)'
-insert_after "$tree/libibverbs/verbs.h" \
+insert_text after "$tree/libibverbs/verbs.h" \
 	'extern const struct verbs_device_ops verbs_provider_erdma;' \
 	'extern const struct verbs_device_ops verbs_provider_ferroce;'
-insert_after "$tree/MAINTAINERS" 'F:	providers/erdma/' "
+insert_text after "$tree/MAINTAINERS" 'F:	providers/erdma/' "
 FERROCE USERSPACE PROVIDER (for ferroce.ko)
 M:	$author
 S:	Supported
 F:	providers/ferroce/"
-insert_after "$tree/README.md" ' - erdma.ko' ' - ferroce.ko'
-insert_after "$tree/debian/control" '  - erdma: Alibaba Elastic RDMA (iWarp) Adapter' \
+insert_text after "$tree/README.md" ' - erdma.ko' ' - ferroce.ko'
+insert_text after "$tree/debian/control" '  - erdma: Alibaba Elastic RDMA (iWarp) Adapter' \
 	'  - ferroce: ferroce RoCE v2 device'
-insert_after "$tree/debian/copyright" 'Files: providers/erdma/*
+insert_text after "$tree/debian/copyright" 'Files: providers/erdma/*
 Copyright: 2020-2021, Alibaba Group
 License: BSD-MIT or GPL-2' "
 Files: providers/ferroce/*
 Copyright: 2026 The ferroce developers
 License: BSD-2-clause or GPL-2"
-insert_after "$tree/redhat/rdma-core.spec" '- liberdma: Alibaba Elastic RDMA (iWarp) Adapter' \
+insert_text after "$tree/redhat/rdma-core.spec" '- liberdma: Alibaba Elastic RDMA (iWarp) Adapter' \
 	'- libferroce: ferroce RoCE v2 device'
-insert_after "$tree/suse/rdma-core.spec" '- libefa: Amazon Elastic Fabric Adapter' \
+insert_text after "$tree/suse/rdma-core.spec" '- libefa: Amazon Elastic Fabric Adapter' \
 	'- libferroce: ferroce RoCE v2 device'
 g add -A
 g commit -q -F - <<-EOF2

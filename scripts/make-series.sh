@@ -74,32 +74,13 @@ kver=$(make -s -C "$ksrc" kernelversion)
 series_git_init "$tree" "linux $kver (the files this series touches)"
 author=$series_author
 g() { git -C "$tree" -c core.autocrlf=false -c commit.gpgsign=false "$@"; }
+g tag base
 signoff="Signed-off-by: $author"
 
 # commit SUBJECT BODY: commit everything with a signed-off message.
 commit() {
 	g add -A
 	printf '%s\n\n%s\n\n%s\n' "$1" "$2" "$signoff" | g commit -q -F -
-}
-
-# edit FILE PYTHON [ARG...]: run PYTHON with `s` the file's text (and the
-# ARGs from sys.argv[2]), write back `s`.
-edit() {
-	python3 -c "
-import sys
-p = sys.argv[1]
-s = open(p).read()
-$2
-open(p, 'w').write(s)
-" "$tree/$1" "${@:3}"
-}
-
-# insert_before FILE ANCHOR TEXT: TEXT before the line ANCHOR (exactly once).
-insert_before() {
-	edit "$1" "
-a, t = sys.argv[2], sys.argv[3]
-assert s.count('\n' + a + '\n') == 1, (p, a)
-s = s.replace('\n' + a + '\n', '\n' + t + '\n' + a + '\n')" "$2" "$3"
 }
 
 # maintainers TEXT: a MAINTAINERS section, where its title sorts.
@@ -169,22 +150,19 @@ python3 - "$drv/ferroce_helpers.c" "$tree/rust/helpers/rdma.c" <<-'PY'
 	open(dst, 'w').write('// SPDX-License-Identifier: GPL-2.0\n\n' + includes + '\n' + body)
 PY
 # Only with the abstractions: the helpers call into ib_core.
-insert_before rust/helpers/helpers.c '#include "rbtree.c"' '#ifdef CONFIG_RUST_RDMA_ABSTRACTIONS
+insert_text before "$tree/rust/helpers/helpers.c" '#include "rbtree.c"' '#ifdef CONFIG_RUST_RDMA_ABSTRACTIONS
 #include "rdma.c"
 #endif'
-edit rust/bindings/bindings_helper.h "
-a = '#include <net/netlink.h>\n'
-assert s.count(a) == 1
-s = s.replace(a, a + ''.join('#include <rdma/%s.h>\n' % h for h in
-    ('ib_addr', 'ib_cache', 'ib_mad', 'ib_umem', 'ib_verbs', 'iter', 'rdma_netlink',
-     'uverbs_ioctl')))"
+insert_text after "$tree/rust/bindings/bindings_helper.h" '#include <net/netlink.h>' \
+	"$(printf '#include <rdma/%s.h>\n' ib_addr ib_cache ib_mad ib_umem ib_verbs iter \
+		rdma_netlink uverbs_ioctl)"
 # Packed and aligned at once: bindgen cannot lay it out (as for the
 # x86 types there).
-insert_before rust/bindgen_parameters '--opaque-type spinlock' "--opaque-type ib_user_mad_reg_req
+insert_text before "$tree/rust/bindgen_parameters" '--opaque-type spinlock' "--opaque-type ib_user_mad_reg_req
 "
-insert_before rust/kernel/lib.rs 'pub mod regulator;' '#[cfg(CONFIG_RUST_RDMA_ABSTRACTIONS)]
+insert_text before "$tree/rust/kernel/lib.rs" 'pub mod regulator;' '#[cfg(CONFIG_RUST_RDMA_ABSTRACTIONS)]
 pub mod rdma;'
-insert_before drivers/infiniband/Kconfig 'if INFINIBAND_USER_ACCESS || !INFINIBAND_USER_ACCESS' \
+insert_text before "$tree/drivers/infiniband/Kconfig" 'if INFINIBAND_USER_ACCESS || !INFINIBAND_USER_ACCESS' \
 'config RUST_RDMA_ABSTRACTIONS
 	bool "Rust RDMA abstractions support"
 	depends on RUST
@@ -270,7 +248,7 @@ cat >"$tree/Documentation/infiniband/ferroce/index.rst" <<-'EOF'
 	   device
 	   driver
 EOF
-insert_before Documentation/infiniband/index.rst '   ipoib' '   ferroce/index'
+insert_text before "$tree/Documentation/infiniband/index.rst" '   ipoib' '   ferroce/index'
 commit "RDMA/ferroce: add the device programming interface" \
 "ferroce-hw.h is the device's programming model: the BAR0 register block,
 the admin queue's commands, the event queues, work queue entries, CQEs and
@@ -326,7 +304,7 @@ config INFINIBAND_FERROCE
 	  To compile this driver as a module, choose M here.  The module
 	  will be called ferroce.
 EOF
-insert_before drivers/infiniband/Kconfig 'source "drivers/infiniband/hw/hfi1/Kconfig"' \
+insert_text before "$tree/drivers/infiniband/Kconfig" 'source "drivers/infiniband/hw/hfi1/Kconfig"' \
 	'source "drivers/infiniband/hw/ferroce/Kconfig"'
 echo 'obj-$(CONFIG_INFINIBAND_FERROCE)	+= ferroce/' >>"$tree/drivers/infiniband/hw/Makefile"
 commit "RDMA/ferroce: add Kconfig and Makefile" \
@@ -337,8 +315,8 @@ without this series, where the rdma abstractions are the crate's own."
 # --- the series --------------------------------------------------------------
 rm -rf "$out"
 mkdir -p "$out"
-n=$(g rev-list --count HEAD~9..HEAD)
-g format-patch -q --cover-letter -o "$out" HEAD~9..HEAD
+n=$(g rev-list --count base..HEAD)
+g format-patch -q --cover-letter -o "$out" base..HEAD
 cover=$(ls "$out"/0000-*.patch)
 python3 - "$cover" "$kver" "$(git -C "$FERROCE_TOP" rev-parse --short HEAD)" <<-'PY'
 	import sys
