@@ -67,7 +67,7 @@ scenarios=${FERROCE_SCENARIOS:-$(grep -L '^BENCH_ONLY=1' "$FERROCE_TOP"/qemu-tes
 	sed 's|.*/||; s/\.sh$//' | sort)}
 for s in $scenarios; do
 	log "check: qemu-test/run $s"
-	if "$FERROCE_TOP/qemu-test/run" "$s"; then pass 1; else fail "scenario $s"; fi
+	if run_scenario "$s"; then pass 1; else fail "scenario $s$SCENARIO_WHY"; fi
 done
 
 # The dependencies every profile built here, for the next fresh checkout.

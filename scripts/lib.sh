@@ -289,3 +289,24 @@ insert_text() {
 		open(path, "w").write(s.replace(a, new))
 	PY
 }
+
+# run_scenario NAME: qemu-test/run NAME, its output passed through.  When
+# it fails, SCENARIO_WHY holds the reasons the run kept in its
+# $RUN_DIR/failures (found by its last line, "FAIL ... $RUN_DIR"), each on
+# a line of its own after a newline, for a summary that a long log's reader
+# (CI keeps the tail) sees.
+# shellcheck disable=SC2034 # SCENARIO_WHY is read by the caller
+run_scenario() {
+	local out rc dir
+	SCENARIO_WHY=
+	out=$(mktemp)
+	"$FERROCE_TOP/qemu-test/run" "$1" | tee "$out"
+	rc=${PIPESTATUS[0]}
+	if [ "$rc" != 0 ]; then
+		dir=$(tail -n 1 "$out" | awk '{print $NF}')
+		[ -s "$dir/failures" ] &&
+			SCENARIO_WHY=$'\n'$(cut -c1-200 "$dir/failures" | sed 's/^/    /')
+	fi
+	rm -f "$out"
+	return "$rc"
+}

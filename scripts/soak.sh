@@ -55,11 +55,11 @@ if [ -z "${FERROCE_SCENARIOS:-}" ]; then
 fi
 for s in $scenarios; do
 	log "soak: qemu-test/run $s (SOAK=1)"
-	if "$FERROCE_TOP/qemu-test/run" "$s"; then
+	if run_scenario "$s"; then
 		passed=$((passed + 1))
 	else
 		failed=$((failed + 1))
-		failures+=("$s")
+		failures+=("$s$SCENARIO_WHY")
 	fi
 done
 echo
