@@ -346,6 +346,10 @@ Open questions for reviewers:
   bindgen_skip_c_flags from rust/Makefile.
 - kext.rs holds MSI-X, DMA-mask and barrier wrappers that belong to
   rust/kernel/pci.rs and friends.
+- The CQ and QP tables that events are dispatched through are a vector
+  under an IRQ-safe spinlock, not an XArray: 7.3's kernel::xarray takes
+  only xa_lock() (not IRQ-safe) and has no RCU lookup, and the EQ
+  handlers look objects up in hard IRQ context.
 
 Based on Linux {kver} (Debian's linux-source); generated from ferroce
 {rev} by make series.""")
