@@ -111,6 +111,7 @@ impl rdma::Driver for IbDev {
 
     const UVERBS_ABI_VERSION: u32 = hw::FERROCE_UVERBS_ABI_VERSION;
     const DRIVER_ID: hw::rdma_driver_id = hw::rdma_driver_id_RDMA_DRIVER_FERROCE;
+    const NODE_TYPE: rdma::NodeType = rdma::NodeType::Ca;
 
     fn query_device(dev: &rdma::Device<Self>, attr: &mut rdma::DeviceAttr) -> Result {
         let c = &dev.caps;

@@ -7,6 +7,7 @@ use crate::bindings as b;
 use core::{marker::PhantomData, ptr::NonNull};
 use kernel::{
     error::{to_result, Result},
+    num::casts::u32_into_u8,
     str::{CStr, CStrExt},
 };
 
@@ -32,6 +33,25 @@ impl LinkLayer {
     pub(super) fn as_raw(self) -> b::rdma_link_layer {
         match self {
             Self::Ethernet => b::rdma_link_layer_IB_LINK_LAYER_ETHERNET,
+        }
+    }
+}
+
+/// Node type of a device (`enum rdma_node_type`): what ib_core and rdma-core
+/// take it for (an InfiniBand or RoCE channel adapter, or an iWARP RNIC).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum NodeType {
+    /// A channel adapter: InfiniBand or RoCE.
+    Ca,
+    /// An iWARP RNIC.
+    Rnic,
+}
+
+impl NodeType {
+    pub(super) fn as_raw(self) -> u8 {
+        match self {
+            Self::Ca => u32_into_u8::<{ b::RDMA_NODE_IB_CA }>(),
+            Self::Rnic => u32_into_u8::<{ b::RDMA_NODE_RNIC }>(),
         }
     }
 }

@@ -6,7 +6,7 @@
 //! registration in `registration`.
 
 use super::{
-    attr::{DeviceAttr, GidAttr, LinkLayer, NetDev, NetDevRef, PortAttr, PortImmutable},
+    attr::{DeviceAttr, GidAttr, LinkLayer, NetDev, NetDevRef, NodeType, PortAttr, PortImmutable},
     mmap::{self, MmapIo, MmioRegion},
     objects::{AhAttr, CqTable, QpAttr, QpInit, QpTable},
     registration::netdev_of,
@@ -61,6 +61,9 @@ pub trait Driver: Send + Sync + Sized + 'static {
     /// The version of the driver's uverbs ABI (`ib_device_ops.uverbs_abi_ver`),
     /// which its rdma-core provider checks.
     const UVERBS_ABI_VERSION: u32;
+
+    /// The device's node type (`ib_device.node_type`).
+    const NODE_TYPE: NodeType;
 
     /// The driver's `enum rdma_driver_id` value (`ib_device_ops.driver_id`),
     /// which rdma-core matches its provider by.
@@ -772,7 +775,7 @@ pub(super) fn ptr_result<P>(r: Result<*mut P>) -> *mut P {
 /// [`Builder::new`](super::Builder::new) for the same `T`, with the
 /// arguments its `struct ib_device_ops` documents; the `// SAFETY` comments
 /// rely on that.
-pub struct Adapter<T: Driver>(PhantomData<T>);
+pub(crate) struct Adapter<T: Driver>(PhantomData<T>);
 
 impl<T: Driver> Adapter<T> {
     pub(super) const OPS: b::ib_device_ops = {

@@ -83,7 +83,7 @@ struct IoEntry {
 ///
 /// `entry` is an inserted `IoEntry` on which we hold ib_core's initial
 /// reference.
-pub struct MmapIo {
+pub(crate) struct MmapIo {
     entry: NonNull<IoEntry>,
 }
 
@@ -135,7 +135,7 @@ impl MmapIo {
     }
 
     /// The `mmap()` offset userspace passes to map the pages.
-    pub fn offset(&self) -> u64 {
+    pub(crate) fn offset(&self) -> u64 {
         // SAFETY: the entry is inserted and alive (type invariant).
         unsafe { b::rdma_user_mmap_get_offset((*self.entry.as_ptr()).entry.get()) }
     }

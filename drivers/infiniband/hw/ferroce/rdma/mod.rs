@@ -45,7 +45,9 @@ pub mod umem;
 mod unions;
 pub mod wr;
 
-pub use attr::{DeviceAttr, GidAttr, GidType, LinkLayer, NetDev, PortAttr, PortImmutable};
+pub use attr::{
+    DeviceAttr, GidAttr, GidType, LinkLayer, NetDev, NodeType, PortAttr, PortImmutable,
+};
 pub use device::{
     destroy_or_leak, Device, Driver, MrRereg, MwType, QpAttrOut, RoceAv, UContextInit,
 };

@@ -80,7 +80,7 @@ impl<T: Driver> Builder<T> {
             (&raw mut (*dev.as_ptr()).srqs).write(srqs);
             (*raw).ops.owner = module.as_ptr();
             b::ib_set_device_ops(raw, &Adapter::<T>::OPS);
-            (*raw).node_type = b::RDMA_NODE_IB_CA as u8;
+            (*raw).node_type = T::NODE_TYPE.as_raw();
             (*raw).phys_port_cnt = 1;
         }
         // INVARIANT: allocated, initialised, ops set.

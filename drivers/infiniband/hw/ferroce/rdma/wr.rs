@@ -511,7 +511,7 @@ impl<'a, T: Driver> WcOut<'a, T> {
     }
 
     /// Completions written.
-    pub fn filled(&self) -> usize {
+    pub(crate) fn filled(&self) -> usize {
         self.filled
     }
 
