@@ -53,8 +53,8 @@ pub(crate) use kernel::bindings::*;
 /// An admin command payload of `ferroce-hw.h` (`struct ferroce_cmd_<name>`,
 /// header included), with its opcode.
 pub(crate) trait Command: kernel::transmute::AsBytes + Default {
-    /// `FERROCE_CMD_*`.
-    const OPCODE: u32;
+    /// `FERROCE_CMD_*` (`ferroce_cmd_hdr.opcode`).
+    const OPCODE: u8;
 }
 
 macro_rules! commands {
@@ -65,7 +65,7 @@ macro_rules! commands {
         // initialised.
         unsafe impl kernel::transmute::AsBytes for $t {}
         impl Command for $t {
-            const OPCODE: u32 = $op;
+            const OPCODE: u8 = kernel::num::casts::u32_into_u8::<{ $op }>();
         }
         const _: () = assert!(core::mem::size_of::<$t>() <= FERROCE_CMD_SIZE as usize);
     )*};

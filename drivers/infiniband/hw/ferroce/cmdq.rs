@@ -110,7 +110,7 @@ impl CmdQ {
         buf[..bytes.len()].copy_from_slice(bytes);
         let id = self.next_id;
         self.next_id = self.next_id.wrapping_add(1);
-        buf[HDR_OPCODE] = C::OPCODE as u8;
+        buf[HDR_OPCODE] = C::OPCODE;
         buf[HDR_CMD_ID..HDR_CMD_ID + 2].copy_from_slice(&id.to_le_bytes());
 
         let index = self.pi;
@@ -138,7 +138,7 @@ impl CmdQ {
         dma_mb(Read);
 
         let w0 = self.comp_word(slot, COMP_ID_WORD)?;
-        let got_id = (w0 & 0xffff) as u16;
+        let got_id = regs::lower_16_bits(w0);
         let status = (self.comp_word(slot, COMP_STATUS.0)? >> COMP_STATUS.1) & 0xff;
         if got_id != id {
             return Err(EIO);

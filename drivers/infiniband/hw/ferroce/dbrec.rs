@@ -15,6 +15,7 @@ use kernel::{
     dma::Coherent,
     io::{io_read, io_write},
     new_mutex,
+    num::casts::FromSafeCast,
     prelude::*,
     sync::{Arc, Mutex},
 };
@@ -46,7 +47,7 @@ impl PageSlot {
     fn take(&mut self) -> Option<usize> {
         for (w, word) in self.used.iter_mut().enumerate() {
             if *word != u64::MAX {
-                let bit = (!*word).trailing_zeros() as usize;
+                let bit = usize::from_safe_cast((!*word).trailing_zeros());
                 *word |= 1 << bit;
                 return Some(w * 64 + bit);
             }
@@ -141,7 +142,7 @@ pub(crate) struct DbRec {
 impl DbRec {
     /// The bus address the device reads the record at.
     pub(crate) fn dma_addr(&self) -> u64 {
-        self.page.mem.dma_address() + (self.index * 8) as u64
+        self.page.mem.dma_address() + u64::from_safe_cast(self.index * 8)
     }
 
     /// Stores a producer or consumer index (bits 15:0 of the record's

@@ -24,13 +24,15 @@ use crate::{
     regs::{self, Bar0, DevresBar0},
     verbs::{self, DbPages},
 };
-use core::sync::atomic::{AtomicBool, AtomicU16, AtomicU32, AtomicU64, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicU16, AtomicU32, AtomicU64, AtomicU8, Ordering};
 use kernel::{
     debugfs,
     device::{Bound, Core},
     io::{poll::read_poll_timeout, Io},
     irq::{self, IrqReturn},
-    new_mutex, new_spinlock_irq, pci,
+    new_mutex, new_spinlock_irq,
+    num::casts::FromSafeCast,
+    pci,
     prelude::*,
     sync::aref::ARef,
     sync::barrier::{dma_mb, Read},
@@ -337,7 +339,7 @@ impl Shared {
             return Err(EIO);
         }
         let seen = |status: u32| {
-            if let Some(c) = self.stats.cmd_status.get(status as usize) {
+            if let Some(c) = self.stats.cmd_status.get(usize::from_safe_cast(status)) {
                 c.fetch_add(1, Ordering::Relaxed);
             }
         };
@@ -395,11 +397,12 @@ impl Shared {
     ) -> Result<R> {
         let mut buf = [0u8; RESP_MAX];
         let out = buf.get_mut(..core::mem::size_of::<R>()).ok_or(EINVAL)?;
+        let len = u32::try_from(out.len())?;
         let mut scratch = self.pbl.lock();
         // A growable response (QUERY_COUNTERS) from an older device is
         // shorter than `R`: its new fields read 0.
         scratch.clear_resp(out.len())?;
-        self.exec(&cmd(scratch.resp_addr(), out.len() as u32))?;
+        self.exec(&cmd(scratch.resp_addr(), len))?;
         dma_mb(Read);
         scratch.read_resp(out)?;
         R::from_bytes_copy(out).ok_or(EIO)
@@ -843,24 +846,25 @@ impl<'bound> Ferroce<'bound> {
         let mut eqs = step(
             pdev,
             "allocate EQs",
-            KVec::with_capacity(want as usize, GFP_KERNEL).map_err(Error::from),
+            KVec::with_capacity(usize::from_safe_cast(want), GFP_KERNEL).map_err(Error::from),
         )?;
         for i in 0..want {
             let depth = if i == 0 { eq::AEQ_DEPTH } else { eq::CEQ_DEPTH };
-            eqs.push(
-                step(pdev, "allocate EQ", Eq::new(dev, i as u8, depth))?,
-                GFP_KERNEL,
-            )?;
+            // EQ numbers are bytes (the EQ doorbell's eqn field).
+            let eq = u8::try_from(i)
+                .map_err(Error::from)
+                .and_then(|eqn| Eq::new(dev, eqn, depth));
+            eqs.push(step(pdev, "allocate EQ", eq)?, GFP_KERNEL)?;
         }
         let (sq, cq) = cmdq.dma_addrs();
         let aeq = eqs[0].dma_addr();
-        bar.write_reg(regs::ADMINQ_BASE_LO::from_raw(sq as u32));
-        bar.write_reg(regs::ADMINQ_BASE_HI::from_raw((sq >> 32) as u32));
-        bar.write_reg(regs::ADMINCQ_BASE_LO::from_raw(cq as u32));
-        bar.write_reg(regs::ADMINCQ_BASE_HI::from_raw((cq >> 32) as u32));
+        bar.write_reg(regs::ADMINQ_BASE_LO::from_raw(regs::lower_32_bits(sq)));
+        bar.write_reg(regs::ADMINQ_BASE_HI::from_raw(regs::upper_32_bits(sq)));
+        bar.write_reg(regs::ADMINCQ_BASE_LO::from_raw(regs::lower_32_bits(cq)));
+        bar.write_reg(regs::ADMINCQ_BASE_HI::from_raw(regs::upper_32_bits(cq)));
         bar.write_reg(regs::ADMINQ_DEPTH::from_raw(u32::from(cmdq::DEPTH)));
-        bar.write_reg(regs::AEQ_BASE_LO::from_raw(aeq as u32));
-        bar.write_reg(regs::AEQ_BASE_HI::from_raw((aeq >> 32) as u32));
+        bar.write_reg(regs::AEQ_BASE_LO::from_raw(regs::lower_32_bits(aeq)));
+        bar.write_reg(regs::AEQ_BASE_HI::from_raw(regs::upper_32_bits(aeq)));
         bar.write_reg(regs::AEQ_DEPTH::from_raw(u32::from(eqs[0].depth())));
 
         let bar = step(pdev, "register BAR0 with devres", bar.into_devres())?;
@@ -975,7 +979,11 @@ impl<'bound> Ferroce<'bound> {
                 return Err(EIO);
             }
         }
-        let num_ceqs = (nvec - 1) as u32;
+        let num_ceqs = step(
+            pdev,
+            "count completion vectors",
+            u32::try_from(nvec - 1).map_err(Error::from),
+        )?;
 
         // 7. The ib_device: node GUID = EUI-64 of the port MAC. It is paired
         // with its netdev by the notifier registered below.
@@ -995,14 +1003,14 @@ impl<'bound> Ferroce<'bound> {
             caps,
             port,
             node_guid,
-            num_ceqs: (nvec - 1) as u32,
+            num_ceqs,
             db_region,
             db_pages: DbPages::new(
                 caps.db_pages.min(hw::FERROCE_DB_PAGES),
                 hw::FERROCE_DB_KERNEL_PAGES,
                 verbs::DB_PAGES_PER_MAPPING,
             ),
-            key_variant: AtomicU32::new(0),
+            key_variant: AtomicU8::new(0),
             cqs_live: AtomicU32::new(0),
             gid_vlans: [const { AtomicU16::new(0) }; hw::FERROCE_GID_TABLE_LEN as usize],
         };

@@ -7,7 +7,7 @@
 
 #![forbid(unsafe_code)]
 
-use crate::bindings as hw;
+use crate::{bindings as hw, regs};
 use core::{
     mem::{offset_of, size_of},
     sync::atomic::{AtomicU16, Ordering},
@@ -134,7 +134,7 @@ impl Eq {
             }
             dma_mb(Read);
             let eqe = Eqe {
-                event_type: ((self.word(slot, TYPE.0)? >> TYPE.1) & 0xff) as u8,
+                event_type: regs::lower_8_bits(self.word(slot, TYPE.0)? >> TYPE.1),
                 obj: self.word(slot, OBJ)?,
                 data: self.word(slot, DATA)?,
                 data2: self.word(slot, DATA2)?,

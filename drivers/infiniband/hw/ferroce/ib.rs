@@ -17,9 +17,13 @@ use crate::{
 };
 use core::{
     fmt::Write,
-    sync::atomic::{AtomicU16, AtomicU32, Ordering},
+    sync::atomic::{AtomicU16, AtomicU32, AtomicU8, Ordering},
 };
-use kernel::{prelude::*, sync::Arc};
+use kernel::{
+    num::casts::{u32_into_u16, u32_into_u8, FromSafeCast},
+    prelude::*,
+    sync::Arc,
+};
 
 /// Driver state of the ferroce `ib_device`.
 pub(crate) struct IbDev {
@@ -33,8 +37,8 @@ pub(crate) struct IbDev {
     pub(crate) db_region: rdma::MmioRegion,
     /// Doorbell pages of user contexts.
     pub(crate) db_pages: DbPages,
-    /// Last MR key variant handed out.
-    pub(crate) key_variant: AtomicU32,
+    /// Last MR key variant handed out (wrapping: only its low byte is used).
+    pub(crate) key_variant: AtomicU8,
     /// CQs the device has (or may still have: CQs whose destroy failed stay
     /// counted).
     pub(crate) cqs_live: AtomicU32,
@@ -71,7 +75,8 @@ impl IbDev {
     /// The key variant of the next MR (bits 7:0 of its key), so that keys of
     /// a freed MR index do not match its next user.
     pub(crate) fn next_key_variant(&self) -> u8 {
-        (self.key_variant.fetch_add(1, Ordering::Relaxed) & hw::FERROCE_KEY_VARIANT_MASK) as u8
+        const MASK: u8 = u32_into_u8::<{ hw::FERROCE_KEY_VARIANT_MASK }>();
+        self.key_variant.fetch_add(1, Ordering::Relaxed) & MASK
     }
 }
 
@@ -80,18 +85,23 @@ pub(crate) struct Pd {
     pub(crate) pdn: u32,
 }
 
+/// `FERROCE_VLAN_VALID` and `FERROCE_VLAN_ID_MASK`, for the 16-bit `vlan`
+/// fields of the GID entry, the AV and [`IbDev::gid_vlans`].
+pub(crate) const VLAN_VALID: u16 = u32_into_u16::<{ hw::FERROCE_VLAN_VALID }>();
+pub(crate) const VLAN_ID_MASK: u16 = u32_into_u16::<{ hw::FERROCE_VLAN_ID_MASK }>();
+
 /// The device's GID type and network type of an entry.
 pub(crate) fn gid_network_type(gid_type: GidType, gid: &Gid) -> Result<(u8, u8)> {
     match gid_type {
         GidType::RoceV1 => Ok((
-            hw::FERROCE_GID_TYPE_ROCE_V1 as u8,
-            hw::FERROCE_NET_ROCE_V1 as u8,
+            u32_into_u8::<{ hw::FERROCE_GID_TYPE_ROCE_V1 }>(),
+            u32_into_u8::<{ hw::FERROCE_NET_ROCE_V1 }>(),
         )),
         GidType::RoceV2 => Ok((
-            hw::FERROCE_GID_TYPE_ROCE_V2 as u8,
+            u32_into_u8::<{ hw::FERROCE_GID_TYPE_ROCE_V2 }>(),
             match gid.kind() {
-                GidKind::Ipv4Mapped => hw::FERROCE_NET_IPV4 as u8,
-                GidKind::LinkLocal | GidKind::Ipv6 => hw::FERROCE_NET_IPV6 as u8,
+                GidKind::Ipv4Mapped => u32_into_u8::<{ hw::FERROCE_NET_IPV4 }>(),
+                GidKind::LinkLocal | GidKind::Ipv6 => u32_into_u8::<{ hw::FERROCE_NET_IPV6 }>(),
             },
         )),
         GidType::Ib => Err(EINVAL),
@@ -187,7 +197,7 @@ impl rdma::Driver for IbDev {
             // MRs with IB_ACCESS_FLUSH_PERSISTENT.
             flags |= hw::ib_device_cap_flags_IB_DEVICE_FLUSH_GLOBAL;
         }
-        attr.device_cap_flags = flags as u64;
+        attr.device_cap_flags = u64::from_safe_cast(flags);
         Ok(())
     }
 
@@ -212,9 +222,9 @@ impl rdma::Driver for IbDev {
             hw::ib_port_state_IB_PORT_DOWN
         };
         attr.phys_state = if up {
-            hw::ib_port_phys_state_IB_PORT_PHYS_STATE_LINK_UP as u8
+            u32_into_u8::<{ hw::ib_port_phys_state_IB_PORT_PHYS_STATE_LINK_UP }>()
         } else {
-            hw::ib_port_phys_state_IB_PORT_PHYS_STATE_DISABLED as u8
+            u32_into_u8::<{ hw::ib_port_phys_state_IB_PORT_PHYS_STATE_DISABLED }>()
         };
         attr.max_mtu = dev.caps.max_path_mtu;
         attr.active_mtu = active_mtu;
@@ -228,8 +238,8 @@ impl rdma::Driver for IbDev {
         // The paired netdev's link speed (1 Gb/s if it reports none);
         // without a netdev, the slowest there is.
         let (speed, width) = dev.eth_speed(port).unwrap_or((
-            hw::ib_port_speed_IB_SPEED_SDR as u16,
-            hw::ib_port_width_IB_WIDTH_1X as u8,
+            u32_into_u16::<{ hw::ib_port_speed_IB_SPEED_SDR }>(),
+            u32_into_u8::<{ hw::ib_port_width_IB_WIDTH_1X }>(),
         ));
         attr.active_speed = speed;
         attr.active_width = width;
@@ -266,7 +276,7 @@ impl rdma::Driver for IbDev {
         if port != 1 || u32::from(index) >= hw::FERROCE_PKEY_TABLE_LEN {
             return Err(EINVAL);
         }
-        Ok(hw::FERROCE_DEFAULT_PKEY as u16)
+        Ok(u32_into_u16::<{ hw::FERROCE_DEFAULT_PKEY }>())
     }
 
     fn alloc_ucontext(
@@ -532,7 +542,7 @@ impl rdma::Driver for IbDev {
         }
         let gid = Gid(attr.gid());
         let (gid_type, network_type) = gid_network_type(attr.gid_type().ok_or(EINVAL)?, &gid)?;
-        let hw_vlan = vlan.map_or(0, |vid| hw::FERROCE_VLAN_VALID as u16 | vid);
+        let hw_vlan = vlan.map_or(0, |vid| VLAN_VALID | vid);
         let cmd = hw::ferroce_cmd_set_gid {
             gid: gid.0,
             smac,

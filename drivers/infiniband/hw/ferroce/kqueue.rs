@@ -16,14 +16,16 @@
 use crate::{
     bindings::{self as hw},
     dbrec::{DbRec, DbRecPool},
-    ib::IbDev,
+    ib::{IbDev, VLAN_ID_MASK, VLAN_VALID},
     rdma::{self, NetType, RecvWr, RecvWrs, SendOp, SendWr, SendWrs, Sge, Wc, WcOp, WcOut},
+    regs,
 };
 use core::{mem::size_of, sync::atomic::Ordering};
 use kernel::{
     dma::Coherent,
     io::{io_read, io_write},
     new_spinlock_irq,
+    num::casts::{self, u32_into_u8, FromSafeCast},
     prelude::*,
     sync::barrier::{dma_mb, Read, Write},
     sync::SpinLockIrq,
@@ -32,6 +34,11 @@ use kernel::{
 
 /// 4 KiB: the page size of the rings' page lists.
 const RING_PAGE: usize = 4096;
+
+const CQE_SIZE: usize = casts::u32_as_usize(hw::FERROCE_CQE_SIZE);
+const SQ_WQE_SEG_OFFSET: usize = casts::u32_as_usize(hw::FERROCE_SQ_WQE_SEG_OFFSET);
+const SQ_WQE_DATA_OFFSET: usize = casts::u32_as_usize(hw::FERROCE_SQ_WQE_DATA_OFFSET);
+const RQ_WQE_DATA_OFFSET: usize = casts::u32_as_usize(hw::FERROCE_RQ_WQE_DATA_OFFSET);
 
 /// Allocates a zeroed ring of at least `bytes` bytes (whole 4 KiB pages)
 /// and returns it with the bus addresses of its pages.
@@ -42,7 +49,7 @@ fn alloc_ring(dev: &rdma::Device<IbDev>, bytes: usize) -> Result<(Coherent<[u64]
     let n = bytes / RING_PAGE;
     let mut pages = KVec::with_capacity(n, GFP_KERNEL)?;
     for i in 0..n {
-        pages.push(base + (i * RING_PAGE) as u64, GFP_KERNEL)?;
+        pages.push(base + u64::from_safe_cast(i * RING_PAGE), GFP_KERNEL)?;
     }
     Ok((ring, pages))
 }
@@ -81,7 +88,8 @@ fn qp_doorbell(qpn: u32, pi: u16) -> u64 {
 
 /// Rings a doorbell of the kernel page.
 fn ring_doorbell(dev: &rdma::Device<IbDev>, offset: u32, value: u64) -> Result {
-    dev.shared.kernel_doorbell(offset as usize, value)
+    dev.shared
+        .kernel_doorbell(usize::from_safe_cast(offset), value)
 }
 
 /// Producer and consumer index of a ring (16-bit, free-running).
@@ -114,7 +122,7 @@ impl KernelCq {
         dev: &rdma::Device<IbDev>,
         depth: u16,
     ) -> Result<(Pin<KBox<Self>>, KVec<u64>)> {
-        let bytes = usize::from(depth) * hw::FERROCE_CQE_SIZE as usize;
+        let bytes = usize::from(depth) * CQE_SIZE;
         let (ring, pages) = alloc_ring(dev, bytes)?;
         let dbrec = DbRecPool::alloc(&dev.shared.dbrecs, dev.dma_device())?;
         let cq = KBox::pin_init(
@@ -136,18 +144,18 @@ impl KernelCq {
     /// Reads the CQE at index `ci` if the device has written it (phase
     /// rule), else `None`.
     fn cqe_at(&self, ci: u16) -> Result<Option<hw::ferroce_cqe>> {
-        const WORDS: usize = hw::FERROCE_CQE_SIZE as usize / 8;
+        const WORDS: usize = CQE_SIZE / 8;
         let slot = usize::from(ci & (self.depth - 1)) * WORDS;
         let phase = ((ci >> self.depth.trailing_zeros()) & 1) ^ 1;
         // The owner byte is the last of the entry: check it first, then
         // read barrier, then the body (device.rst, phase rule).
         let last: u64 = io_read!(&self.ring, [try: slot + WORDS - 1]);
-        let owner = last.to_ne_bytes()[7] & hw::FERROCE_CQE_OWNER as u8;
+        let owner = last.to_ne_bytes()[7] & u32_into_u8::<{ hw::FERROCE_CQE_OWNER }>();
         if u16::from(owner) != phase {
             return Ok(None);
         }
         dma_mb(Read);
-        let mut bytes = [0u8; hw::FERROCE_CQE_SIZE as usize];
+        let mut bytes = [0u8; CQE_SIZE];
         for (i, chunk) in bytes.chunks_exact_mut(8).enumerate() {
             let w: u64 = io_read!(&self.ring, [try: slot + i]);
             chunk.copy_from_slice(&w.to_ne_bytes());
@@ -181,8 +189,7 @@ impl KernelCq {
                     .gid_vlans
                     .get(usize::from(index))?
                     .load(Ordering::Relaxed);
-                (v & hw::FERROCE_VLAN_VALID as u16 != 0)
-                    .then_some(v & hw::FERROCE_VLAN_ID_MASK as u16)
+                (v & VLAN_VALID != 0).then_some(v & VLAN_ID_MASK)
             });
             // Retire the WQEs this completion covers (unsignaled ones
             // before it included).
@@ -266,9 +273,11 @@ fn wc_of(cqe: &hw::ferroce_cqe, vlan_of: impl Fn(u8) -> Option<u16>) -> Wc {
 /// Geometry of a kernel QP's rings and what the consumer was granted.
 #[derive(Clone, Copy, Debug, Default)]
 pub(crate) struct QpGeometry {
-    pub(crate) sq_depth: u32,
+    /// A power of two (the rings' indices are 16-bit).
+    pub(crate) sq_depth: u16,
     pub(crate) sq_shift: u32,
-    pub(crate) rq_depth: u32,
+    /// A power of two, or 0 (no RQ).
+    pub(crate) rq_depth: u16,
     pub(crate) rq_shift: u32,
     pub(crate) max_send_sge: u32,
     pub(crate) max_recv_sge: u32,
@@ -317,10 +326,10 @@ impl KernelQp {
         geo: QpGeometry,
     ) -> Result<(Pin<KBox<Self>>, KernelQpMem)> {
         let new_dbrec = || DbRecPool::alloc(&dev.shared.dbrecs, dev.dma_device());
-        let (sq, sq_pages) = alloc_ring(dev, (geo.sq_depth << geo.sq_shift) as usize)?;
+        let (sq, sq_pages) = alloc_ring(dev, usize::from(geo.sq_depth) << geo.sq_shift)?;
         let sq_dbrec = new_dbrec()?;
         let (rq, rq_pages) = if geo.rq_depth != 0 {
-            let (ring, pages) = alloc_ring(dev, (geo.rq_depth << geo.rq_shift) as usize)?;
+            let (ring, pages) = alloc_ring(dev, usize::from(geo.rq_depth) << geo.rq_shift)?;
             (Some((ring, new_dbrec()?)), Some(pages))
         } else {
             (None, None)
@@ -367,11 +376,11 @@ impl KernelQp {
         let start = idx.pi;
         let mut r = Ok(());
         for wr in wrs.by_ref() {
-            if idx.pi.wrapping_sub(idx.ci) >= self.geo.sq_depth as u16 {
+            if idx.pi.wrapping_sub(idx.ci) >= self.geo.sq_depth {
                 r = Err(ENOMEM);
                 break;
             }
-            let slot = usize::from(idx.pi) & (self.geo.sq_depth as usize - 1);
+            let slot = usize::from(idx.pi & (self.geo.sq_depth - 1));
             if let Err(e) = self.write_send_wqe(slot << self.geo.sq_shift, &wr) {
                 r = Err(e);
                 break;
@@ -430,11 +439,11 @@ impl KernelQp {
             SendOp::SendInv(key) | SendOp::LocalInv(key) => hdr.imm_data = key.to_be(),
             _ => {}
         }
-        hdr.opcode = opcode as u8;
+        hdr.opcode = u8::try_from(opcode)?;
 
         // Segment at 32.
-        let seg = hw::FERROCE_SQ_WQE_SEG_OFFSET as usize;
-        let data = geo.sq_data_offset as usize;
+        let seg = SQ_WQE_SEG_OFFSET;
+        let data = usize::from_safe_cast(geo.sq_data_offset);
         if let Some(rdma) = wr.rdma() {
             put(
                 &self.sq,
@@ -471,16 +480,8 @@ impl KernelQp {
                 },
             )?;
             // The address vector and its 8 reserved bytes.
-            put(
-                &self.sq,
-                base + hw::FERROCE_SQ_WQE_DATA_OFFSET as usize,
-                &ud.ah.av,
-            )?;
-            put_bytes(
-                &self.sq,
-                base + hw::FERROCE_SQ_WQE_DATA_OFFSET as usize + 40,
-                &[0; 8],
-            )?;
+            put(&self.sq, base + SQ_WQE_DATA_OFFSET, &ud.ah.av)?;
+            put_bytes(&self.sq, base + SQ_WQE_DATA_OFFSET + 40, &[0; 8])?;
         } else if let Some(reg) = wr.reg() {
             let (pbl, seg_reg) = crate::verbs::reg_mr_wqe(&reg)?;
             put(&self.sq, base + seg, &seg_reg)?;
@@ -503,7 +504,7 @@ impl KernelQp {
             let mut len = 0usize;
             let mut word = [0u8; 8];
             let mut fill = 0usize;
-            let room = geo.max_inline as usize;
+            let room = usize::from_safe_cast(geo.max_inline);
             wr.for_each_inline(|bytes| {
                 for &b in bytes {
                     if len >= room {
@@ -523,16 +524,16 @@ impl KernelQp {
                 word[fill..].fill(0);
                 put_bytes(&self.sq, base + data + len - fill, &word)?;
             }
-            hdr.inline_len = len as u32;
+            hdr.inline_len = u32::try_from(len)?;
         } else {
-            let n = wr.num_sge();
-            if n > geo.max_send_sge as usize {
+            let n = u8::try_from(wr.num_sge())?;
+            if u32::from(n) > geo.max_send_sge {
                 return Err(EINVAL);
             }
             put_sges(&self.sq, base + data, wr.sges())?;
-            hdr.num_sge = n as u8;
+            hdr.num_sge = n;
         }
-        hdr.flags = wqe_flags as u8;
+        hdr.flags = u8::try_from(wqe_flags)?;
         // The header last: the device reads WQEs only up to the doorbell's
         // index, so the order inside a WQE does not matter to it.
         put(&self.sq, base, &hdr)
@@ -554,11 +555,11 @@ impl KernelQp {
         let start = idx.pi;
         let mut r = Ok(());
         for wr in wrs.by_ref() {
-            if idx.pi.wrapping_sub(idx.ci) >= geo.rq_depth as u16 {
+            if idx.pi.wrapping_sub(idx.ci) >= geo.rq_depth {
                 r = Err(ENOMEM);
                 break;
             }
-            let slot = usize::from(idx.pi) & (geo.rq_depth as usize - 1);
+            let slot = usize::from(idx.pi & (geo.rq_depth - 1));
             if let Err(e) = put_recv_wqe(ring, slot << geo.rq_shift, &wr, geo.max_recv_sge) {
                 r = Err(e);
                 break;
@@ -577,21 +578,17 @@ impl KernelQp {
 /// Writes receive WR `wr` as the RQ WQE at byte `base` of `ring` (an RQ or
 /// an SRQ ring); `EINVAL` if it has more than `max_sge` SGEs.
 fn put_recv_wqe(ring: &Coherent<[u64]>, base: usize, wr: &RecvWr<'_>, max_sge: u32) -> Result {
-    let n = wr.num_sge();
-    if n > max_sge as usize {
+    let n = u8::try_from(wr.num_sge())?;
+    if u32::from(n) > max_sge {
         return Err(EINVAL);
     }
-    put_sges(
-        ring,
-        base + hw::FERROCE_RQ_WQE_DATA_OFFSET as usize,
-        wr.sges(),
-    )?;
+    put_sges(ring, base + RQ_WQE_DATA_OFFSET, wr.sges())?;
     put(
         ring,
         base,
         &hw::ferroce_rq_wqe_hdr {
             wr_id: wr.wr_id(),
-            num_sge: n as u8,
+            num_sge: n,
             ..Default::default()
         },
     )
@@ -646,7 +643,8 @@ impl KernelSrq {
     }
 
     fn device_ci(&self) -> u16 {
-        self.dbrec.read_device_half().unwrap_or(0) as u16
+        // The index is bits 15:0 of the device's half.
+        regs::lower_16_bits(self.dbrec.read_device_half().unwrap_or(0))
     }
 
     /// Posts a chain of receive WRs and publishes them in the record (an

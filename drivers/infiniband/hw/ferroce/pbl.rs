@@ -15,11 +15,17 @@ use kernel::{
     device::{Bound, Device},
     dma::Coherent,
     io::{io_read, io_write},
+    num::casts::{u32_into_u8, FromSafeCast},
     prelude::*,
 };
 
 /// Entries of one 4 KiB list page.
 const L1: usize = hw::FERROCE_PBL_L1_ENTRIES as usize;
+
+/// `FERROCE_PBL_LEVEL_*`, as `ferroce_pbl.level` takes them.
+const LEVEL_0: u8 = u32_into_u8::<{ hw::FERROCE_PBL_LEVEL_0 }>();
+pub(crate) const LEVEL_1: u8 = u32_into_u8::<{ hw::FERROCE_PBL_LEVEL_1 }>();
+const LEVEL_2: u8 = u32_into_u8::<{ hw::FERROCE_PBL_LEVEL_2 }>();
 
 /// Scratch pages for lists: 256 pages = 1 MiB, enough for one level-2 list
 /// of 255 level-1 pages (130560 pages: 510 MiB of 4 KiB pages, more with
@@ -88,7 +94,7 @@ impl PblBuilder<'_> {
     }
 
     fn page_addr(&self, page: usize) -> u64 {
-        self.scratch.mem.dma_address() + (page * L1 * 8) as u64
+        self.scratch.mem.dma_address() + u64::from_safe_cast(page * L1 * 8)
     }
 
     /// Describes a buffer of `pages` (DMA addresses of `1 << page_shift`
@@ -96,19 +102,20 @@ impl PblBuilder<'_> {
     /// fits. `E2BIG` if the list does not fit in what is left.
     pub(crate) fn add(&mut self, pages: &[u64], page_shift: u32) -> Result<hw::ferroce_pbl> {
         let n = pages.len();
-        if n == 0 || n > hw::FERROCE_PBL_MAX_PAGES as usize {
+        let page_count = u32::try_from(n)?;
+        if n == 0 || page_count > hw::FERROCE_PBL_MAX_PAGES {
             return Err(EINVAL);
         }
         if !(hw::FERROCE_PAGE_SHIFT_MIN..=hw::FERROCE_PAGE_SHIFT_MAX).contains(&page_shift) {
             return Err(EINVAL);
         }
         let mut pbl = hw::ferroce_pbl {
-            page_count: n as u32,
-            page_shift: page_shift as u8,
+            page_count,
+            page_shift: u8::try_from(page_shift)?,
             ..Default::default()
         };
         if n == 1 {
-            pbl.level = hw::FERROCE_PBL_LEVEL_0 as u8;
+            pbl.level = LEVEL_0;
             pbl.addr = pages[0];
             return Ok(pbl);
         }
@@ -117,14 +124,14 @@ impl PblBuilder<'_> {
         // Level 1: the page list at page `first`. Level 2: the array of
         // level-1 pages at `first`, the page list from `first + 1` on.
         let (level, list) = if l1_pages == 1 {
-            (hw::FERROCE_PBL_LEVEL_1, first)
+            (LEVEL_1, first)
         } else {
-            (hw::FERROCE_PBL_LEVEL_2, first + 1)
+            (LEVEL_2, first + 1)
         };
         if list + l1_pages > SCRATCH_PAGES {
             return Err(E2BIG);
         }
-        if level == hw::FERROCE_PBL_LEVEL_2 {
+        if level == LEVEL_2 {
             for k in 0..l1_pages {
                 let addr = self.page_addr(list + k);
                 self.put(first * L1 + k, addr)?;
@@ -134,7 +141,7 @@ impl PblBuilder<'_> {
             self.put(list * L1 + i, p)?;
         }
         self.next_page = list + l1_pages;
-        pbl.level = level as u8;
+        pbl.level = level;
         pbl.addr = self.page_addr(first);
         Ok(pbl)
     }

@@ -141,6 +141,30 @@ const _: () = {
     assert!(hw::FERROCE_MSIX_TABLE_OFFSET as usize >= REGS_SIZE);
 };
 
+/// Bits 31:0 of `v`, for the `*_LO` register of a 64-bit pair (deliberately
+/// truncating, as C's `lower_32_bits()`).
+pub(crate) const fn lower_32_bits(v: u64) -> u32 {
+    v as u32
+}
+
+/// Bits 63:32 of `v`, for the `*_HI` register of a 64-bit pair (C's
+/// `upper_32_bits()`).
+pub(crate) const fn upper_32_bits(v: u64) -> u32 {
+    (v >> 32) as u32
+}
+
+/// Bits 15:0 of `v` (deliberately truncating, as C's `lower_16_bits()`): a
+/// 16-bit index or id in the low half of a 32-bit word.
+pub(crate) const fn lower_16_bits(v: u32) -> u16 {
+    v as u16
+}
+
+/// Bits 7:0 of `v` (deliberately truncating): a byte-sized field of a 32-bit
+/// word.
+pub(crate) const fn lower_8_bits(v: u32) -> u8 {
+    v as u8
+}
+
 /// The MAC encoded as in PORT_MAC_LO/HI (and QUERY_PORT's out[3..4]):
 /// `lo = mac[2]<<24 | mac[3]<<16 | mac[4]<<8 | mac[5]`, `hi = mac[0]<<8 | mac[1]`.
 pub(crate) fn mac_from_regs(lo: u32, hi: u32) -> [u8; 6] {
@@ -168,6 +192,18 @@ mod tests {
             VERSION::from_raw((hw::FERROCE_VERSION_MAJOR << hw::FERROCE_VERSION_MAJOR_SHIFT) | 7);
         assert_eq!(u32::from(v.major()), hw::FERROCE_VERSION_MAJOR);
         assert_eq!(v.minor(), 7);
+    }
+
+    /// The truncating helpers keep exactly the bits they name.
+    #[test]
+    fn word_parts() {
+        let v = 0x1234_5678_9abc_def0u64;
+        assert_eq!(
+            (upper_32_bits(v), lower_32_bits(v)),
+            (0x1234_5678, 0x9abc_def0)
+        );
+        assert_eq!(lower_16_bits(0x1234_5678), 0x5678);
+        assert_eq!(lower_8_bits(0x1234_5678), 0x78);
     }
 
     /// EQ doorbell fields land where the header puts them.

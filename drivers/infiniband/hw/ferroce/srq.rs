@@ -155,7 +155,7 @@ fn create_user_srq(
 
 fn create_kernel_srq(dev: &rdma::Device<IbDev>, pd: &Pd, attr: &mut SrqAttr) -> Result<(Srq, u32)> {
     let c = &dev.caps;
-    let depth = attr.max_wr.next_power_of_two();
+    let depth = attr.max_wr.checked_next_power_of_two().ok_or(EINVAL)?;
     if depth > c.max_qp_wr {
         return Err(EINVAL);
     }
@@ -172,7 +172,7 @@ fn create_kernel_srq(dev: &rdma::Device<IbDev>, pd: &Pd, attr: &mut SrqAttr) -> 
             dbrec_addr,
             pdn: pd.pdn,
             depth,
-            wqe_shift: shift as u8,
+            wqe_shift: u8::try_from(shift)?,
             ..Default::default()
         })
     })?;
@@ -241,7 +241,7 @@ fn resize_srq(
             buf: lists.add(&pages, PAGE_SHIFT)?,
             srqn: srq.srqn,
             depth: req.depth,
-            wqe_shift: srq.shift as u8,
+            wqe_shift: u8::try_from(srq.shift)?,
             ..Default::default()
         })
     });

@@ -12,8 +12,9 @@ use crate::{
     bindings as hw,
     diag::{self, PairWarning, PathDiag, PathNote},
     gid::Gid,
-    ib::{gid_network_type, IbDev},
+    ib::{gid_network_type, IbDev, VLAN_VALID},
     kqueue::{KernelCq, KernelQp, QpGeometry},
+    pbl,
     rdma::{self, AhAttr, QpAttr, QpInit, QpType, RegSeg, UData, Umem},
     srq::Srq,
 };
@@ -21,7 +22,14 @@ use core::{
     num::NonZeroU32,
     sync::atomic::{AtomicU32, Ordering},
 };
-use kernel::{dma::Coherent, io::io_write, new_mutex, prelude::*, sync::Mutex};
+use kernel::{
+    dma::Coherent,
+    io::io_write,
+    new_mutex,
+    num::casts::{u32_into_u8, FromSafeCast},
+    prelude::*,
+    sync::Mutex,
+};
 
 /// Pages of the kernel's 4 KiB page size as the device sees them.
 pub(crate) const PAGE_SHIFT: u32 = 12;
@@ -69,7 +77,7 @@ impl DbPages {
             per_group,
         };
         let kernel_groups = kernel.div_ceil(per_group.get()).min(pages.groups);
-        for r in pages.refs.iter().take(kernel_groups as usize) {
+        for r in pages.refs.iter().take(usize::from_safe_cast(kernel_groups)) {
             r.store(1, Ordering::Relaxed);
         }
         pages
@@ -85,7 +93,7 @@ impl DbPages {
     pub(crate) fn alloc(&self) -> Result<u32> {
         (0..self.groups)
             .find(|&g| {
-                self.refs[g as usize]
+                self.refs[usize::from_safe_cast(g)]
                     .compare_exchange(0, 1, Ordering::AcqRel, Ordering::Relaxed)
                     .is_ok()
             })
@@ -94,7 +102,7 @@ impl DbPages {
     }
 
     fn group(&self, page: u32) -> Option<&AtomicU32> {
-        self.refs.get((page / self.per_group) as usize)
+        self.refs.get(usize::from_safe_cast(page / self.per_group))
     }
 
     /// One more holder of the group of `page` (an object created in its
@@ -380,7 +388,7 @@ fn qp_flags(init: &QpInit<'_, Cq, crate::ib::Pd, Srq>) -> Result<(u8, u32)> {
         }
         None => 0,
     };
-    Ok((flags as u8, srqn))
+    Ok((u8::try_from(flags)?, srqn))
 }
 
 /// `alloc_ucontext`: a group of doorbell pages (one kernel page), offered
@@ -717,7 +725,7 @@ fn av_of(attr: &AhAttr<'_>) -> Result<hw::ferroce_av> {
     // exist only on CAP_VLAN devices.
     let vlan = sgid.l2_fields().ok().and_then(|(vlan, _)| vlan);
     Ok(hw::ferroce_av {
-        vlan: vlan.map_or(0, |vid| hw::FERROCE_VLAN_VALID as u16 | vid),
+        vlan: vlan.map_or(0, |vid| VLAN_VALID | vid),
         sl: if vlan.is_some() { attr.sl() & 7 } else { 0 },
         dgid: attr.dgid(),
         dmac: attr.dmac(),
@@ -745,15 +753,19 @@ pub(crate) fn modify_qp(
     let mut hwa = hw::ferroce_qp_attr {
         qpn: qp.qpn,
         attr_mask: mask,
-        qp_state: a.qp_state as u8,
-        cur_qp_state: a.cur_qp_state as u8,
-        path_mtu: a.path_mtu as u8,
-        port_num: a.port_num as u8,
+        qp_state: masked_attr(mask, hw::FERROCE_QP_ATTR_STATE, a.qp_state)?,
+        cur_qp_state: masked_attr(mask, hw::FERROCE_QP_ATTR_CUR_STATE, a.cur_qp_state)?,
+        path_mtu: masked_attr(mask, hw::FERROCE_QP_ATTR_PATH_MTU, a.path_mtu)?,
+        port_num: masked_attr(mask, hw::FERROCE_QP_ATTR_PORT, a.port_num)?,
         dest_qp_num: a.dest_qp_num,
         rq_psn: a.rq_psn,
         sq_psn: a.sq_psn,
         qkey: a.qkey,
-        qp_access_flags: qp_access(a.qp_access_flags as u32, qp.qp_type, dev.caps.device_caps),
+        qp_access_flags: qp_access(
+            masked_attr(mask, hw::FERROCE_QP_ATTR_ACCESS_FLAGS, a.qp_access_flags)?,
+            qp.qp_type,
+            dev.caps.device_caps,
+        ),
         pkey_index: a.pkey_index,
         timeout: a.timeout,
         retry_cnt: a.retry_cnt,
@@ -779,6 +791,19 @@ pub(crate) fn modify_qp(
         qp.path.set(note);
     }
     Ok(())
+}
+
+/// A `modify_qp` attribute converted to the device's field type (`EINVAL`
+/// if it does not fit) if `bit` is in `mask`, else 0: the device reads only
+/// the masked fields, and kernel callers may leave the others unset.
+fn masked_attr<S, T>(mask: u32, bit: u32, v: S) -> Result<T>
+where
+    T: TryFrom<S> + Default,
+{
+    if mask & bit == 0 {
+        return Ok(T::default());
+    }
+    T::try_from(v).map_err(|_| EINVAL)
 }
 
 /// Checks the source/destination GID pair of an address vector before it
@@ -840,12 +865,12 @@ fn set_cap(cap: &mut hw::ib_qp_cap, v: &QpCaps) {
 }
 
 fn hw_qp_type(t: QpType) -> u8 {
-    (match t {
-        QpType::Rc => hw::FERROCE_QPT_RC,
-        QpType::Uc => hw::FERROCE_QPT_UC,
-        QpType::Ud => hw::FERROCE_QPT_UD,
-        QpType::Gsi => hw::FERROCE_QPT_GSI,
-    }) as u8
+    match t {
+        QpType::Rc => u32_into_u8::<{ hw::FERROCE_QPT_RC }>(),
+        QpType::Uc => u32_into_u8::<{ hw::FERROCE_QPT_UC }>(),
+        QpType::Ud => u32_into_u8::<{ hw::FERROCE_QPT_UD }>(),
+        QpType::Gsi => u32_into_u8::<{ hw::FERROCE_QPT_GSI }>(),
+    }
 }
 
 /// `query_qp`: the device's view of the QP (it keeps every attribute's
@@ -962,7 +987,7 @@ pub(crate) fn reg_user_mr(
             length,
             pdn: pd.pdn,
             access,
-            offset: (virt & (pgsz - 1)) as u32,
+            offset: u32::try_from(virt & (pgsz - 1))?,
             key_variant: variant,
             ..Default::default()
         })
@@ -1143,10 +1168,11 @@ pub(crate) fn create_kernel_cq(
     }
     // A CQ holds `depth` CQEs (device.rst, "CQ ring, overflow").
     let depth = cqe.max(2).checked_next_power_of_two().ok_or(EINVAL)?;
-    if depth > dev.caps.max_cqe || depth > u32::from(u16::MAX) {
+    if depth > dev.caps.max_cqe {
         return Err(EINVAL);
     }
-    let (ring, pages) = KernelCq::new(dev, depth as u16)?;
+    // The ring's indices are 16-bit: `EINVAL` beyond.
+    let (ring, pages) = KernelCq::new(dev, u16::try_from(depth)?)?;
     let (out, ring) = dev.shared.exec_create(ring, |lists, ring| {
         Ok(hw::ferroce_cmd_create_cq {
             buf: lists.add(&pages, PAGE_SHIFT)?,
@@ -1173,7 +1199,12 @@ const _: () = assert!(KERNEL_DB_PAGE < hw::FERROCE_DB_KERNEL_PAGES);
 
 /// The smallest `shift` in `min..=max` with `1 << shift >= bytes`.
 pub(crate) fn stride_shift(bytes: u32, min: u32, max: u32) -> Result<u32> {
-    let shift = bytes.max(1).next_power_of_two().trailing_zeros().max(min);
+    let shift = bytes
+        .max(1)
+        .checked_next_power_of_two()
+        .ok_or(EINVAL)?
+        .trailing_zeros()
+        .max(min);
     if shift > max {
         return Err(EINVAL);
     }
@@ -1207,13 +1238,14 @@ fn kernel_qp_geometry(
         hw::FERROCE_SQ_WQE_SHIFT_MAX,
     )?;
     let sq_room = (1 << sq_shift) - data;
-    let depth = |wr: u32| wr.max(1).next_power_of_two();
-    let sq_depth = depth(cap.max_send_wr);
+    // A consumer may ask for any count: `EINVAL` past 2^31, not an overflow.
+    let depth = |wr: u32| wr.max(1).checked_next_power_of_two().ok_or(EINVAL);
+    let sq_depth = depth(cap.max_send_wr)?;
     let (rq_depth, rq_shift) = if cap.max_recv_wr == 0 {
         (0, 0)
     } else {
         (
-            depth(cap.max_recv_wr),
+            depth(cap.max_recv_wr)?,
             stride_shift(
                 hw::FERROCE_RQ_WQE_DATA_OFFSET + cap.max_recv_sge.max(1) * 16,
                 hw::FERROCE_RQ_WQE_SHIFT_MIN,
@@ -1225,9 +1257,10 @@ fn kernel_qp_geometry(
         return Err(EINVAL);
     }
     Ok(QpGeometry {
-        sq_depth,
+        // The rings' indices are 16-bit: `EINVAL` beyond.
+        sq_depth: u16::try_from(sq_depth)?,
         sq_shift,
-        rq_depth,
+        rq_depth: u16::try_from(rq_depth)?,
         rq_shift,
         max_send_sge: (sq_room / 16).min(c.max_sge),
         max_recv_sge: if rq_depth == 0 {
@@ -1273,13 +1306,13 @@ pub(crate) fn create_kernel_qp(
             pdn: init.pd.pdn,
             send_cqn: init.send_cq.cqn,
             recv_cqn: init.recv_cq.cqn,
-            sq_depth: geo.sq_depth,
-            rq_depth: geo.rq_depth,
+            sq_depth: u32::from(geo.sq_depth),
+            rq_depth: u32::from(geo.rq_depth),
             db_page: KERNEL_DB_PAGE,
             max_inline: geo.max_inline,
             qp_type: hw_qp_type(init.qp_type),
-            sq_wqe_shift: geo.sq_shift as u8,
-            rq_wqe_shift: geo.rq_shift as u8,
+            sq_wqe_shift: u8::try_from(geo.sq_shift)?,
+            rq_wqe_shift: u8::try_from(geo.rq_shift)?,
             flags,
             srqn,
             ..Default::default()
@@ -1291,8 +1324,8 @@ pub(crate) fn create_kernel_qp(
         Ok(cmd)
     })?;
     let granted = QpCaps {
-        max_send_wr: geo.sq_depth,
-        max_recv_wr: geo.rq_depth,
+        max_send_wr: u32::from(geo.sq_depth),
+        max_recv_wr: u32::from(geo.rq_depth),
         max_send_sge: geo.max_send_sge,
         max_recv_sge: geo.max_recv_sge,
         max_inline: geo.max_inline,
@@ -1369,7 +1402,7 @@ pub(crate) fn get_dma_mr(
         pdn: pd.pdn,
         access: mr_access(access)?,
         key_variant: dev.next_key_variant(),
-        mr_type: hw::FERROCE_MR_TYPE_PHYS as u8,
+        mr_type: u32_into_u8::<{ hw::FERROCE_MR_TYPE_PHYS }>(),
         ..Default::default()
     };
     let key = dev.shared.exec(&cmd)?.out[0];
@@ -1394,11 +1427,12 @@ pub(crate) fn alloc_mr(
     if max_pages == 0 || max_pages > hw::FERROCE_FAST_REG_MAX_PAGES {
         return Err(EINVAL);
     }
-    let pages = Coherent::<u64>::zeroed_slice(dev.dma_device(), max_pages as usize, GFP_KERNEL)?;
+    let len = usize::from_safe_cast(max_pages);
+    let pages = Coherent::<u64>::zeroed_slice(dev.dma_device(), len, GFP_KERNEL)?;
     let cmd = hw::ferroce_cmd_reg_mr {
         pdn: pd.pdn,
         key_variant: dev.next_key_variant(),
-        mr_type: hw::FERROCE_MR_TYPE_FAST_REG as u8,
+        mr_type: u32_into_u8::<{ hw::FERROCE_MR_TYPE_FAST_REG }>(),
         max_pages,
         ..Default::default()
     };
@@ -1436,7 +1470,7 @@ pub(crate) fn map_mr_sg_page(mr: &Mr, addr: u64) -> Result {
     if n >= f.max {
         return Err(ENOMEM);
     }
-    io_write!(&f.pages, [try: n as usize], addr.to_le());
+    io_write!(&f.pages, [try: usize::from_safe_cast(n)], addr.to_le());
     f.count.store(n + 1, Ordering::Relaxed);
     Ok(())
 }
@@ -1460,8 +1494,8 @@ pub(crate) fn reg_mr_wqe(
     let pbl = hw::ferroce_pbl {
         addr: f.pages.dma_address(),
         page_count: count,
-        page_shift: page_shift as u8,
-        level: hw::FERROCE_PBL_LEVEL_1 as u8,
+        page_shift: u8::try_from(page_shift)?,
+        level: pbl::LEVEL_1,
         ..Default::default()
     };
     let seg = hw::ferroce_sq_wqe_reg_mr {

@@ -690,7 +690,7 @@ impl QpAttrOut<'_> {
         let ah = &mut self.raw.ah_attr;
         ah.type_ = b::rdma_ah_attr_type_RDMA_AH_ATTR_TYPE_ROCE;
         ah.port_num = av.port;
-        ah.ah_flags = b::ib_ah_flags_IB_AH_GRH as u8;
+        ah.ah_flags = kernel::num::casts::u32_into_u8::<{ b::ib_ah_flags_IB_AH_GRH }>();
         ah.grh.sgid_attr = core::ptr::null();
         ah.grh.sgid_index = av.sgid_index;
         ah.grh.hop_limit = av.hop_limit;

@@ -7,6 +7,7 @@ use core::ptr::NonNull;
 use kernel::{
     device::Bound,
     error::to_result,
+    num::casts::FromSafeCast,
     page::{PAGE_SHIFT, PAGE_SIZE},
     pci,
     prelude::*,
@@ -43,7 +44,7 @@ impl MmioRegion {
         }
         let end = offset.checked_add(len).ok_or(EINVAL)?;
         let phys = start.checked_add(offset).ok_or(EINVAL)?;
-        let page = PAGE_SIZE as u64;
+        let page = u64::from_safe_cast(PAGE_SIZE);
         if len == 0 || end > bar_len || phys % page != 0 || len % page != 0 {
             return Err(EINVAL);
         }
@@ -55,7 +56,7 @@ impl MmioRegion {
     /// `EINVAL` unless they are page aligned, non-empty and inside it.
     fn slice(&self, offset: u64, len: u64) -> Result<u64> {
         let end = offset.checked_add(len).ok_or(EINVAL)?;
-        let page = PAGE_SIZE as u64;
+        let page = u64::from_safe_cast(PAGE_SIZE);
         if len == 0 || end > self.len || offset % page != 0 || len % page != 0 {
             return Err(EINVAL);
         }

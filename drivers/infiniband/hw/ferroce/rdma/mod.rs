@@ -61,3 +61,14 @@ pub use stats::{FwStr, ResMsg, StatDesc};
 pub use udata::{UData, UserRequest};
 pub use umem::Umem;
 pub use wr::{NetType, RecvWr, RecvWrs, RegSeg, SendOp, SendWr, SendWrs, Sge, Wc, WcOp, WcOut};
+
+/// The bits of an `int` flag set or mask of ib_core as a `u32` (bit for bit:
+/// never lossy, whatever the sign).
+fn int_bits(v: core::ffi::c_int) -> u32 {
+    u32::from_ne_bytes(v.to_ne_bytes())
+}
+
+/// A `u32` flag set as ib_core's `int` (bit for bit, as [`int_bits`]).
+fn bits_int(v: u32) -> core::ffi::c_int {
+    core::ffi::c_int::from_ne_bytes(v.to_ne_bytes())
+}

@@ -220,10 +220,10 @@ impl<T: Driver> Adapter<T> {
             (
                 Device::<T>::from_raw((*ibqp).device),
                 (*ibqp.cast::<QpObj<T>>()).data.assume_init_ref(),
-                QpAttr::new(&*attr, mask as u32),
+                QpAttr::new(&*attr, super::int_bits(mask)),
             )
         };
-        from_result(|| T::modify_qp(dev, data, &attr, mask as u32).map(|()| 0))
+        from_result(|| T::modify_qp(dev, data, &attr, super::int_bits(mask)).map(|()| 0))
     }
 
     pub(super) extern "C" fn query_qp(
@@ -244,7 +244,7 @@ impl<T: Driver> Adapter<T> {
         };
         from_result(|| {
             let mut out = QpAttrOut { raw: attr };
-            T::query_qp(dev, data, mask as u32, &mut out, &mut init.cap)?;
+            T::query_qp(dev, data, super::int_bits(mask), &mut out, &mut init.cap)?;
             let c = &init.cap;
             out.raw.cap = b::ib_qp_cap {
                 max_send_wr: c.max_send_wr,

@@ -5,7 +5,7 @@
 use super::device::{Device, Driver};
 use crate::bindings as b;
 use core::ptr::NonNull;
-use kernel::{error::from_err_ptr, prelude::*};
+use kernel::{error::from_err_ptr, num::casts::FromSafeCast, prelude::*};
 
 /// User memory pinned and DMA-mapped for the device; unpinned on drop.
 ///
@@ -56,7 +56,7 @@ impl Umem {
         if sz == 0 {
             return Err(EINVAL);
         }
-        Ok(sz as u64)
+        Ok(u64::from_safe_cast(sz))
     }
 
     /// The DMA addresses of the umem's `pgsz`-byte blocks (the first one

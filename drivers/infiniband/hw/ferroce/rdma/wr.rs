@@ -10,7 +10,10 @@ use super::{
 };
 use crate::bindings as b;
 use core::{marker::PhantomData, ptr::NonNull};
-use kernel::prelude::*;
+use kernel::{
+    num::casts::{u32_into_u8, FromSafeCast},
+    prelude::*,
+};
 
 /// One scatter/gather element of a work request.
 #[derive(Clone, Copy, Debug)]
@@ -195,10 +198,11 @@ impl<'a, T: Driver> SendWr<'a, T> {
             if p.is_null() {
                 return Err(EINVAL);
             }
+            let len = usize::from_safe_cast(sge.length);
             // SAFETY: for `IB_SEND_INLINE` the verbs contract has `addr` be
             // a kernel virtual address of `length` readable bytes, valid
             // during `post_send` (the driver copies them into the WQE).
-            let bytes = unsafe { core::slice::from_raw_parts(p, sge.length as usize) };
+            let bytes = unsafe { core::slice::from_raw_parts(p, len) };
             f(bytes)?;
         }
         Ok(())
@@ -278,7 +282,7 @@ impl<'a, T: Driver> SendWr<'a, T> {
         Some(RegSeg {
             mr: data,
             key: reg.key,
-            access: reg.access as u32,
+            access: super::int_bits(reg.access),
             iova,
             length,
             page_size,
@@ -561,16 +565,16 @@ impl<'a, T: Driver> WcOut<'a, T> {
         if let Some(nt) = c.net_type {
             flags |= b::ib_wc_flags_IB_WC_WITH_NETWORK_HDR_TYPE;
             w.network_hdr_type = match nt {
-                NetType::RoceV1 => b::rdma_network_type_RDMA_NETWORK_ROCE_V1,
-                NetType::Ipv4 => b::rdma_network_type_RDMA_NETWORK_IPV4,
-                NetType::Ipv6 => b::rdma_network_type_RDMA_NETWORK_IPV6,
-            } as u8;
+                NetType::RoceV1 => u32_into_u8::<{ b::rdma_network_type_RDMA_NETWORK_ROCE_V1 }>(),
+                NetType::Ipv4 => u32_into_u8::<{ b::rdma_network_type_RDMA_NETWORK_IPV4 }>(),
+                NetType::Ipv6 => u32_into_u8::<{ b::rdma_network_type_RDMA_NETWORK_IPV6 }>(),
+            };
         }
         if let Some(vid) = c.vlan {
             flags |= b::ib_wc_flags_IB_WC_WITH_VLAN;
             w.vlan_id = vid;
         }
-        w.wc_flags = flags as i32;
+        w.wc_flags = super::bits_int(flags);
         w.port_num = 1;
         // SAFETY: `filled < len`, so the slot is in the caller's array
         // (type invariant).
