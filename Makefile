@@ -35,7 +35,11 @@
 #                   bench-rxe, bench-ferroce), side by side: bench.json with
 #                   their ratios and gnuplot charts in qemu-test/runs/<date>-bench
 #                   (numbers, not pass/fail)
-#   make lint       rustfmt, clippy, checkpatch, shellcheck
+#   make lint       rustfmt, clippy, checkpatch, shellcheck, and the checked-in
+#                   bindings of the device's headers are current
+#   make hw-bindings
+#                   rewrites those bindings (ferroce_hw_bindings.rs) after a
+#                   change to ferroce-hw.h or ferroce-abi.h
 #   make install    the module and libferroce with its .driver file, under
 #                   DESTDIR (see "install" below)
 #   make clean
@@ -62,10 +66,12 @@ KMAKE = $(KMAKE_ANY) MO=$(TOP)/.build/$(FLAVOUR)
 # build them all again.
 KMAKE_CLIPPY = $(KMAKE_ANY) MO=$(TOP)/.build/clippy-$(FLAVOUR)
 KSRC_CMD = readlink -f $(KERNEL_BUILD)/source
+MOD_OBJ = $(TOP)/.build/$(FLAVOUR)
 else
 KMAKE = $(MAKE) -C $(KDIR) M=$(TOP)
 KMAKE_CLIPPY = $(KMAKE)
 KSRC_CMD = readlink -f $(KDIR)/source 2>/dev/null || echo $(KDIR)
+MOD_OBJ = $(TOP)
 endif
 
 SHELL_SCRIPTS := $(wildcard scripts/*.sh) scripts/in-root qemu-test/run qemu-test/wire.sh \
@@ -78,12 +84,19 @@ PROVIDER_C_SOURCES = $(shell find providers -name '*.[ch]' 2>/dev/null)
 
 PROVIDER_OUT := $(TOP)/.build/provider
 
-.PHONY: all modules provider provider-check provider-series series upstream-check device run check soak bench lint install clean help
+.PHONY: all modules hw-bindings provider provider-check provider-series series upstream-check device run check soak bench lint install clean help
 
 all: modules provider device
 
 modules:
 	$(KMAKE) modules
+
+# bindgen's output for the device's headers, made by Kbuild.oot, as the
+# checked-in drivers/infiniband/hw/ferroce/ferroce_hw_bindings.rs.
+HW_RSI = $(MOD_OBJ)/drivers/infiniband/hw/ferroce/ferroce_hw_generated.rsi
+hw-bindings:
+	$(KMAKE) drivers/infiniband/hw/ferroce/ferroce_hw_generated.rsi
+	ksrc=$$($(KSRC_CMD)) && $(TOP)/scripts/gen-hw-bindings.sh --write $(HW_RSI) $$ksrc
 
 # rdma-core's private headers and provider flags come from the tree that
 # scripts/make-rdma-core.sh prepares once (~1 min) in $FERROCE_CACHE.
@@ -136,6 +149,8 @@ bench:
 	$(TOP)/scripts/bench.sh
 
 lint: modules
+	@echo "== the device headers' checked-in bindings are current"
+	ksrc=$$($(KSRC_CMD)) && $(TOP)/scripts/gen-hw-bindings.sh --check $(HW_RSI) $$ksrc
 	@echo "== rustfmt (kernel's .rustfmt.toml)"
 	ksrc=$$($(KSRC_CMD)) && $(TOP)/scripts/in-root -- rustfmt --check --edition 2021 \
 		--config-path $$ksrc/.rustfmt.toml $(RUST_SOURCES)

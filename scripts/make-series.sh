@@ -16,7 +16,8 @@
 #     Documentation/ferroce/{device,driver}.rst;
 #   4-8 the driver by concern (queues, PCI bring-up, ib_device, user verbs,
 #     kernel verbs);
-#   9 Kconfig and Makefile (the driver's Kbuild, which knows both builds).
+#   9 Kconfig and Makefile (the driver's Kbuild without its out-of-tree
+#     include, Kbuild.oot, which no patch has).
 #
 # MAINTAINERS entries come with the first file they cover (patches 1, 2).
 #
@@ -38,16 +39,19 @@ kdrv=drivers/infiniband/hw/ferroce
 
 # The driver's files, by patch (paths relative to $drv).
 declare -A part=(
-	[bindings.rs]=3 [ferroce_bindings.h]=3 [regs.rs]=3
+	[bindings.rs]=3 [ferroce_hw_bindings.rs]=3 [regs.rs]=3
 	[cmdq.rs]=4 [eq.rs]=4 [dbrec.rs]=4 [pbl.rs]=4
 	[dev.rs]=5 [pairing.rs]=5 [port.rs]=5 [diag.rs]=5 [hw_stats.rs]=5
 	[ib.rs]=6 [gid.rs]=6
 	[verbs.rs]=7 [srq.rs]=7
 	[kqueue.rs]=8
-	[ferroce_main.rs]=9 [Kbuild]=9 [.gitignore]=9
+	[ferroce_main.rs]=9 [Kbuild]=9
 	# Not driver files in tree: ferroce_helpers.c is patch 2's
 	# rust/helpers/rdma.c, rdma/ its rust/kernel/rdma/.
 	[ferroce_helpers.c]=2
+	# Only for the out-of-tree build against a kernel without the series
+	# (its bindgen input and rules, and their outputs): in no patch.
+	[ferroce_bindings.h]=- [Kbuild.oot]=- [.gitignore]=-
 )
 bad=0
 while IFS= read -r f; do
@@ -213,7 +217,30 @@ add_part() {
 		[ "${part[$f]}" = "$n" ] || continue
 		case $f in
 		ferroce_helpers.c) ;;
-		Kbuild) cp "$drv/Kbuild" "$tree/$kdrv/Makefile" ;;
+		# The Makefile is the Kbuild without its out-of-tree include.
+		Kbuild)
+			python3 - "$drv/$f" "$tree/$kdrv/Makefile" <<-'PY'
+				import sys
+				s = open(sys.argv[1]).read()
+				oot = s.index('\n# Out of tree (M=')
+				assert s.rstrip().endswith('include $(src)/Kbuild.oot\nendif')
+				open(sys.argv[2], 'w').write(s[:oot])
+			PY
+			;;
+		# In tree, ib_core's bindings and the helpers are the kernel
+		# crate's: the out-of-tree includes and cfgs go.
+		bindings.rs)
+			python3 - "$drv/$f" "$tree/$kdrv/$f" <<-'PY'
+				import re, sys
+				s = open(sys.argv[1]).read()
+				oot = re.compile(r'    // Out of tree, .*?include!\(env!\("FERROCE_HELPERS_RSI"\)\);\n', re.S)
+				cfg = '#[cfg(CONFIG_RUST_RDMA_ABSTRACTIONS)]\npub(crate) use kernel::bindings::*;\n'
+				assert len(oot.findall(s)) == 1 and s.count(cfg) == 1
+				s = oot.sub('', s).replace(cfg, 'pub(crate) use kernel::bindings::*;\n')
+				assert 'RDMA_ABSTRACTIONS' not in s and 'RSI' not in s, s
+				open(sys.argv[2], 'w').write(s)
+			PY
+			;;
 		# In tree the layer is the kernel crate's: the out-of-tree
 		# `mod rdma;` goes (rustfmt would look for its files).
 		ferroce_main.rs)
@@ -254,8 +281,10 @@ commit "RDMA/ferroce: add the device programming interface" \
 the admin queue's commands, the event queues, work queue entries, CQEs and
 doorbell records.  It is the single source of truth shared with the
 emulated device and the userspace provider; device.rst describes it, and
-driver.rst the driver's design.  The driver binds the header with bindgen
-(bindings.rs) and describes its registers with register! (regs.rs).
+driver.rst the driver's design.  The driver's bindings of the header and
+of the uapi ferroce-abi.h are bindgen's output, checked in as nova-core's
+firmware bindings are (ferroce_hw_bindings.rs, included by bindings.rs),
+and it describes its registers with register! (regs.rs).
 
 Nothing is built yet; the Makefile comes last in the series."
 add_part 4
@@ -308,9 +337,9 @@ insert_text before "$tree/drivers/infiniband/Kconfig" 'source "drivers/infiniban
 	'source "drivers/infiniband/hw/ferroce/Kconfig"'
 echo 'obj-$(CONFIG_INFINIBAND_FERROCE)	+= ferroce/' >>"$tree/drivers/infiniband/hw/Makefile"
 commit "RDMA/ferroce: add Kconfig and Makefile" \
-"Build the driver (ferroce.ko).  The Makefile binds the device's headers
-with bindgen; the same file builds the driver out of tree against kernels
-without this series, where the rdma abstractions are the crate's own."
+"Build the driver (ferroce.ko).  The build runs no bindgen of its own: the
+device's bindings are checked in (patch 3), ib_core's come from the kernel
+crate (patch 2)."
 
 # --- the series --------------------------------------------------------------
 rm -rf "$out"
@@ -340,10 +369,10 @@ interoperate with it.  Its rdma-core provider is posted separately.
   patch builds.
 
 Open questions for reviewers:
-- The driver binds its hardware header (ferroce-hw.h, shared with the
-  device and the provider) with a bindgen rule in its Makefile rather
-  than restating it in Rust as nova-core does; the rule reads
-  bindgen_skip_c_flags from rust/Makefile.
+- The driver's bindings of its hardware header (ferroce-hw.h, shared
+  with the device and the provider) are bindgen's output checked in, as
+  nova-core's firmware bindings are, rather than a restatement in Rust
+  with register! and checked structs; its registers are register!s.
 - kext.rs holds MSI-X, DMA-mask and barrier wrappers that belong to
   rust/kernel/pci.rs and friends.
 - The CQ and QP tables that events are dispatched through are a vector
