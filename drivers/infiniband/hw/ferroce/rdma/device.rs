@@ -33,7 +33,7 @@ use kernel::{
 };
 
 /// The operations of an RDMA device driver; ib_core calls them through the
-/// `extern "C"` trampolines of [`Adapter`].
+/// layer's `extern "C"` trampolines (the `ib_device_ops` it sets).
 ///
 /// The implementing type is the driver's per-device state; it lives inside
 /// the `ib_device` allocation ([`Device`]) and is dropped by ib_core's
