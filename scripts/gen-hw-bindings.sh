@@ -13,6 +13,7 @@
 mode=$1 rsi=$2 ksrc=$3
 out=$FERROCE_TOP/drivers/infiniband/hw/ferroce/ferroce_hw_bindings.rs
 [ -s "$rsi" ] || die "no bindgen output $rsi (make modules makes it)"
+mkdir -p "$FERROCE_TOP/.build"
 tmp=$(mktemp "$FERROCE_TOP/.build/hw-bindings.XXXXXX.rs")
 trap 'rm -f "$tmp"' EXIT
 {
