@@ -606,8 +606,10 @@ impl Shared {
             .with_eqn(eq.eqn())
             .with_arm(true);
         // Without the BAR (the device is being removed) there is no EQ
-        // left to re-arm: nothing to report from an interrupt handler.
-        let _ = self.with_bar(|bar| bar.write_reg(db));
+        // left to re-arm.
+        if let Some(bar) = self.bar.0.try_access() {
+            bar.write_reg(db);
+        }
         IrqReturn::Handled
     }
 }

@@ -15,10 +15,7 @@ use crate::{
     srq::{self, Srq},
     verbs::{self, Ah, Cq, DbPages, Mr, Mw, Qp, UContext},
 };
-use core::{
-    fmt::Write,
-    sync::atomic::{AtomicU16, AtomicU32, AtomicU8, Ordering},
-};
+use core::sync::atomic::{AtomicU16, AtomicU32, AtomicU8, Ordering};
 use kernel::{
     num::casts::{u32_into_u16, u32_into_u8, FromSafeCast},
     prelude::*,
@@ -581,14 +578,12 @@ impl rdma::Driver for IbDev {
         // QUERY_CAPS `fw_version` is VERSION (major << 32 | minor << 16),
         // shown as libibverbs shows `fw_ver` ("%d.%d.%d").
         let v = dev.caps.fw_version;
-        // `FwStr` truncates to its buffer and never fails.
-        let _ = write!(
-            out,
+        out.set(format_args!(
             "{}.{}.{}",
             (v >> 32) & 0xffff,
             (v >> 16) & 0xffff,
             v & 0xffff
-        );
+        ));
     }
 
     fn fill_res_qp(_dev: &rdma::Device<Self>, qp: &Qp, msg: &mut rdma::ResMsg<'_>) -> Result {

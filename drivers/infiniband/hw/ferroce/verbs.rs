@@ -1135,10 +1135,12 @@ pub(crate) fn create_ah(
             ahn: ah.ahn,
             ..Default::default()
         }) {
-            // The caller sees why the command failed; an AH the device
-            // then refuses to destroy only holds a slot until its reset.
-            let _ = destroy_ah(dev, &ah);
-            return Err(e);
+            // The caller sees why the command failed. A refused destroy
+            // is logged by `exec_destroy`; that AH then only holds a
+            // device slot until the next reset.
+            return match destroy_ah(dev, &ah) {
+                Ok(()) | Err(_) => Err(e),
+            };
         }
     }
     Ok(ah)

@@ -51,8 +51,7 @@ impl StatDesc {
 }
 
 /// Where `get_dev_fw_str` writes the firmware version: a buffer of
-/// `IB_FW_VERSION_NAME_MAX` bytes. Writes past its end are cut off; the
-/// string is always NUL-terminated.
+/// `IB_FW_VERSION_NAME_MAX` bytes, always NUL-terminated.
 pub struct FwStr<'a> {
     buf: &'a mut [u8],
     len: usize,
@@ -60,10 +59,26 @@ pub struct FwStr<'a> {
 
 impl<'a> FwStr<'a> {
     pub(super) fn new(buf: &'a mut [u8]) -> Self {
-        if let Some(first) = buf.first_mut() {
+        let mut s = Self { buf, len: 0 };
+        s.clear();
+        s
+    }
+
+    fn clear(&mut self) {
+        self.len = 0;
+        if let Some(first) = self.buf.first_mut() {
             *first = 0;
         }
-        Self { buf, len: 0 }
+    }
+
+    /// Sets the string to `args`, cut off at the end of the buffer (ib_core
+    /// has no error to take). A formatting error leaves it empty rather
+    /// than half-written.
+    pub fn set(&mut self, args: core::fmt::Arguments<'_>) {
+        self.clear();
+        if core::fmt::write(self, args).is_err() {
+            self.clear();
+        }
     }
 }
 
