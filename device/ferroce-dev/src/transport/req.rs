@@ -9,15 +9,17 @@ use crate::wire::{self, feth, op, psn_add, psn_diff, Aeth, AtomicEth, Bth, Deth,
 
 use super::memreg::LocalOp;
 use super::{
-    ack_timeout_ns, pkts_for, wqe_struct, Engine, QpCtx, Segments, SendWqe, ACK_REQ_EVERY,
+    ack_timeout_ns, pkts_for, wqe_struct, Engine, QpCtx, Segments, SendWqe, SgeList, ACK_REQ_EVERY,
     ATOMIC_LEN, MAX_INFLIGHT_WQES, MAX_MSG, MAX_MSG_PKTS, WINDOW,
 };
 
 impl State {
     /// Fetches and validates the send WQE at `idx`.
     pub(super) fn fetch_wqe(&mut self, c: &QpCtx, idx: u16, mtu: u64) -> SendWqe {
-        let stride = 1usize << c.sq_shift;
-        let mut raw = vec![0u8; stride];
+        // CREATE_QP bounds the stride by SQ_WQE_SHIFT_MAX: the WQE is read
+        // into the stack, not into an allocation per WQE.
+        let mut buf = [0u8; 1 << SQ_WQE_SHIFT_MAX];
+        let raw = buf.get_mut(..1usize << c.sq_shift.min(SQ_WQE_SHIFT_MAX));
         let mut w = SendWqe {
             idx,
             wr_id: 0,
@@ -33,7 +35,7 @@ impl State {
             aw_data: [0; 8],
             flush_len: 0,
             flush_feth: 0,
-            sges: Vec::new(),
+            sges: SgeList::new(),
             need: 0,
             segs: Segments::default(),
             epoch: self.mr_epoch,
@@ -47,12 +49,16 @@ impl State {
             error: None,
             ud: None,
         };
-        if !self.wqe_read(c.qpn, true, idx, &mut raw) {
+        let Some(raw) = raw else {
+            w.error = Some(WcStatus::LocQpOpErr);
+            return w;
+        };
+        if !self.wqe_read(c.qpn, true, idx, raw) {
             self.counters.hw.bad_dma += 1;
             w.error = Some(WcStatus::LocQpOpErr);
             return w;
         }
-        if let Err(status) = self.decode_send_wqe(c, &raw, &mut w, mtu) {
+        if let Err(status) = self.decode_send_wqe(c, raw, &mut w, mtu) {
             // Never sent: it takes no PSN and is no READ awaiting
             // responses (which would hold back the ACKs of the WQEs
             // before it).
