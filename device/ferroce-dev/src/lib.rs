@@ -21,6 +21,7 @@ pub mod doorbell;
 pub mod fault;
 pub mod gid;
 pub mod hw;
+pub mod inline_vec;
 pub mod mem;
 pub mod objects;
 pub mod port;

@@ -6,6 +6,9 @@ use serde::Serialize;
 
 use crate::hw::{self, Av, QpAttr};
 
+/// Guest physical segments `(address, length)` of a translated range.
+pub type SegList = crate::inline_vec::InlineVec<(u64, u64), 4>;
+
 /// A fixed-capacity table whose handles are `first..first+capacity`.
 #[derive(Debug, Clone)]
 pub struct Table<T> {
@@ -350,6 +353,21 @@ impl Mr {
         len: u64,
         need: u32,
     ) -> Result<Vec<(u64, u64)>, TranslateError> {
+        let mut out = SegList::new();
+        self.translate_into(addr, len, need, &mut out)?;
+        Ok(out.to_vec())
+    }
+
+    /// [`Self::translate`], appending the segments to `out` (merged with its
+    /// last one where they follow it in guest memory). On an error `out`
+    /// may hold part of them.
+    pub fn translate_into(
+        &self,
+        addr: u64,
+        len: u64,
+        need: u32,
+        out: &mut SegList,
+    ) -> Result<(), TranslateError> {
         match self.kind {
             MrKind::FastReg {
                 state: FastRegState::Free,
@@ -361,7 +379,8 @@ impl Mr {
                     return Err(TranslateError::Access);
                 }
                 addr.checked_add(len).ok_or(TranslateError::OutOfBounds)?;
-                return Ok(vec![(addr, len)]);
+                out.push((addr, len));
+                return Ok(());
             }
             MrKind::User | MrKind::FastReg { .. } => {}
         }
@@ -383,7 +402,6 @@ impl Mr {
             .checked_add(u64::from(self.offset))
             .ok_or(TranslateError::OutOfBounds)?;
         let mut left = len;
-        let mut out: Vec<(u64, u64)> = Vec::new();
         while left > 0 {
             let page =
                 usize::try_from(pos >> self.page_shift).map_err(|_| TranslateError::OutOfBounds)?;
@@ -401,7 +419,7 @@ impl Mr {
             pos += chunk;
             left -= chunk;
         }
-        Ok(out)
+        Ok(())
     }
 }
 

@@ -92,7 +92,10 @@ use zerocopy::{FromBytes, IntoBytes};
 
 use crate::device::State;
 use crate::hw::*;
-use crate::objects::{MrKind, Qp};
+use crate::objects::{MrKind, Qp, SegList};
+
+/// The SGEs of one WQE, as posted.
+type SgeList = crate::inline_vec::InlineVec<Sge, 2>;
 use crate::wire::{self, op, psn_diff, Aeth, AtomicEth, Bth, Deth, NetHdr, NetKind, Packet, Reth};
 use codes::WcStatus;
 use memreg::LocalOp;
@@ -297,7 +300,7 @@ pub struct DataCounters {
 /// the cursor (a retransmission after a rewind) starts over.
 #[derive(Debug, Clone, Default)]
 struct Segments {
-    list: Vec<(u64, u64)>,
+    list: SegList,
     /// Index of the segment the cursor is in.
     idx: usize,
     /// Message offset where segment `idx` starts.
@@ -305,7 +308,7 @@ struct Segments {
 }
 
 impl Segments {
-    fn new(list: Vec<(u64, u64)>) -> Self {
+    fn new(list: SegList) -> Self {
         Self {
             list,
             idx: 0,
@@ -375,7 +378,7 @@ struct SendWqe {
     flush_len: u32,
     flush_feth: u32,
     /// The local SGEs as posted, with the rights they need.
-    sges: Vec<Sge>,
+    sges: SgeList,
     need: u32,
     /// Translated local segments, valid while `State::mr_epoch` equals
     /// `epoch`.
@@ -434,7 +437,7 @@ struct RecvWqe {
     /// 0 if the WQE could not be read.
     wr_id: u64,
     /// The SGEs as posted.
-    sges: Vec<Sge>,
+    sges: SgeList,
     /// Their translation, valid while `State::mr_epoch` equals `epoch`.
     segs: Segments,
     epoch: u64,
@@ -770,18 +773,26 @@ impl State {
     /// `pdn` needing `need`. A memory window's key translates nothing here
     /// (it is never an lkey): R_Keys go through
     /// [`State::translate_rkey`].
-    fn translate(
+    fn translate(&self, key: u32, pdn: u32, addr: u64, len: u64, need: u32) -> Option<SegList> {
+        let mut segs = SegList::new();
+        self.translate_into(key, pdn, addr, len, need, &mut segs)?;
+        Some(segs)
+    }
+
+    /// [`Self::translate`], appending to `out`.
+    fn translate_into(
         &self,
         key: u32,
         pdn: u32,
         addr: u64,
         len: u64,
         need: u32,
-    ) -> Option<Vec<(u64, u64)>> {
+        out: &mut SegList,
+    ) -> Option<()> {
         if len == 0 {
-            return Some(Vec::new());
+            return Some(());
         }
-        self.translate_mr(self.mr_for(key, pdn)?, addr, len, need)
+        self.translate_mr_into(self.mr_for(key, pdn)?, addr, len, need, out)
     }
 
     /// Translates `len` bytes at `addr` through `mr` needing `need`.
@@ -791,20 +802,40 @@ impl State {
         addr: u64,
         len: u64,
         need: u32,
-    ) -> Option<Vec<(u64, u64)>> {
-        let segs = mr.translate(addr, len, need).ok()?;
+    ) -> Option<SegList> {
+        let mut segs = SegList::new();
+        self.translate_mr_into(mr, addr, len, need, &mut segs)?;
+        Some(segs)
+    }
+
+    /// [`Self::translate_mr`], appending to `out`.
+    fn translate_mr_into(
+        &self,
+        mr: &crate::objects::Mr,
+        addr: u64,
+        len: u64,
+        need: u32,
+        out: &mut SegList,
+    ) -> Option<()> {
         // A physical MR covers guest memory, not the whole address space.
         if mr.kind == MrKind::Phys && self.mem.check_range(addr, len).is_err() {
             return None;
         }
-        Some(segs)
+        mr.translate_into(addr, len, need, out).ok()
     }
 
     /// Translates a list of SGEs needing `need` (None: one is refused).
-    fn translate_sges(&self, pdn: u32, sges: &[Sge], need: u32) -> Option<Vec<(u64, u64)>> {
-        let mut segs = Vec::new();
+    fn translate_sges(&self, pdn: u32, sges: &[Sge], need: u32) -> Option<SegList> {
+        let mut segs = SegList::new();
         for sge in sges {
-            segs.extend(self.translate(sge.lkey, pdn, sge.addr, u64::from(sge.length), need)?);
+            self.translate_into(
+                sge.lkey,
+                pdn,
+                sge.addr,
+                u64::from(sge.length),
+                need,
+                &mut segs,
+            )?;
         }
         Some(segs)
     }

@@ -24,7 +24,7 @@ use super::memreg::MemOpError;
 use super::QpCtx;
 use crate::device::State;
 use crate::hw::*;
-use crate::objects::{FastRegState, Mr, MrKind, MwType, MwWindow};
+use crate::objects::{FastRegState, Mr, MrKind, MwType, MwWindow, SegList};
 
 /// The rights a window may grant; `LOCAL_WRITE` is taken and ignored. No
 /// flush right (1.8, device.rst "Atomic write and flush").
@@ -145,7 +145,7 @@ impl State {
         addr: u64,
         len: u64,
         need: u32,
-    ) -> Option<Vec<(u64, u64)>> {
+    ) -> Option<SegList> {
         match self.mrs.get(key >> KEY_INDEX_SHIFT) {
             Some(mw) if mw.is_mw() && len > 0 => self.translate_window(c, mw, key, addr, len, need),
             _ => self.translate(key, c.pdn, addr, len, need),
@@ -198,7 +198,7 @@ impl State {
         addr: u64,
         len: u64,
         need: u32,
-    ) -> Option<Vec<(u64, u64)>> {
+    ) -> Option<SegList> {
         let w = mw.mw_window()?;
         let usable = mw.key == key
             && mw.pdn == c.pdn

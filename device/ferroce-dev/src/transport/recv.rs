@@ -25,7 +25,7 @@ use crate::device::State;
 use crate::hw::*;
 use crate::objects::Srq;
 
-use super::{wqe_struct, Engine, QpCtx, RecvCtx, RecvWqe, Segments};
+use super::{wqe_struct, Engine, QpCtx, RecvCtx, RecvWqe, Segments, SgeList};
 
 impl State {
     /// The producer index of the QP's RQ from its doorbell record (the
@@ -194,7 +194,7 @@ impl State {
     fn parse_recv_wqe(&mut self, pdn: u32, raw: Option<&[u8]>) -> RecvWqe {
         let mut wqe = RecvWqe {
             wr_id: 0,
-            sges: Vec::new(),
+            sges: SgeList::new(),
             segs: Segments::default(),
             epoch: self.mr_epoch,
             cap: 0,
@@ -220,7 +220,7 @@ impl State {
         }
         let Some(sges) = (0..num_sge)
             .map(|i| wqe_struct::<Sge>(raw, RQ_WQE_DATA_OFFSET + i * sge_size))
-            .collect::<Option<Vec<Sge>>>()
+            .collect::<Option<SgeList>>()
         else {
             wqe.error = Some(WcStatus::LocLenErr);
             return wqe;

@@ -7,6 +7,7 @@
 use super::codes::{NakCode, Syndrome, WcStatus};
 use crate::device::State;
 use crate::hw::*;
+use crate::objects::SegList;
 use crate::wire::{self, feth, op, psn_add, psn_diff, Aeth, Bth, Packet};
 
 use super::{
@@ -609,9 +610,9 @@ impl State {
     /// aligned VA to an aligned guest address), else (a zero-based MR
     /// whose offset is not 8-byte aligned) piece by piece. Either way under
     /// the device lock, so no device atomic sees half of it.
-    fn store_word(&mut self, segs: Vec<(u64, u64)>, bytes: &[u8]) -> bool {
+    fn store_word(&mut self, segs: SegList, bytes: &[u8]) -> bool {
         let word = <[u8; 8]>::try_from(bytes).map(u64::from_le_bytes);
-        match (segs.as_slice(), word) {
+        match (&*segs, word) {
             (&[(gpa, len)], Ok(word)) if len == ATOMIC_LEN && gpa % ATOMIC_LEN == 0 => {
                 self.data.sg_steps += 1;
                 let done = self.mem.write_u64(gpa, word).is_ok();
