@@ -49,14 +49,14 @@ check() {
 	for k in dropped duplicated reordered corrupted delayed; do
 		v=$(sum_counter "$dir" faults.json "injected.$k")
 		echo "faults injected: $k $v"
-		[ "${v:-0}" -gt 0 ] || { echo "no frame was $k: the fault injection did not run"; rc=1; }
+		[ "${v:-0}" -gt 0 ] || { check_failed "no frame was $k: the fault injection did not run"; rc=1; }
 	done
 	# Their effect on the transports: go-back-N retransmissions and frames
 	# dropped by the receiving device for a bad ICRC.
 	for k in retransmits rx_bad_icrc; do
 		v=$(sum_counter "$dir" counters.json "data.$k")
 		echo "device counters, both VMs: $k $v"
-		[ "${v:-0}" -gt 0 ] || { echo "$k is 0: the faults had no visible effect"; rc=1; }
+		[ "${v:-0}" -gt 0 ] || { check_failed "$k is 0: the faults had no visible effect"; rc=1; }
 	done
 	for k in timeouts rx_no_qp rx_bad_key cqe_errors; do
 		echo "device counters, both VMs: $k $(sum_counter "$dir" counters.json "data.$k")"
