@@ -76,6 +76,9 @@ static void ferroce_cqe_retire(struct ferroce_cq *cq,
 	qp = ferroce_find_qp(ctx, qpn);
 	if (!qp)
 		return;
+	/* An error completion: the QP is in ERR, or about to be */
+	if (cqe->status != IBV_WC_SUCCESS)
+		__atomic_store_n(&qp->rq_ring, true, __ATOMIC_RELAXED);
 	wq = cqe->opcode & IBV_WC_RECV ? &qp->rq : &qp->sq;
 	if (!wq->depth)
 		return;
@@ -812,8 +815,16 @@ int ferroce_post_recv(struct ibv_qp *ibqp, struct ibv_recv_wr *wr,
 	ret = ferroce_write_recv_wqes(rq, __atomic_load_n(&rq->ci,
 							   __ATOMIC_ACQUIRE),
 				      wr, bad_wr);
-	if (rq->pi != pi)
-		ferroce_ring(rq, qp->qpn, rq->pi);
+	if (rq->pi != pi) {
+		if (__atomic_load_n(&qp->rq_ring, __ATOMIC_RELAXED)) {
+			ferroce_ring(rq, qp->qpn, rq->pi);
+		} else {
+			udma_to_device_barrier();
+			/* one store: the device may read the record at any time */
+			__atomic_store_n(&rq->dbrec->pi, htole32(rq->pi),
+					 __ATOMIC_RELEASE);
+		}
+	}
 	pthread_spin_unlock(&rq->lock);
 	return ret;
 }

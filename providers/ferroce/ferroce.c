@@ -29,6 +29,7 @@ static void ferroce_free_context(struct ibv_context *ibctx)
 static const struct verbs_context_ops ferroce_context_ops = {
 	.alloc_mw = ferroce_alloc_mw,
 	.alloc_pd = ferroce_alloc_pd,
+	.async_event = ferroce_async_event,
 	.attach_mcast = ibv_cmd_attach_mcast,
 	.bind_mw = ferroce_bind_mw,
 	.create_ah = ferroce_create_ah,

@@ -143,6 +143,15 @@ struct ferroce_qp {
 	uint32_t qpn;
 	uint32_t max_inline;
 	bool sq_sig_all;
+	/*
+	 * The QP may be in ERR: post_recv then rings the RQ doorbell, which
+	 * makes the device flush the new receive WQEs (device.rst, "Doorbell
+	 * records"). Set by modify_qp to ERR, an error completion of the QP
+	 * and a fatal QP event; cleared by modify_qp to RESET. Otherwise
+	 * post_recv only stores the record, which the device reads when a
+	 * message needs a WQE: no doorbell write, no trap to the device.
+	 */
+	bool rq_ring;
 
 	/*
 	 * ibv_wr_start() .. ibv_wr_complete(): the SQ's lock is held, WQEs
@@ -279,6 +288,8 @@ int ferroce_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr,
 		      int attr_mask);
 int ferroce_query_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr,
 		     int attr_mask, struct ibv_qp_init_attr *init_attr);
+void ferroce_async_event(struct ibv_context *ctx,
+			 struct ibv_async_event *event);
 int ferroce_destroy_qp(struct ibv_qp *ibqp);
 struct ibv_srq *ferroce_create_srq(struct ibv_pd *pd,
 				   struct ibv_srq_init_attr *attr);

@@ -1046,6 +1046,9 @@ int ferroce_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr,
 	 * clears ... the recorded indices"): its CQEs are dropped and its
 	 * indices reset afterwards, under the queues' and the CQs' locks.
 	 */
+	/* Before the command: a post_recv racing with it rings (harmless) */
+	if ((attr_mask & IBV_QP_STATE) && attr->qp_state == IBV_QPS_ERR)
+		__atomic_store_n(&qp->rq_ring, true, __ATOMIC_RELAXED);
 	ret = ibv_cmd_modify_qp(ibqp, attr, attr_mask, &cmd, sizeof(cmd));
 	if (ret || !(attr_mask & IBV_QP_STATE) ||
 	    attr->qp_state != IBV_QPS_RESET)
@@ -1063,10 +1066,30 @@ int ferroce_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr,
 		__atomic_store_n(&qp->rq.ci, 0, __ATOMIC_RELAXED);
 		qp->rq.dbrec->pi = 0;
 	}
+	__atomic_store_n(&qp->rq_ring, false, __ATOMIC_RELAXED);
 	ferroce_unlock_cqs(ibqp);
 	pthread_spin_unlock(&qp->rq.lock);
 	pthread_spin_unlock(&qp->sq.lock);
 	return 0;
+}
+
+/*
+ * A fatal QP event (the device moved the QP to ERR): from now on
+ * post_recv rings, so that the device flushes the new receive WQEs.
+ */
+void ferroce_async_event(struct ibv_context *ctx,
+			 struct ibv_async_event *event)
+{
+	switch (event->event_type) {
+	case IBV_EVENT_QP_FATAL:
+	case IBV_EVENT_QP_REQ_ERR:
+	case IBV_EVENT_QP_ACCESS_ERR:
+		__atomic_store_n(&to_fqp(event->element.qp)->rq_ring, true,
+				 __ATOMIC_RELAXED);
+		break;
+	default:
+		break;
+	}
 }
 
 int ferroce_query_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr,

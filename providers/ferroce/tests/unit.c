@@ -523,10 +523,19 @@ static void test_post(void)
 	rwr.wr_id = 7;
 	rwr.sg_list = sg;
 	rwr.num_sge = 1;
+	/* ... in RTS: the record only, no doorbell */
 	CHECK(ferroce_post_recv(&f.qp.vqp.qp, &rwr, &rbad) == 0);
 	CHECK(le32toh(f.rq_dbrec.pi) == 1);
+	CHECK(f.db_page[FERROCE_DB_RQ / 8] == 0);
+	/* ... after an error completion of the QP: rung (the device flushes) */
+	device_cqe(&f, 1, 0, IBV_WC_SEND, 3);
+	f.cq.buf[1].status = IBV_WC_REM_ACCESS_ERR;
+	CHECK(ferroce_poll_cq(&f.cq.vcq.cq, 1, wc) == 1);
+	CHECK(wc[0].status == IBV_WC_REM_ACCESS_ERR);
+	CHECK(ferroce_post_recv(&f.qp.vqp.qp, &rwr, &rbad) == 0);
+	CHECK(le32toh(f.rq_dbrec.pi) == 2);
 	CHECK(le64toh(f.db_page[FERROCE_DB_RQ / 8]) ==
-	      FERROCE_DB_SQ_VAL(0x123, 1));
+	      FERROCE_DB_SQ_VAL(0x123, 2));
 	rwr.num_sge = 2;
 	CHECK(ferroce_post_recv(&f.qp.vqp.qp, &rwr, &rbad) == EINVAL);
 	CHECK(rbad == &rwr);
