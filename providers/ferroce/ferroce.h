@@ -150,6 +150,9 @@ struct ferroce_qp {
 	 * and a fatal QP event; cleared by modify_qp to RESET. Otherwise
 	 * post_recv only stores the record, which the device reads when a
 	 * message needs a WQE: no doorbell write, no trap to the device.
+	 * Receives posted after the device moved the QP to ERR but before
+	 * software learnt of it are flushed by the next post_recv that
+	 * rings, or dropped by a move to RESET or the QP's destruction.
 	 */
 	bool rq_ring;
 
