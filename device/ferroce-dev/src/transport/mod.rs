@@ -93,12 +93,12 @@ use zerocopy::{FromBytes, IntoBytes};
 use crate::device::State;
 use crate::hw::*;
 use crate::objects::{MrKind, Qp, SegList};
-
-/// The SGEs of one WQE, as posted.
-type SgeList = crate::inline_vec::InlineVec<Sge, 2>;
 use crate::wire::{self, op, psn_diff, Aeth, AtomicEth, Bth, Deth, NetHdr, NetKind, Packet, Reth};
 use codes::WcStatus;
 use memreg::LocalOp;
+
+/// The SGEs of one WQE, as posted.
+type SgeList = crate::inline_vec::InlineVec<Sge, 2>;
 
 /// Largest number of unacknowledged PSNs in flight per QP.
 pub const WINDOW: i32 = 512;

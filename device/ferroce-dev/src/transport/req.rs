@@ -19,7 +19,7 @@ impl State {
         // CREATE_QP bounds the stride by SQ_WQE_SHIFT_MAX: the WQE is read
         // into the stack, not into an allocation per WQE.
         let mut buf = [0u8; 1 << SQ_WQE_SHIFT_MAX];
-        let raw = buf.get_mut(..1usize << c.sq_shift.min(SQ_WQE_SHIFT_MAX));
+        let raw = &mut buf[..1usize << c.sq_shift.min(SQ_WQE_SHIFT_MAX)];
         let mut w = SendWqe {
             idx,
             wr_id: 0,
@@ -48,10 +48,6 @@ impl State {
             read_rcvd: 0,
             error: None,
             ud: None,
-        };
-        let Some(raw) = raw else {
-            w.error = Some(WcStatus::LocQpOpErr);
-            return w;
         };
         if !self.wqe_read(c.qpn, true, idx, raw) {
             self.counters.hw.bad_dma += 1;
