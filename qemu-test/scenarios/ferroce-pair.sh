@@ -29,10 +29,10 @@ check() {
 	local rc=0
 	# Both devices capture the one segment, so vm2's capture holds the
 	# same frames: its ICRCs are checked once, in vm1's.
-	wire_check "$1" vm1 10.0.1.1 10.0.1.2 || { check_failed "wire_check vm1"; rc=1; }
-	roce_v1 "$1" vm1 || { check_failed "roce_v1 vm1"; rc=1; }
-	roce_v1 "$1" vm2 || { check_failed "roce_v1 vm2"; rc=1; }
-	seed_truths "$1" vm1 10.0.1.1 10.0.1.2 || { check_failed "seed_truths vm1"; rc=1; }
+	checked wire_check "$1" vm1 10.0.1.1 10.0.1.2 || rc=1
+	checked roce_v1 "$1" vm1 || rc=1
+	checked roce_v1 "$1" vm2 || rc=1
+	checked seed_truths "$1" vm1 10.0.1.1 10.0.1.2 || rc=1
 	return "$rc"
 }
 

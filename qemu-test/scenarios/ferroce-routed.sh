@@ -27,10 +27,10 @@ next_hop() {
 
 check() {
 	local rc=0
-	wire_check "$1" vm1 10.0.1.1 10.0.2.1 || { check_failed "wire_check vm1"; rc=1; }
-	wire_check "$1" vm2 10.0.1.1 10.0.2.1 || { check_failed "wire_check vm2"; rc=1; }
-	next_hop "$1" vm1 10.0.1.1 || { check_failed "next_hop vm1"; rc=1; }
-	next_hop "$1" vm2 10.0.2.1 || { check_failed "next_hop vm2"; rc=1; }
+	checked wire_check "$1" vm1 10.0.1.1 10.0.2.1 || rc=1
+	checked wire_check "$1" vm2 10.0.1.1 10.0.2.1 || rc=1
+	checked next_hop "$1" vm1 10.0.1.1 || rc=1
+	checked next_hop "$1" vm2 10.0.2.1 || rc=1
 	return "$rc"
 }
 

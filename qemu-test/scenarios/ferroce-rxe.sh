@@ -17,7 +17,7 @@ setup() {
 # Only vm1 has a device (and a wire capture): frames from both ends on it.
 check() {
 	local rc=0
-	wire_check "$1" vm1 10.0.1.1 10.0.1.2 || { check_failed "wire_check vm1"; rc=1; }
+	checked wire_check "$1" vm1 10.0.1.1 10.0.1.2 || rc=1
 	# ibv_uc_pingpong both ways: UC frames from both ends (their ICRCs
 	# were checked with all the others).
 	local ip
@@ -30,7 +30,7 @@ check() {
 	# ferroce tags with the AV's sl (perftest -S 3, rping's 5 from the
 	# egress map, rdma-verify 0); rxe leaves the priority to the VLAN
 	# netdev, whose egress map turns skb priority 0 into 5.
-	vlan_wire "$1" vm1 100 10.0.100.1:0,3,5 10.0.100.2:5 || { check_failed "vlan_wire vm1"; rc=1; }
+	checked vlan_wire "$1" vm1 100 10.0.100.1:0,3,5 10.0.100.2:5 || rc=1
 	return "$rc"
 }
 

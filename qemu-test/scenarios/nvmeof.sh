@@ -44,9 +44,8 @@ check() {
 	cm=$(cm_expected "$dir" rc)
 	echo "wire: the host reports $cm RDMA connections (NVMe queues) set up through the CM"
 	[ "$cm" -gt 0 ] || { check_failed "wire: the host reported no CM connection"; rc=1; }
-	cm_wire_check "$dir/wire-lan.pcap" "bridge wire (MADs)" "$cm" 0 10.0.1.1 10.0.1.2 ||
-		{ check_failed "cm_wire_check bridge wire (MADs)"; rc=1; }
-	cm_device_wire_checks "$dir" || { check_failed "cm_device_wire_checks"; rc=1; }
+	checked cm_wire_check "$dir/wire-lan.pcap" "bridge wire (MADs)" "$cm" 0 10.0.1.1 10.0.1.2 || rc=1
+	checked cm_device_wire_checks "$dir" || rc=1
 	return "$rc"
 }
 

@@ -80,18 +80,14 @@ check() {
 	for v in "${VMS[@]}"; do srcs+=("${VM_IPADDR[$v]%/*}"); done
 	echo "wire: the clients report $cm RC connections and $sidr SIDR exchanges made through the CM"
 	[ "$cm" -gt 0 ] || { check_failed "wire: no CM connection was reported by any client"; rc=1; }
-	cm_wire_check "$dir/wire-lan.pcap" "bridge wire" "$cm" "$sidr" "${srcs[@]}" ||
-		{ check_failed "cm_wire_check bridge wire"; rc=1; }
-	cm_device_wire_checks "$dir" || { check_failed "cm_device_wire_checks"; rc=1; }
+	checked cm_wire_check "$dir/wire-lan.pcap" "bridge wire" "$cm" "$sidr" "${srcs[@]}" || rc=1
+	checked cm_device_wire_checks "$dir" || rc=1
 	# vm2 sent to vm1's group; with vm3 (rxe), vm3 sent to vm1's and vm1
 	# to vm3's.
-	mckey_wire_check "$dir" 10.0.1.2 230.0.1.1 01:00:5e:00:01:01 ||
-		{ check_failed "mckey_wire_check 10.0.1.2 -> 230.0.1.1"; rc=1; }
+	checked mckey_wire_check "$dir" 10.0.1.2 230.0.1.1 01:00:5e:00:01:01 || rc=1
 	if [ -n "${VM_ROLE[vm3]:-}" ]; then
-		mckey_wire_check "$dir" 10.0.1.3 230.0.3.2 01:00:5e:00:03:02 ||
-			{ check_failed "mckey_wire_check 10.0.1.3 -> 230.0.3.2"; rc=1; }
-		mckey_wire_check "$dir" 10.0.1.1 230.0.3.4 01:00:5e:00:03:04 ||
-			{ check_failed "mckey_wire_check 10.0.1.1 -> 230.0.3.4"; rc=1; }
+		checked mckey_wire_check "$dir" 10.0.1.3 230.0.3.2 01:00:5e:00:03:02 || rc=1
+		checked mckey_wire_check "$dir" 10.0.1.1 230.0.3.4 01:00:5e:00:03:04 || rc=1
 	fi
 	return "$rc"
 }
