@@ -19,8 +19,13 @@
 //! them).
 //!
 //! Threads: one reads the wire, one serves the netdev socket, one writes
-//! to the netdev socket, one drives the engine's clock and sends its frames
-//! (woken by doorbells). The wire thread never waits for the netdev: it
+//! to the netdev socket, one drives the engine's clock (timers, and
+//! looped-back frames a bounded entry point left over). The engine's
+//! frames go out on the thread that queued them: the vfio-user thread for
+//! a doorbell, the wire thread for the ACKs and responses of a received
+//! batch, the engine thread for retransmissions ([`Device::set_tx_sender`]),
+//! so no thread wakeup lies between a doorbell and its first frame. The
+//! wire thread never waits for the netdev: it
 //! queues frames for the netdev writer (at most [`NETDEV_QUEUE`]) and drops
 //! them, counted, when the guest does not keep up.
 
@@ -267,7 +272,7 @@ pub struct Port {
     netdev_queue_rx: Mutex<Option<Receiver<Vec<u8>>>>,
     pcap: Option<Mutex<PcapWriter<std::fs::File>>>,
     /// Held from taking the engine's frames until they are on the wire, so
-    /// that the wire and engine threads never reorder them.
+    /// that the threads sending them never reorder them.
     tx: Mutex<()>,
     start: Instant,
     stop: AtomicBool,
@@ -324,6 +329,12 @@ impl Port {
         let w = port.wake_tx.clone();
         port.dev.set_tx_waker(Box::new(move || {
             let _ = w.try_send(());
+        }));
+        let weak = Arc::downgrade(&port);
+        port.dev.set_tx_sender(Box::new(move || {
+            if let Some(p) = weak.upgrade() {
+                p.flush_engine();
+            }
         }));
         Ok(port)
     }
@@ -393,8 +404,7 @@ impl Port {
         match steer(frame, |m| self.dev.answers_mac(m)) {
             Steer::Engine => {
                 bump(&self.counters.to_engine);
-                self.dev.receive(frame);
-                self.flush_engine();
+                self.dev.receive(frame); // sends its frames (the sender)
             }
             Steer::Netdev => self.to_netdev(frame),
         }
@@ -511,8 +521,7 @@ impl Port {
             }
         }
         if !engine.is_empty() {
-            self.dev.receive_batch(engine);
-            self.flush_engine();
+            self.dev.receive_batch(engine); // sends its frames (the sender)
         }
     }
 
