@@ -97,10 +97,8 @@ impl fmt::Display for Gid {
         if let Some([a, b, c, d]) = self.ipv4() {
             return write!(f, "::ffff:{a}.{b}.{c}.{d}");
         }
-        let mut groups = [0u16; 8];
-        for (g, pair) in groups.iter_mut().zip(self.0.chunks_exact(2)) {
-            *g = u16::from_be_bytes([pair[0], pair[1]]);
-        }
+        let groups: [u16; 8] =
+            core::array::from_fn(|i| u16::from_be_bytes([self.0[2 * i], self.0[2 * i + 1]]));
         // The longest run of zero groups: (start, length).
         let (mut best, mut run) = ((0, 0), (0, 0));
         for (i, &g) in groups.iter().enumerate() {
