@@ -11,7 +11,8 @@
 //! (frames dropped, duplicated, delayed, sent late in their batch, with a
 //! bad ICRC, old frames of either direction replayed: stale ACKs, NAKs, RNR
 //! NAKs, READ responses and requests; optionally a blackout of one or both
-//! directions from some frame on). Two devices are driven by hand: WQEs are
+//! directions from some frame on, which loses every later frame of that
+//! direction, late and replayed ones included). Two devices are driven by hand: WQEs are
 //! posted in rounds, frames are moved under the schedule, and the clock only
 //! advances to the next timer when nothing is on the wire, so a run is
 //! deterministic.
@@ -942,17 +943,19 @@ fn run(s: &mut Setup, w: &Workload, sch: &Schedule) -> WireLog {
             .into_iter()
             .map(|f| (true, f))
             .chain(out_b.into_iter().map(|f| (false, f)));
+        // Whether a frame in this direction crosses a blacked-out path.
+        let dark = |to_b_dir: bool| match sch.blackout {
+            Some((_, Dir::AtoB)) => to_b_dir,
+            Some((_, Dir::BtoA)) => !to_b_dir,
+            Some((_, Dir::Both)) => true,
+            None => false,
+        };
         for (to_b_dir, mut f) in frames {
             let k = frame_no;
             frame_no = frame_no.saturating_add(1);
             let dir = if to_b_dir { "a>b" } else { "b>a" };
-            if let Some((from, bd)) = sch.blackout {
-                let hit = match bd {
-                    Dir::AtoB => to_b_dir,
-                    Dir::BtoA => !to_b_dir,
-                    Dir::Both => true,
-                };
-                if k >= from && hit {
+            if let Some((from, _)) = sch.blackout {
+                if k >= from && dark(to_b_dir) {
                     if log.blackout_from.is_none() {
                         log.blackout_from = Some(s.a.h.dev.counters().data.timeouts);
                     }
@@ -1017,6 +1020,17 @@ fn run(s: &mut Setup, w: &Workload, sch: &Schedule) -> WireLog {
             }
         }
         for (to_b_dir, f) in late {
+            // Once the path is dead nothing crosses it, not even an old
+            // frame: a replayed request would draw a genuine ACK, which is
+            // forward progress and restarts the requester's retry count.
+            if log.blackout_from.is_some() && dark(to_b_dir) {
+                log.trace.push(format!(
+                    "r{round} late {} {} blackout",
+                    if to_b_dir { "a>b" } else { "b>a" },
+                    describe(&f)
+                ));
+                continue;
+            }
             delivered.push((to_b_dir, f.clone()));
             if to_b_dir { &mut to_b } else { &mut to_a }.push(f);
         }
@@ -1390,6 +1404,61 @@ fn a_blackout_fails_after_exactly_retry_cnt_retries() {
             }
         );
     }
+}
+
+/// Shrunk by proptest (`make soak`): the last packet of a WRITE lost to a
+/// blackout of A to B, then an old copy of its first packet replayed into
+/// the dead path. B answered the copy with a genuine ACK of the packets it
+/// had, the requester's retry count restarted on that progress, and the
+/// request took retry_cnt + 2 timeouts from the blackout's start. A dead
+/// path now loses replayed and late frames too: exactly retry_cnt + 1.
+#[test]
+fn a_replay_into_a_blackout_is_lost() {
+    let unsignaled = |op| Post {
+        op,
+        signaled: false,
+    };
+    let w = Workload {
+        posts: vec![
+            unsignaled(Op::Read {
+                len: 0,
+                sink: 0,
+                src: 0,
+                key: Key::Good,
+                lkey_bad: false,
+            }),
+            unsignaled(Op::AtomicWrite {
+                dst: 0,
+                data: 0,
+                key: Key::Good,
+            }),
+            unsignaled(Op::Write {
+                len: 4096,
+                src: 0,
+                dst: 0,
+                key: Key::Good,
+                lkey_bad: false,
+            }),
+        ],
+        recvs: vec![],
+        retry_cnt: 3,
+        rnr_retry: 0,
+        per_round: 2,
+        srq: false,
+    };
+    let sch = Schedule {
+        fates: vec![],
+        replays: vec![(3, 21401)],
+        blackout: Some((5, Dir::AtoB)),
+    };
+    let out = check(&w, &sch).unwrap();
+    assert_eq!(
+        out,
+        Outcome {
+            failed: Some((2, WC_RETRY_EXC_ERR)),
+            blackout_timeouts: Some(4),
+        }
+    );
 }
 
 /// Shrunk by proptest (and found again by tests/wqe_fuzz.rs): a READ with
