@@ -10,7 +10,8 @@
 //!   (`_ib_alloc_device` with the size of the Rust container, `ib_device`
 //!   first), [`Registration`] registers it and unregisters it on drop;
 //!   ib_core's `dealloc_driver` is the one place the driver state is dropped.
-//!   The object verbs' trampolines are in `obj_ops`, [`Builder`],
+//!   The device-level verbs' trampolines are in `dev_ops`, the object
+//!   verbs' in `obj_ops`, [`Builder`],
 //!   [`Registration`] and the event handle [`EventRef`] in `registration`.
 //! * [`attr`]: safe views of what ib_core hands the driver (GID attributes,
 //!   netdevs) and the attribute structures it fills in.
@@ -29,6 +30,7 @@
 //! bindings); the driver modules above it contain none.
 
 pub mod attr;
+mod dev_ops;
 pub mod device;
 pub mod gids;
 pub mod kext;
