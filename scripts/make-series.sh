@@ -41,7 +41,7 @@ kdrv=drivers/infiniband/hw/ferroce
 declare -A part=(
 	[bindings.rs]=3 [ferroce_hw_bindings.rs]=3 [regs.rs]=3
 	[cmdq.rs]=4 [eq.rs]=4 [dbrec.rs]=4 [pbl.rs]=4
-	[dev.rs]=5 [pairing.rs]=5 [port.rs]=5 [diag.rs]=5 [hw_stats.rs]=5
+	[dev.rs]=5 [dev/events.rs]=5 [dev/counters.rs]=5 [pairing.rs]=5 [port.rs]=5 [diag.rs]=5 [hw_stats.rs]=5
 	[ib.rs]=6 [gid.rs]=6
 	[verbs.rs]=7 [srq.rs]=7
 	[kqueue.rs]=8
@@ -254,7 +254,10 @@ add_part() {
 				open(sys.argv[2], 'w').write(s)
 			PY
 			;;
-		*) cp "$drv/$f" "$tree/$kdrv/$f" ;;
+		*)
+			mkdir -p "$(dirname "$tree/$kdrv/$f")"
+			cp "$drv/$f" "$tree/$kdrv/$f"
+			;;
 		esac
 	done
 }

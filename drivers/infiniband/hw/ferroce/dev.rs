@@ -2,34 +2,37 @@
 
 //! PCI bring-up and teardown of the ferroce function
 //! (`Documentation/ferroce/device.rst`, "Bring-up: reset and ready
-//! handshake"), the port state, and the debugfs counters. The pairing of
-//! the port with a netdev is `pairing.rs`.
+//! handshake"), the admin commands, and the port state. The EQ handlers
+//! are `events`, the counters and debugfs `counters`; the pairing of the
+//! port with a netdev is `pairing.rs`.
 
 #![forbid(unsafe_code)]
+
+mod counters;
+mod events;
+
+use counters::Debugfs;
+pub(crate) use counters::Stats;
+pub(crate) use events::EqHandler;
 
 use crate::{
     bindings::{self as hw, Command},
     cmdq::{self, CmdQ, Completion},
     dbrec::DbRecPool,
-    diag::{RateLimit, RetryWarning},
-    eq::{self, Eq, Eqe},
+    diag::RateLimit,
+    eq::{self, Eq},
     ib::{self, IbDev},
     pairing::PortWatch,
     pbl::{PblBuilder, PblScratch},
     port::{self, PortState},
-    rdma::{
-        self, kext, CqEvent, CqTable, EventRef, NetdevNotifier, PortEvent, QpEvent, QpTable,
-        SrqEvent, SrqTable,
-    },
+    rdma::{self, kext, CqTable, EventRef, NetdevNotifier, PortEvent, QpTable, SrqTable},
     regs::{self, Bar0, DevresBar0},
     verbs::{self, DbPages},
 };
-use core::sync::atomic::{AtomicBool, AtomicU16, AtomicU32, AtomicU64, AtomicU8, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicU16, AtomicU32, AtomicU8, Ordering};
 use kernel::{
-    debugfs,
     device::{Bound, Core},
     io::{poll::read_poll_timeout, Io},
-    irq::{self, IrqReturn},
     new_mutex, new_spinlock_irq,
     num::casts::FromSafeCast,
     pci,
@@ -86,76 +89,6 @@ const _: () = assert!(
         && core::mem::size_of::<hw::ferroce_counters>() <= RESP_MAX
 );
 
-/// Driver counters.
-#[derive(Default)]
-pub(crate) struct Stats {
-    /// COMPLETION events for a CQ number the driver does not know (dropped).
-    pub(crate) unknown_cq_events: AtomicU64,
-    /// Async events for objects the driver does not know (dropped).
-    pub(crate) unknown_obj_events: AtomicU64,
-    /// EQEs of an unknown type (dropped).
-    pub(crate) unknown_events: AtomicU64,
-    /// CMD_COMPLETION events (commands are polled; counted only).
-    pub(crate) cmd_events: AtomicU64,
-    /// GIDs of VLAN netdevs refused by `add_gid` (devices without CAP_VLAN).
-    pub(crate) vlan_gids_rejected: AtomicU64,
-    /// Admin command completions by `FERROCE_STATUS_*` (0 = success).
-    pub(crate) cmd_status: [AtomicU64; hw::FERROCE_STATUS_COUNT as usize],
-    /// Admin commands the device did not answer in time.
-    pub(crate) cmd_timeouts: AtomicU64,
-    /// COMPLETION events delivered to a CQ's handler.
-    pub(crate) cq_events: AtomicU64,
-    /// QP async events passed on to their QP.
-    pub(crate) qp_events: AtomicU64,
-    /// QP_RETRY_EXCEEDED events (informational, counted only).
-    pub(crate) qp_retry_exceeded: AtomicU64,
-    /// Warnings about GID pairs and paths that cannot work (diag.rs).
-    pub(crate) path_warnings: AtomicU64,
-}
-
-/// The debugfs name of admin completion status `status`
-/// (`FERROCE_STATUS_*`), if the device model defines it.
-fn status_name(status: u32) -> Option<&'static str> {
-    Some(match status {
-        hw::FERROCE_STATUS_SUCCESS => "ok",
-        hw::FERROCE_STATUS_BAD_OPCODE => "bad_opcode",
-        hw::FERROCE_STATUS_BAD_PARAM => "bad_param",
-        hw::FERROCE_STATUS_BAD_RESERVED => "bad_reserved",
-        hw::FERROCE_STATUS_BAD_HANDLE => "bad_handle",
-        hw::FERROCE_STATUS_BAD_STATE => "bad_state",
-        hw::FERROCE_STATUS_BAD_ATTR_MASK => "bad_attr_mask",
-        hw::FERROCE_STATUS_NO_RESOURCES => "no_resources",
-        hw::FERROCE_STATUS_BUSY => "busy",
-        hw::FERROCE_STATUS_DMA_ERROR => "dma_error",
-        hw::FERROCE_STATUS_NOT_SUPPORTED => "not_supported",
-        _ => return None,
-    })
-}
-
-impl Stats {
-    /// The debugfs `counters` file: one `name value` line each.
-    fn show(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        let r = |c: &AtomicU64| c.load(Ordering::Relaxed);
-        for (i, c) in self.cmd_status.iter().enumerate() {
-            match u32::try_from(i).ok().and_then(status_name) {
-                Some(name) => writeln!(f, "cmd_{} {}", name, r(c))?,
-                None if r(c) != 0 => writeln!(f, "cmd_status_{} {}", i, r(c))?,
-                None => {}
-            }
-        }
-        writeln!(f, "cmd_timeouts {}", r(&self.cmd_timeouts))?;
-        writeln!(f, "cmd_events {}", r(&self.cmd_events))?;
-        writeln!(f, "cq_events {}", r(&self.cq_events))?;
-        writeln!(f, "qp_events {}", r(&self.qp_events))?;
-        writeln!(f, "unknown_cq_events {}", r(&self.unknown_cq_events))?;
-        writeln!(f, "unknown_obj_events {}", r(&self.unknown_obj_events))?;
-        writeln!(f, "unknown_events {}", r(&self.unknown_events))?;
-        writeln!(f, "vlan_gids_rejected {}", r(&self.vlan_gids_rejected))?;
-        writeln!(f, "qp_retry_exceeded {}", r(&self.qp_retry_exceeded))?;
-        writeln!(f, "path_warnings {}", r(&self.path_warnings))
-    }
-}
-
 /// The port state and where its events go.
 struct PortSlot {
     state: PortState,
@@ -164,8 +97,6 @@ struct PortSlot {
     events: Option<EventRef>,
 }
 
-/// Device state shared by the PCI driver, the IRQ handlers and the
-/// `ib_device`.
 /// BAR0; dropping it resets the device first, so the device stops its DMA
 /// before the rings (later fields of [`Shared`]) are freed.
 struct Regs(DevresBar0);
@@ -187,6 +118,8 @@ impl Drop for Regs {
 /// The kernel's doorbell page of BAR2 (page 0), mapped.
 type DevresDbPage = pci::DevresBar<{ hw::FERROCE_DB_PAGE_SIZE as usize }>;
 
+/// Device state shared by the PCI driver, the IRQ handlers and the
+/// `ib_device`.
 #[pin_data]
 pub(crate) struct Shared {
     /// First field: dropped (device reset) before the rings.
@@ -493,160 +426,6 @@ impl Shared {
     /// objects. Best effort (the device may be gone).
     fn reset(&self) {
         self.bar.reset();
-    }
-
-    fn handle_eqe(&self, eqe: Eqe) {
-        let s = &self.stats;
-        match u32::from(eqe.event_type) {
-            hw::FERROCE_EQE_COMPLETION => {
-                let c = if self.cqs.notify(eqe.obj) {
-                    &s.cq_events
-                } else {
-                    &s.unknown_cq_events
-                };
-                c.fetch_add(1, Ordering::Relaxed);
-            }
-            hw::FERROCE_EQE_CQ_ERROR => {
-                dev_warn!(self.dev(), "CQ {} error, syndrome {}\n", eqe.obj, eqe.data);
-                if !self.cqs.event(eqe.obj, CqEvent::Err) {
-                    s.unknown_obj_events.fetch_add(1, Ordering::Relaxed);
-                }
-            }
-            hw::FERROCE_EQE_SRQ_LIMIT_REACHED => {
-                dev_dbg!(self.dev(), "SRQ {} limit {} reached\n", eqe.obj, eqe.data);
-                if !self.srqs.event(eqe.obj, SrqEvent::LimitReached) {
-                    s.unknown_obj_events.fetch_add(1, Ordering::Relaxed);
-                }
-            }
-            hw::FERROCE_EQE_CMD_COMPLETION => {
-                // Commands are polled; the event is only counted.
-                s.cmd_events.fetch_add(1, Ordering::Relaxed);
-                dev_dbg!(
-                    self.dev(),
-                    "command {} done, status {}, slot {}\n",
-                    eqe.obj,
-                    eqe.data,
-                    eqe.data2
-                );
-            }
-            hw::FERROCE_EQE_PORT_ACTIVE | hw::FERROCE_EQE_PORT_DOWN => {
-                let active = u32::from(eqe.event_type) == hw::FERROCE_EQE_PORT_ACTIVE;
-                dev_info!(
-                    self.dev(),
-                    "port {} link {}\n",
-                    eqe.obj,
-                    if active { "up" } else { "down" }
-                );
-                self.update_port(|s| s.link = active);
-            }
-            hw::FERROCE_EQE_DEVICE_FATAL => {
-                dev_err!(self.dev(), "DEVICE_FATAL event, code {}\n", eqe.data);
-                self.mark_dead("device reported FATAL");
-            }
-            hw::FERROCE_EQE_QP_FATAL..=hw::FERROCE_EQE_QP_ACCESS_ERR => {
-                let ev = match u32::from(eqe.event_type) {
-                    hw::FERROCE_EQE_QP_FATAL => QpEvent::Fatal,
-                    hw::FERROCE_EQE_QP_LAST_WQE_REACHED => QpEvent::LastWqeReached,
-                    hw::FERROCE_EQE_QP_SQ_DRAINED => QpEvent::SqDrained,
-                    hw::FERROCE_EQE_QP_COMM_EST => QpEvent::CommEst,
-                    _ => QpEvent::AccessErr,
-                };
-                dev_dbg!(
-                    self.dev(),
-                    "QP {} event {:?}, syndrome {:#x}\n",
-                    eqe.obj,
-                    ev,
-                    eqe.data
-                );
-                let c = if self.qps.event(eqe.obj, ev) {
-                    &s.qp_events
-                } else {
-                    &s.unknown_obj_events
-                };
-                c.fetch_add(1, Ordering::Relaxed);
-            }
-            hw::FERROCE_EQE_QP_RETRY_EXCEEDED => {
-                // Informational (device 1.3), no ib_event: the CQE tells
-                // the consumer. Only ACK timeouts say the path may be dead
-                // (an RNR NAK came from the peer).
-                s.qp_retry_exceeded.fetch_add(1, Ordering::Relaxed);
-                if eqe.data != 0 {
-                    return;
-                }
-                let known = self.qps.with_qp(eqe.obj, |ib, qp| {
-                    if let Some(note) = qp.path.take_warning() {
-                        if self.path_warn.allow() {
-                            s.path_warnings.fetch_add(1, Ordering::Relaxed);
-                            let w = RetryWarning { qpn: qp.qpn, note };
-                            ib.warn(format_args!("{w}\n"));
-                        }
-                    }
-                });
-                if known.is_none() {
-                    s.unknown_obj_events.fetch_add(1, Ordering::Relaxed);
-                }
-            }
-            _ => {
-                s.unknown_events.fetch_add(1, Ordering::Relaxed);
-                dev_dbg!(self.dev(), "dropped unknown EQE {:?}\n", eqe);
-            }
-        }
-    }
-
-    /// Drains EQ `index` and re-arms it.
-    fn handle_eq(&self, index: usize) -> IrqReturn {
-        let Some(eq) = self.eqs.get(index) else {
-            return IrqReturn::None;
-        };
-        let Ok(ci) = eq.drain(|eqe| self.handle_eqe(eqe)) else {
-            return IrqReturn::Handled;
-        };
-        let db = regs::EQ_DB::zeroed()
-            .with_ci(ci)
-            .with_eqn(eq.eqn())
-            .with_arm(true);
-        // Without the BAR (the device is being removed) there is no EQ
-        // left to re-arm.
-        if let Some(bar) = self.bar.0.try_access() {
-            bar.write_reg(db);
-        }
-        IrqReturn::Handled
-    }
-}
-
-/// The IRQ handler of one vector: drains that vector's EQ.
-pub(crate) struct EqHandler {
-    shared: Arc<Shared>,
-    index: usize,
-}
-
-impl irq::Handler for EqHandler {
-    fn handle(&self) -> IrqReturn {
-        self.shared.handle_eq(self.index)
-    }
-}
-
-/// The debugfs directory `ferroce/<ibdev>/` with the `counters` file.
-struct Debugfs {
-    /// Removed first.
-    _scope: Pin<KBox<debugfs::Scope<Arc<Shared>>>>,
-    _root: debugfs::Dir,
-}
-
-impl Debugfs {
-    /// Best effort: `None` if debugfs is unavailable (a second ferroce
-    /// device shares the root, which already exists).
-    fn new(shared: &Arc<Shared>, name: &CStr) -> Option<Self> {
-        let root = debugfs::Dir::new(c"ferroce");
-        let scope = root.scope(shared.clone(), name, |shared, dir| {
-            dir.read_callback_file(c"counters", &shared.stats, &Stats::show);
-            dir.read_callback_file(c"dbrecs", &*shared.dbrecs, &DbRecPool::show);
-        });
-        let scope = KBox::pin_init(scope, GFP_KERNEL).ok()?;
-        Some(Self {
-            _scope: scope,
-            _root: root,
-        })
     }
 }
 
