@@ -9,6 +9,7 @@ use std::sync::Arc;
 
 use common::rdma::*;
 use common::*;
+use ferroce_dev::doorbell::qp_db;
 use ferroce_dev::hw::*;
 use ferroce_dev::{FakeMemory, GuestMemory, Limits};
 use holed::HoledMemory;
@@ -371,4 +372,42 @@ fn a_lost_read_response_is_re_requested_without_the_stale_answer() {
         d.stale_responses,
         packets
     );
+}
+
+/// The RQ doorbell is optional: the provider and the kernel driver ring it
+/// only once a QP may be in ERR. The doorbell that asks a QP in ERR to
+/// flush its new receives may so come more than the RQ's depth of
+/// receives after the last one, and was refused as a jump of more than
+/// the depth: the receive was never flushed, and a drain (ib_drain_rq,
+/// rdma_cm's teardown) waited for it forever. The RQ's doorbell is checked
+/// against the receives the device has not consumed.
+#[test]
+fn an_rq_doorbell_after_many_silent_receives_flushes() {
+    let (mut a, mut b) = rc_pair(|_| {});
+    let m = a.reg_mr(4096, ACCESS_LOCAL_WRITE);
+    let bm = b.reg_mr(4096, ALL_ACCESS);
+    let n = 2 * b.qps[0].rq_depth + 3;
+    for i in 0..u64::from(n) {
+        b.write_recv(0, i, &[(bm.va(0), 64, bm.key)]);
+        let mut s = wr(1000 + i, WR_SEND);
+        s.sges = vec![(m.va(0), 64, m.key)];
+        a.post_send(0, &s);
+        Wire::new(1, Impair::default()).run(&a, &b, 1000);
+        assert_eq!(statuses(&a.poll()), vec![(1000 + i, WC_SEND, WC_SUCCESS)]);
+        assert_eq!(statuses(&b.poll()), vec![(i, WC_RECV, WC_SUCCESS)]);
+    }
+    let qpn = b.qps[0].qpn;
+    // A late doorbell, for WQEs the device already took, is no fault.
+    let (pi, depth) = (b.qps[0].rq_pi, b.qps[0].rq_depth as u16);
+    b.h.db(0, DB_RQ, qp_db(qpn, u32::from(pi.wrapping_sub(depth))));
+    assert_eq!(b.h.dev.counters().hw.malformed_doorbells, 0);
+    assert_eq!(b.h.modify(attr_with(qpn, QPS_ERR, 0)), STATUS_SUCCESS);
+    b.post_recv(0, 99, &[(bm.va(0), 64, bm.key)]);
+    assert_eq!(statuses(&b.poll()), vec![(99, WC_RECV, WC_WR_FLUSH_ERR)]);
+    assert_eq!(b.h.dev.counters().hw.malformed_doorbells, 0);
+    // Beyond the depth either way, it is malformed.
+    let pi = b.qps[0].rq_pi;
+    b.h.db(0, DB_RQ, qp_db(qpn, u32::from(pi.wrapping_add(depth + 1))));
+    b.h.db(0, DB_RQ, qp_db(qpn, u32::from(pi.wrapping_sub(depth + 1))));
+    assert_eq!(b.h.dev.counters().hw.malformed_doorbells, 2);
 }

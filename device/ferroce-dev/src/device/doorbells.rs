@@ -51,13 +51,24 @@ impl State {
         if qp.state == QPS_RESET {
             return self.bad_doorbell(format!("{which} doorbell for QP {qpn} in RESET"));
         }
+        // The SQ doorbell is rung for every post, so a PI is checked against
+        // the last one. The RQ doorbell is optional (the RQ's doorbell
+        // record is what the device reads): the last one may be any number
+        // of wraps behind, so a PI is checked against the WQEs taken, and
+        // may also be a late one for WQEs the device already took from the
+        // record.
         let (depth, last) = if sq {
             (qp.sq_depth, qp.sq_pi)
         } else {
-            (qp.rq_depth, qp.rq_pi)
+            (qp.rq_depth, qp.engine.rq_ci())
         };
-        if depth == 0 || u32::from(pi.wrapping_sub(last)) > depth {
-            let msg = format!("{which} doorbell pi {pi} jumps more than depth {depth} from {last}");
+        let late = !sq && u32::from(last.wrapping_sub(pi)) <= depth;
+        if depth == 0 || (u32::from(pi.wrapping_sub(last)) > depth && !late) {
+            let msg = if sq {
+                format!("SQ doorbell pi {pi} jumps more than depth {depth} from {last}")
+            } else {
+                format!("RQ doorbell pi {pi} is more than depth {depth} from ci {last}")
+            };
             return self.bad_doorbell(msg);
         }
         if sq {

@@ -1323,6 +1323,11 @@ impl Engine {
             .map(|w| crate::wire::psn_add(w.first_psn, w.read_rcvd))
     }
 
+    /// The RQ's consumer index: the receive WQEs taken so far.
+    pub(crate) fn rq_ci(&self) -> u16 {
+        self.rq_ci
+    }
+
     /// The earliest timer of this QP.
     pub(crate) fn next_deadline(&self) -> Option<u64> {
         match (self.timer, self.rnr_wait) {

@@ -483,8 +483,17 @@ impl Node {
         self.h.db(0, DB_SQ, qp_db(q.qpn, u32::from(q.sq_pi)));
     }
 
-    /// Posts a receive WQE with `sges` (addr, len, lkey).
+    /// Posts a receive WQE with `sges` (addr, len, lkey) and rings the RQ
+    /// doorbell.
     pub fn post_recv(&mut self, qi: usize, wr_id: u64, sges: &[(u64, u32, u32)]) {
+        self.write_recv(qi, wr_id, sges);
+        self.ring_rq(qi);
+    }
+
+    /// Writes a receive WQE with `sges` and the RQ's doorbell record, but
+    /// rings no doorbell: the device reads the record when a message needs
+    /// a WQE (device.rst "Posting rules").
+    pub fn write_recv(&mut self, qi: usize, wr_id: u64, sges: &[(u64, u32, u32)]) {
         let q = self.qps[qi];
         let raw = rq_wqe(wr_id, sges);
         let slot = u64::from(u32::from(q.rq_pi) & (q.rq_depth - 1));
@@ -492,7 +501,11 @@ impl Node {
         let pi = q.rq_pi.wrapping_add(1);
         self.qps[qi].rq_pi = pi;
         self.h.mem.write_u32(q.rq_dbrec, u32::from(pi));
-        self.h.db(0, DB_RQ, qp_db(q.qpn, u32::from(pi)));
+    }
+
+    pub fn ring_rq(&mut self, qi: usize) {
+        let q = self.qps[qi];
+        self.h.db(0, DB_RQ, qp_db(q.qpn, u32::from(q.rq_pi)));
     }
 
     /// Polls every new CQE (updates the CQ doorbell record).
