@@ -9,17 +9,23 @@
 #
 #   1 the uapi: include/uapi/rdma/ferroce-abi.h and RDMA_DRIVER_FERROCE
 #     (scripts/uapi-driver-id.sh);
-#   2 rust: rdma: drivers/infiniband/hw/ferroce/rdma/ as rust/kernel/rdma/,
-#     ferroce_helpers.c as rust/helpers/rdma.c, the rdma headers in
+#   2, 3 rust: cpu, rust: pci: what drivers/infiniband/hw/ferroce/rdma/kext.rs
+#     holds out of tree (the online CPU count; MSI-X vectors with their
+#     handlers and the DMA-masked probe adapter, as rust/kernel/pci/msix.rs),
+#     with its helpers in rust/helpers/{cpu,device,cpumask,irq}.c;
+#   4 rust: rdma: the rest of drivers/infiniband/hw/ferroce/rdma/ as
+#     rust/kernel/rdma/, the rest of ferroce_helpers.c as
+#     rust/helpers/rdma.c, the rdma headers in
 #     rust/bindings/bindings_helper.h, CONFIG_RUST_RDMA_ABSTRACTIONS;
-#   3 the device interface: ferroce-hw.h, its bindings, its registers, and
+#   5 the device interface: ferroce-hw.h, its bindings, its registers, and
 #     Documentation/ferroce/{device,driver}.rst;
-#   4-8 the driver by concern (queues, PCI bring-up, ib_device, user verbs,
-#     kernel verbs);
-#   9 Kconfig and Makefile (the driver's Kbuild without its out-of-tree
+#   6-10 the driver by concern (queues, PCI bring-up, ib_device, user verbs,
+#     kernel verbs), its paths into kext.rs made kernel::pci's and
+#     kernel::cpu's;
+#   11 Kconfig and Makefile (the driver's Kbuild without its out-of-tree
 #     include, Kbuild.oot, which no patch has).
 #
-# MAINTAINERS entries come with the first file they cover (patches 1, 2).
+# MAINTAINERS entries come with the first file they cover (patches 1, 4).
 #
 # Each file of the driver belongs to exactly one patch (a new file fails
 # the script until it is given one).  Commit dates and authors come from
@@ -39,16 +45,19 @@ kdrv=drivers/infiniband/hw/ferroce
 
 # The driver's files, by patch (paths relative to $drv).
 declare -A part=(
-	[bindings.rs]=3 [ferroce_hw_bindings.rs]=3 [regs.rs]=3
-	[cmdq.rs]=4 [eq.rs]=4 [dbrec.rs]=4 [pbl.rs]=4
-	[dev.rs]=5 [dev/events.rs]=5 [dev/counters.rs]=5 [pairing.rs]=5 [port.rs]=5 [diag.rs]=5 [hw_stats.rs]=5
-	[ib.rs]=6 [gid.rs]=6
-	[verbs.rs]=7 [srq.rs]=7
-	[kqueue.rs]=8
-	[ferroce_main.rs]=9 [Kbuild]=9
-	# Not driver files in tree: ferroce_helpers.c is patch 2's
-	# rust/helpers/rdma.c, rdma/ its rust/kernel/rdma/.
-	[ferroce_helpers.c]=2
+	[bindings.rs]=5 [ferroce_hw_bindings.rs]=5 [regs.rs]=5
+	[cmdq.rs]=6 [eq.rs]=6 [dbrec.rs]=6 [pbl.rs]=6
+	[dev.rs]=7 [dev/events.rs]=7 [dev/counters.rs]=7 [pairing.rs]=7 [port.rs]=7
+	[diag.rs]=7 [hw_stats.rs]=7
+	[ib.rs]=8 [gid.rs]=8
+	[verbs.rs]=9 [srq.rs]=9
+	[kqueue.rs]=10
+	[ferroce_main.rs]=11 [Kbuild]=11
+	# Not driver files in tree: ferroce_helpers.c is rust/helpers/ (cpu.c,
+	# device.c, cpumask.c and irq.c in patches 2 and 3, rdma.c in patch 4),
+	# rdma/ is patch 4's rust/kernel/rdma/ but for rdma/kext.rs, which is
+	# patch 2's kernel::cpu and patch 3's kernel::pci.
+	[ferroce_helpers.c]=4
 	# Only for the out-of-tree build against a kernel without the series
 	# (its bindgen input and rules, and their outputs): in no patch.
 	[ferroce_bindings.h]=- [Kbuild.oot]=- [.gitignore]=-
@@ -66,6 +75,8 @@ tree=$tmp/linux
 mkdir -p "$tree"
 # The pristine files the series modifies.
 touched=(include/uapi/rdma/ib_user_ioctl_verbs.h rust/kernel/lib.rs
+	rust/kernel/cpu.rs rust/kernel/pci.rs rust/helpers/cpu.c rust/helpers/device.c
+	rust/helpers/cpumask.c rust/helpers/irq.c
 	rust/bindings/bindings_helper.h rust/helpers/helpers.c rust/bindgen_parameters
 	drivers/infiniband/Kconfig drivers/infiniband/hw/Makefile MAINTAINERS
 	Documentation/infiniband/index.rst)
@@ -141,16 +152,119 @@ other provider.
 
 Add the driver's MAINTAINERS entry with its first file."
 
-# --- 2: rust: rdma -------------------------------------------------------------
+# --- 2, 3: rust: cpu, rust: pci ------------------------------------------------
+# rdma/kext.rs out of tree; in tree its items are kernel::cpu's and
+# kernel::pci's, and the helpers they call join rust/helpers/ by subject.
+# kext_helper NAME FILE: ferroce_helpers.c's rust_helper_NAME, appended to
+# rust/helpers/FILE.
+kext_helper() {
+	python3 - "$drv/ferroce_helpers.c" "$1" "$tree/rust/helpers/$2" <<-'PY'
+		import re, sys
+		src, name, dst = sys.argv[1:]
+		m = re.search(r'\n(__rust_helper[^\n]*\n?[^\n]*\brust_helper_' + name + r'\(.*?\n}\n)',
+		              open(src).read(), re.S)
+		assert m, name
+		open(dst, 'a').write('\n' + m.group(1))
+	PY
+}
+kext_helper num_online_cpus cpu.c
+insert_text before "$tree/rust/helpers/cpu.c" '#include <linux/smp.h>' '#include <linux/cpumask.h>'
+python3 - "$drv/rdma/kext.rs" "$tree/rust/kernel/cpu.rs" <<-'PY'
+	import re, sys
+	src, dst = sys.argv[1:]
+	m = re.search(r'\n(/// The number of online CPUs.*?\n}\n)', open(src).read(), re.S)
+	assert m
+	f = m.group(1).replace('b::num_online_cpus', 'bindings::num_online_cpus')
+	open(dst, 'a').write('\n' + f)
+PY
+commit "rust: cpu: add num_online_cpus()" \
+"A driver sizes its per-CPU resources, such as completion vectors, by the
+CPUs that are online, not by nr_cpu_ids.  Wrap num_online_cpus(), a
+static inline, with a helper."
+
+kext_helper dev_to_node device.c
+kext_helper cpumask_of cpumask.c
+kext_helper irq_set_affinity_and_hint irq.c
+kext_helper irq_update_affinity_hint irq.c
+mkdir -p "$tree/rust/kernel/pci"
+python3 - "$drv/rdma/kext.rs" "$tree/rust/kernel/pci/msix.rs" <<-'PY'
+	import re, sys
+	src, dst = sys.argv[1:]
+	s = open(src).read()
+	doc = re.compile(r'^//! .*?\n\n', re.S | re.M)
+	cpus = re.compile(r'/// The number of online CPUs.*?\n}\n\n', re.S)
+	assert len(doc.findall(s)) == 1 and len(cpus.findall(s)) == 1
+	s = doc.sub('//! MSI-X vectors of a PCI function with one handler each, and a PCI\n'
+	            '//! driver adapter that sets the DMA masks before the driver\'s probe.\n\n', s, 1)
+	s = cpus.sub('', s)
+	# rustfmt orders `crate` before `core`.
+	core = 'use core::marker::{PhantomData, PhantomPinned};\n'
+	imports = re.compile(r'^use kernel::\{.*?\n\};\n', re.S | re.M)
+	assert s.count(core) == 1 and len(imports.findall(s)) == 1
+	s = s.replace(core, '')
+	s = imports.sub(lambda m: m.group(0).replace('use kernel::{', 'use crate::{') + core, s)
+	s = s.replace('kernel::device::Device', 'crate::device::Device')
+	s = s.replace('kernel::bindings::', 'b::')
+	assert 'kernel::' not in s, s
+	open(dst, 'w').write(s)
+PY
+insert_text after "$tree/rust/kernel/pci.rs" 'mod irq;' 'mod msix;'
+python3 - "$tree/rust/kernel/pci.rs" <<-'PY'
+	import sys
+	path = sys.argv[1]
+	s = open(path).read()
+	anchor = '    IrqVectorRegistration, //\n};\n'
+	assert s.count(anchor) == 1
+	s = s.replace(anchor, anchor + 'pub use self::msix::{\n    DmaMasked,\n    MaskedPciDriver,\n'
+	              '    MsixIrqs, //\n};\n')
+	open(path, 'w').write(s)
+PY
+commit "rust: pci: add MSI-X vectors with handlers and a DMA-masked probe" \
+"MsixIrqs allocates a function's MSI-X vectors and requests each with a
+handler of its own, in one pinned object that frees them in the right
+order: each vector's affinity hint is cleared, then its IRQ freed, and
+the vectors are freed last.  Vectors from a given index on (completion
+vectors after an async one) get one CPU each, spread from the device's
+NUMA node, as affinity and hint.
+
+DmaMasked implements pci::Driver for a MaskedPciDriver: it sets the
+streaming and coherent DMA masks to the driver's DMA_MASK_BITS before the
+driver's probe runs, when no DMA allocation or mapping of the device can
+exist yet, so that a driver needs no unsafe call to set them.
+
+The helpers wrap the static inlines dev_to_node(), cpumask_of(),
+irq_set_affinity_and_hint() and irq_update_affinity_hint()."
+
+# --- 4: rust: rdma -------------------------------------------------------------
 mkdir -p "$tree/rust/kernel/rdma"
 cp "$drv"/rdma/*.rs "$tree/rust/kernel/rdma/"
-# The helpers, with rust/helpers/'s header: helpers.c defines __rust_helper.
+# kext.rs is patches 2 and 3's.
+rm "$tree/rust/kernel/rdma/kext.rs"
+python3 - "$tree/rust/kernel/rdma/mod.rs" <<-'PY'
+	import re, sys
+	path = sys.argv[1]
+	s = open(path).read()
+	doc = re.compile(r'^//! \* \[`kext`\].*?\n(?=//! \*|//!\n)', re.S | re.M)
+	assert len(doc.findall(s)) == 1 and s.count('pub mod kext;\n') == 1
+	s = doc.sub('', s).replace('pub mod kext;\n', '')
+	assert 'kext' not in s
+	open(path, 'w').write(s)
+PY
+# The helpers, with rust/helpers/'s header (helpers.c defines
+# __rust_helper), but for kext.rs's (patches 2 and 3).
 python3 - "$drv/ferroce_helpers.c" "$tree/rust/helpers/rdma.c" <<-'PY'
 	import re, sys
 	src, dst = sys.argv[1:]
 	s = open(src).read()
 	body = s[s.index('__rust_helper bool rust_helper_'):]
-	includes = ''.join(l + '\n' for l in s.split('\n') if l.startswith('#include '))
+	kext = ('num_online_cpus', 'dev_to_node', 'cpumask_of', 'irq_set_affinity_and_hint',
+	        'irq_update_affinity_hint')
+	for name in kext:
+	    fn = re.compile(r'__rust_helper[^\n]*\n?[^\n]*\brust_helper_' + name + r'\(.*?\n}\n\n', re.S)
+	    assert len(fn.findall(body)) == 1, name
+	    body = fn.sub('', body)
+	includes = ''.join(l + '\n' for l in s.split('\n') if l.startswith('#include ')
+	                   and l not in ('#include <linux/interrupt.h>', '#include <linux/cpumask.h>'))
 	open(dst, 'w').write('// SPDX-License-Identifier: GPL-2.0\n\n' + includes + '\n' + body)
 PY
 # Only with the abstractions: the helpers call into ib_core.
@@ -202,15 +316,35 @@ extern \"C\" trampolines that call its methods:
 - kverbs, wr: kernel verbs (post_send/post_recv/poll_cq) with safe views
   of work requests and completions;
 - objects, srq: CQ/QP/SRQ tables for event dispatch;
-- stats, notifier, kext: counters and restrack, a netdevice notifier,
-  and MSI-X, DMA masks and barriers the kernel crate lacks (they belong to
-  other modules and move there once this series is reviewed).
+- stats, notifier: counters and restrack, a netdevice notifier.
 
 Like RUST_PHYLIB_ABSTRACTIONS, the abstractions need ib_core built in.
 The helpers wrap static inlines only."
 
-# --- 3-8: the driver, file by file -------------------------------------------
+# --- 5-11: the driver, file by file ------------------------------------------
 mkdir -p "$tree/$kdrv"
+# kext_paths FILE: the driver's paths into rdma/kext.rs made the kernel
+# crate's (patches 2 and 3).
+kext_paths() {
+	python3 - "$1" <<-'PY'
+		import sys
+		path = sys.argv[1]
+		s = open(path).read()
+		if 'kext' not in s:
+		    sys.exit(0)
+		s = s.replace('rdma::kext::MaskedPciDriver', 'pci::MaskedPciDriver')
+		s = s.replace('rdma::kext::DmaMasked', 'pci::DmaMasked')
+		s = s.replace('rdma::{self, kext, ', 'rdma::{self, ')
+		s = s.replace('kext::MsixIrqs', 'pci::MsixIrqs')
+		if 'kext::num_online_cpus' in s:
+		    imports = 'use kernel::{\n    device::'
+		    assert s.count(imports) == 1, path
+		    s = s.replace(imports, 'use kernel::{\n    cpu,\n    device::')
+		    s = s.replace('kext::num_online_cpus', 'cpu::num_online_cpus')
+		assert 'kext' not in s, path
+		open(path, 'w').write(s)
+	PY
+}
 add_part() {
 	local n=$1 f
 	for f in "${!part[@]}"; do
@@ -259,9 +393,10 @@ add_part() {
 			cp "$drv/$f" "$tree/$kdrv/$f"
 			;;
 		esac
+		case $f in *.rs) kext_paths "$tree/$kdrv/$f" ;; esac
 	done
 }
-add_part 3
+add_part 5
 cp "$FERROCE_TOP/include/ferroce/ferroce-hw.h" "$tree/$kdrv/"
 mkdir -p "$tree/Documentation/infiniband/ferroce"
 cp "$FERROCE_TOP"/Documentation/ferroce/{device,driver}.rst "$tree/Documentation/infiniband/ferroce/"
@@ -290,14 +425,14 @@ firmware bindings are (ferroce_hw_bindings.rs, included by bindings.rs),
 and it describes its registers with register! (regs.rs).
 
 Nothing is built yet; the Makefile comes last in the series."
-add_part 4
+add_part 6
 commit "RDMA/ferroce: add the admin queue, event queues and doorbell records" \
 "The admin queue (cmdq.rs) carries every control command, with a
 completion per command; the event queues (eq.rs) deliver completion and
 async events through MSI-X; doorbell records (dbrec.rs) are DMA pages the
 device reads producer indices from; page buffer lists (pbl.rs) describe
 queue and MR memory to the device."
-add_part 5
+add_part 7
 commit "RDMA/ferroce: add PCI bring-up and netdev pairing" \
 "Probe resets the device, maps BAR0, sets up MSI-X (one async vector and
 one per completion EQ, spread over CPUs), the admin queue and the EQs;
@@ -305,22 +440,22 @@ remove undoes it in reverse order and survives a dead device.  The RoCE
 port pairs with the netdev that has the device's MAC address (pairing.rs),
 follows its state and MTU through a netdevice notifier, and exports
 counters through hw_stats and debugfs."
-add_part 6
+add_part 8
 commit "RDMA/ferroce: add the ib_device and its GID table" \
 "Register the ib_device with its port attributes and feed the device's
 GID table from ib_core's (add_gid/del_gid): RoCE v1 and v2 entries,
 IPv4-mapped and EUI-64 link-local GIDs, VLAN ids."
-add_part 7
+add_part 9
 commit "RDMA/ferroce: add user verbs" \
 "PD, CQ, QP (RC, UC, UD), SRQ, AH, MR and MW for userspace: the provider
 owns its queues' memory (pinned with ib_umem) and rings doorbells through
 mmap'd pages; requests and responses follow ferroce-abi.h."
-add_part 8
+add_part 10
 commit "RDMA/ferroce: add kernel verbs" \
 "Kernel QPs and CQs (post_send, post_recv, poll_cq, req_notify_cq, fast
 registration) and the GSI QP, so that ib_mad, the CM and rdma_cm, and
 kernel ULPs such as NVMe over RDMA, run on ferroce."
-add_part 9
+add_part 11
 cat >"$tree/$kdrv/Kconfig" <<'EOF'
 # SPDX-License-Identifier: GPL-2.0
 config INFINIBAND_FERROCE
@@ -341,8 +476,8 @@ insert_text before "$tree/drivers/infiniband/Kconfig" 'source "drivers/infiniban
 echo 'obj-$(CONFIG_INFINIBAND_FERROCE)	+= ferroce/' >>"$tree/drivers/infiniband/hw/Makefile"
 commit "RDMA/ferroce: add Kconfig and Makefile" \
 "Build the driver (ferroce.ko).  The build runs no bindgen of its own: the
-device's bindings are checked in (patch 3), ib_core's come from the kernel
-crate (patch 2)."
+device's bindings are checked in (patch 5), ib_core's come from the kernel
+crate (patch 4)."
 
 # --- the series --------------------------------------------------------------
 rm -rf "$out"
@@ -365,9 +500,13 @@ hardware: perftest, rdma_cm, NVMe over RDMA, and rxe on the same wire
 interoperate with it.  Its rdma-core provider is posted separately.
 
 - Patch 1 adds the user ABI header and RDMA_DRIVER_FERROCE.
-- Patch 2 adds the abstractions.  All of the driver's unsafe code is
-  there; every driver module is #![forbid(unsafe_code)].
-- Patches 3-8 add the driver by concern; patch 9 builds it.  As in the
+- Patches 2 and 3 add what the driver needs of kernel::cpu and
+  kernel::pci: the online CPU count, MSI-X vectors with their handlers,
+  and a probe adapter that sets the DMA masks first.
+- Patch 4 adds the abstractions over ib_core.  All of the driver's
+  unsafe code is in patches 2-4; every driver module is
+  #![forbid(unsafe_code)].
+- Patches 5-10 add the driver by concern; patch 11 builds it.  As in the
   erdma series, the driver's files arrive before its Makefile, so every
   patch builds.
 
@@ -376,8 +515,6 @@ Open questions for reviewers:
   with the device and the provider) are bindgen's output checked in, as
   nova-core's firmware bindings are, rather than a restatement in Rust
   with register! and checked structs; its registers are register!s.
-- kext.rs holds MSI-X, DMA-mask and barrier wrappers that belong to
-  rust/kernel/pci.rs and friends.
 - The CQ and QP tables that events are dispatched through are a vector
   under an IRQ-safe spinlock, not an XArray: 7.3's kernel::xarray takes
   only xa_lock() (not IRQ-safe) and has no RCU lookup, and the EQ

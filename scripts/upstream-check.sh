@@ -114,7 +114,7 @@ for p in "${patches[@]}"; do
 		rc=1
 	fi
 	result "$rc" "patch $i builds without warnings ($name)"
-	# (FILE_PATH_CHANGES: patches 3-8 add files that patch 1's MAINTAINERS
+	# (FILE_PATH_CHANGES: patches 5-10 add files that patch 1's MAINTAINERS
 	# entry already covers.)
 	# On the host, whose system python3 has spdxcheck.py's modules
 	# (setup-host.sh), in the git tree spdxcheck.py needs.

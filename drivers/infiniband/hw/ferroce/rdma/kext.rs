@@ -1,8 +1,10 @@
 // SPDX-License-Identifier: GPL-2.0
 
 //! Kernel APIs the 7.3 `kernel` crate lacks, or offers only as `unsafe`,
-//! wrapped for this driver. Upstream they would live in `kernel::cpu` and
-//! `kernel::pci`.
+//! wrapped for this driver. In tree they are `kernel::cpu`'s and
+//! `kernel::pci`'s: `make series` turns this file into two patches of their
+//! own (rust/kernel/cpu.rs and rust/kernel/pci/msix.rs), and the driver's
+//! paths into it into paths into those modules.
 
 use crate::bindings as b;
 use core::marker::{PhantomData, PhantomPinned};

@@ -22,9 +22,9 @@
 //! * [`notifier`]: a netdevice notifier calling a Rust handler.
 //! * [`kext`]: small wrappers for kernel APIs the 7.3 `kernel` crate lacks
 //!   or only offers as `unsafe` (MSI-X vectors with their handlers, a PCI
-//!   probe adapter that sets the DMA masks before the driver's probe, DMA
-//!   barriers, online CPU count). They would belong to other kernel modules
-//!   upstream.
+//!   probe adapter that sets the DMA masks before the driver's probe,
+//!   online CPU count). In tree they are `kernel::pci`'s and
+//!   `kernel::cpu`'s, not this module's.
 //!
 //! All `unsafe` code of the driver lives here (and in the generated
 //! bindings); the driver modules above it contain none.
