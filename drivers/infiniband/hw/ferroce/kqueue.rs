@@ -97,6 +97,10 @@ fn ring_doorbell(dev: &rdma::Device<IbDev>, offset: u32, value: u64) -> Result {
 struct Indices {
     pi: u16,
     ci: u16,
+    /// RQ: post_recv rings the doorbell, because the QP may be in ERR
+    /// (device.rst, "Posting rules"). Read and set under the ring's lock,
+    /// so a post either sees it or came before the ring that set it.
+    ring: bool,
 }
 
 /// A kernel CQ.
@@ -198,6 +202,10 @@ impl KernelCq {
             dev.with_qp(wc.qpn, |qp| {
                 if let Some(k) = qp.kernel() {
                     k.retire(recv, idx);
+                    // An error completion: the QP is in ERR.
+                    if wc.status != hw::FERROCE_WC_SUCCESS {
+                        k.rq_may_fail(dev, qp.qpn, true);
+                    }
                 }
             });
             // A completion of a QP that is gone is dropped.
@@ -346,8 +354,16 @@ impl KernelQp {
                 sq,
                 sq_dbrec,
                 rq,
-                sq_idx <- new_spinlock_irq!(Indices { pi: 0, ci: 0 }),
-                rq_idx <- new_spinlock_irq!(Indices { pi: 0, ci: 0 }),
+                sq_idx <- new_spinlock_irq!(Indices {
+                    pi: 0,
+                    ci: 0,
+                    ring: false
+                }),
+                rq_idx <- new_spinlock_irq!(Indices {
+                    pi: 0,
+                    ci: 0,
+                    ring: false
+                }),
             }? Error),
             GFP_KERNEL,
         )?;
@@ -539,8 +555,11 @@ impl KernelQp {
         put(&self.sq, base, &hdr)
     }
 
-    /// Posts a chain of receive WRs and updates the RQ record (and rings
-    /// the RQ doorbell, so a QP in ERR flushes them at once).
+    /// Posts a chain of receive WRs and updates the RQ record. The device
+    /// reads the record when a message needs a WQE; the doorbell is rung
+    /// only once the QP may be in ERR ([`Self::rq_may_fail`]), so that the
+    /// device flushes the new WQEs: a doorbell write traps to the device,
+    /// which a receive posted per message would pay every time.
     pub(crate) fn post_recv(
         &self,
         dev: &rdma::Device<IbDev>,
@@ -569,9 +588,46 @@ impl KernelQp {
         if idx.pi != start {
             dma_mb(Write);
             dbrec.write(u32::from(idx.pi))?;
-            ring_doorbell(dev, hw::FERROCE_DB_RQ, qp_doorbell(qpn, idx.pi))?;
+            if idx.ring {
+                ring_doorbell(dev, hw::FERROCE_DB_RQ, qp_doorbell(qpn, idx.pi))?;
+            }
         }
         r
+    }
+
+    /// The QP may be in ERR from now on: later receives ring the RQ
+    /// doorbell. With `flush`, rings it once now if it was not rung
+    /// already, for receives posted before this was known (the QP went to
+    /// ERR on its own: an error completion or a fatal QP event). Without,
+    /// the caller is about to move the QP to ERR, which flushes them.
+    /// Any context.
+    pub(crate) fn rq_may_fail(&self, dev: &rdma::Device<IbDev>, qpn: u32, flush: bool) {
+        if self.rq.is_none() {
+            return;
+        }
+        let mut idx = self.rq_idx.lock();
+        if idx.ring {
+            return;
+        }
+        idx.ring = true;
+        if !flush {
+            return;
+        }
+        // It fails only once the device is unbound, which flushes nothing
+        // any more (ib_core's unregistration tears the QP down).
+        if let Err(e) = ring_doorbell(dev, hw::FERROCE_DB_RQ, qp_doorbell(qpn, idx.pi)) {
+            dev_dbg!(
+                dev.shared.dev(),
+                "QP {}: no RQ flush doorbell (error {})\n",
+                qpn,
+                e.to_errno()
+            );
+        }
+    }
+
+    /// The QP went back to RESET: receives stop ringing.
+    pub(crate) fn rq_reset(&self) {
+        self.rq_idx.lock().ring = false;
     }
 }
 

@@ -782,11 +782,20 @@ pub(crate) fn modify_qp(
         path = Some(check_path(dev, Some(qp.qpn), &av)?);
         hwa.av = av_of(&av)?;
     }
+    let to = (mask & hw::FERROCE_QP_ATTR_STATE != 0).then_some(u32::from(hwa.qp_state));
+    // Before the command: a receive posted while the QP enters ERR rings,
+    // and the transition flushes those posted before.
+    if let (Some(hw::FERROCE_QPS_ERR), Some(k)) = (to, qp.kernel()) {
+        k.rq_may_fail(dev, qp.qpn, false);
+    }
     let cmd = hw::ferroce_cmd_modify_qp {
         attr: hwa,
         ..Default::default()
     };
     dev.shared.exec(&cmd)?;
+    if let (Some(hw::FERROCE_QPS_RESET), Some(k)) = (to, qp.kernel()) {
+        k.rq_reset();
+    }
     if let Some(note) = path {
         qp.path.set(note);
     }

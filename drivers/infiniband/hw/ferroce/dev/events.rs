@@ -86,6 +86,14 @@ impl Shared {
                     ev,
                     eqe.data
                 );
+                // The QP is in ERR: a kernel QP's receives must ring.
+                if matches!(ev, QpEvent::Fatal | QpEvent::AccessErr) {
+                    self.qps.with_qp(eqe.obj, |ib, qp| {
+                        if let Some(k) = qp.kernel() {
+                            k.rq_may_fail(ib, qp.qpn, true);
+                        }
+                    });
+                }
                 let c = if self.qps.event(eqe.obj, ev) {
                     &s.qp_events
                 } else {
