@@ -93,7 +93,7 @@ fn ring_doorbell(dev: &rdma::Device<IbDev>, offset: u32, value: u64) -> Result {
 }
 
 /// Producer and consumer index of a ring (16-bit, free-running).
-#[derive(Clone, Copy)]
+#[derive(Clone, Copy, Default)]
 struct Indices {
     pi: u16,
     ci: u16,
@@ -354,16 +354,8 @@ impl KernelQp {
                 sq,
                 sq_dbrec,
                 rq,
-                sq_idx <- new_spinlock_irq!(Indices {
-                    pi: 0,
-                    ci: 0,
-                    ring: false
-                }),
-                rq_idx <- new_spinlock_irq!(Indices {
-                    pi: 0,
-                    ci: 0,
-                    ring: false
-                }),
+                sq_idx <- new_spinlock_irq!(Indices::default()),
+                rq_idx <- new_spinlock_irq!(Indices::default()),
             }? Error),
             GFP_KERNEL,
         )?;
