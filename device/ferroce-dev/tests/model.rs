@@ -12,10 +12,10 @@
 //! bad ICRC, old frames of either direction replayed: stale ACKs, NAKs, RNR
 //! NAKs, READ responses and requests; optionally a blackout of one or both
 //! directions from some frame on, which loses every later frame of that
-//! direction, late and replayed ones included). Two devices are driven by hand: WQEs are
-//! posted in rounds, frames are moved under the schedule, and the clock only
-//! advances to the next timer when nothing is on the wire, so a run is
-//! deterministic.
+//! direction, late and replayed ones included). Two devices are driven by
+//! hand: WQEs are posted in rounds, frames are moved under the schedule,
+//! and the clock only advances to the next timer when nothing is on the
+//! wire, so a run is deterministic.
 //!
 //! The model executes the work requests in order, as IBTA vol. 1 9.5 and
 //! 9.7 require of an RC QP: each request completes in order with its
