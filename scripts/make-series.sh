@@ -515,10 +515,13 @@ Open questions for reviewers:
   with the device and the provider) are bindgen's output checked in, as
   nova-core's firmware bindings are, rather than a restatement in Rust
   with register! and checked structs; its registers are register!s.
-- The CQ and QP tables that events are dispatched through are a vector
-  under an IRQ-safe spinlock, not an XArray: 7.3's kernel::xarray takes
-  only xa_lock() (not IRQ-safe) and has no RCU lookup, and the EQ
-  handlers look objects up in hard IRQ context.
+- The CQ, QP and SRQ tables that events are dispatched through are
+  XArrays of pointers to ib_core objects, looked up with xa_load() under
+  the RCU read lock (the EQ handlers run in hard IRQ context); removal
+  waits for a grace period.  7.3's kernel::xarray owns its entries and has
+  no RCU lookup, so rust/kernel/rdma calls the C API.  Is a grace period
+  per destroy acceptable, or should lookups take a reference that destroy
+  waits for, as mlx5's CQ table does?
 
 Based on Linux {kver} (Debian's linux-source); generated from ferroce
 {rev} by make series.""")

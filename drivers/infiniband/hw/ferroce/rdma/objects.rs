@@ -12,9 +12,11 @@ use super::{
 use crate::bindings as b;
 use core::{marker::PhantomData, ptr::NonNull};
 use kernel::{
-    new_spinlock_irq,
+    bindings as kb,
+    error::to_result,
     prelude::*,
-    sync::{Arc, SpinLockIrq},
+    sync::{rcu, Arc},
+    types::Opaque,
 };
 
 /// QP transport types the layer passes on.
@@ -176,21 +178,6 @@ impl<'a> AhAttr<'a> {
     }
 }
 
-/// An ib_core object kept in an [`ObjTable`].
-struct Ptr<R>(NonNull<R>);
-
-impl<R> Clone for Ptr<R> {
-    fn clone(&self) -> Self {
-        *self
-    }
-}
-
-impl<R> Copy for Ptr<R> {}
-
-// SAFETY: the pointer is only dereferenced under the table's lock, while the
-// object is guaranteed alive (see `ObjTable`).
-unsafe impl<R> Send for Ptr<R> {}
-
 /// Async events of a CQ.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum CqEvent {
@@ -214,21 +201,48 @@ pub enum QpEvent {
 }
 
 /// The CQs or QPs that can receive events, by the device's number for
-/// them.
+/// them: an XArray of pointers to the ib_core objects.
 ///
 /// The trampolines insert an object after its creation succeeded and remove
-/// it before its destroy method runs; the event methods call the object's
-/// handlers under the table's lock, so an object being destroyed is never
-/// called after its removal. Usable from hard IRQ context.
+/// it before its destroy method runs. Lookups take no lock, so the event
+/// and completion paths of different vectors do not contend: they run
+/// under the RCU read lock (from hard IRQ context too), and a removal waits
+/// for a grace period after erasing its entry, so no lookup still uses an
+/// object once its removal returned. Inserts and removals take the
+/// XArray's lock in process context only, which no IRQ path takes.
 ///
 /// Only the layer inserts, and only objects of a `Device<D>`; a device keeps
 /// (an `Arc` of) the tables it was built with, so every insert and its
 /// remove go to the same table, whatever the driver does.
-#[pin_data]
+///
+/// # Invariants
+///
+/// `xa` is an initialised XArray whose entries are non-null pointers to `R`,
+/// aligned to 4 bytes at least (the XArray keeps its own kinds of entry in
+/// the two low bits).
+#[pin_data(PinnedDrop)]
 pub struct ObjTable<R, D> {
     #[pin]
-    slots: SpinLockIrq<KVVec<Option<Ptr<R>>>>,
+    xa: Opaque<kb::xarray>,
+    _objects: PhantomData<*mut R>,
     _driver: PhantomData<fn() -> D>,
+}
+
+// SAFETY: an XArray may be used from any thread (writers take its lock,
+// readers hold the RCU read lock); the table owns no `R`, only pointers that
+// the layer dereferences under the rules above.
+unsafe impl<R, D> Send for ObjTable<R, D> {}
+// SAFETY: as for `Send`: every method takes `&self` and is safe to run
+// concurrently with the others.
+unsafe impl<R, D> Sync for ObjTable<R, D> {}
+
+#[pinned_drop]
+impl<R, D> PinnedDrop for ObjTable<R, D> {
+    fn drop(self: Pin<&mut Self>) {
+        // SAFETY: `xa` is initialised (type invariant) and no longer
+        // shared; its entries are not owned, only its nodes are freed.
+        unsafe { kb::xa_destroy(self.xa.get()) };
+    }
 }
 
 /// CQs of the devices of driver `D` by CQ number.
@@ -242,65 +256,68 @@ impl<R, D> ObjTable<R, D> {
     pub fn new() -> Result<Arc<Self>> {
         Arc::pin_init(
             pin_init!(Self {
-                slots <- new_spinlock_irq!(KVVec::new()),
+                // SAFETY: `xa_init_flags` initialises the XArray in place.
+                // No flags: its lock is taken in process context only.
+                xa <- Opaque::ffi_init(|xa| unsafe { kb::xa_init_flags(xa, 0) }),
+                _objects: PhantomData,
                 _driver: PhantomData,
             }),
             GFP_KERNEL,
         )
     }
 
+    /// Puts `obj` at `id`; `EBUSY` if there is an object there already.
+    /// Process context (may sleep to allocate).
     pub(super) fn insert(&self, id: u32, obj: *mut R) -> Result {
-        let obj = Ptr(NonNull::new(obj).ok_or(EINVAL)?);
-        let id = usize::try_from(id)?;
-        loop {
-            let len = self.slots.lock().len();
-            if id < len {
-                break;
-            }
-            // Grow outside the lock (allocation may sleep), then swap.
-            let want = (id + 1).max(len * 2).max(64);
-            let mut bigger = KVVec::with_capacity(want, GFP_KERNEL)?;
-            bigger.resize(want, None, GFP_KERNEL)?;
-            let mut slots = self.slots.lock();
-            if slots.len() < want {
-                bigger[..slots.len()].copy_from_slice(&slots);
-                core::mem::swap(&mut *slots, &mut bigger);
-            }
-            drop(slots);
-            // `bigger` (the old table) is freed here, outside the lock.
+        if obj.is_null() || !obj.cast::<u32>().is_aligned() {
+            return Err(EINVAL);
         }
-        let mut slots = self.slots.lock();
-        match slots.get_mut(id) {
-            Some(slot @ None) => {
-                *slot = Some(obj);
-                Ok(())
-            }
-            _ => Err(EBUSY),
-        }
+        let index = usize::try_from(id)?;
+        let xa = self.xa.get();
+        // SAFETY: `xa` is initialised (type invariant). `__xa_insert` runs
+        // with the lock held, as it requires, and may drop and retake it to
+        // allocate with GFP_KERNEL (the trampolines run in process
+        // context); `obj` is an aligned pointer, never an internal entry.
+        let ret = unsafe {
+            kb::xa_lock(xa);
+            let ret = kb::__xa_insert(xa, index, obj.cast(), kb::GFP_KERNEL);
+            kb::xa_unlock(xa);
+            ret
+        };
+        to_result(ret)
     }
 
+    /// Erases object `id`, then waits until no lookup that may have found
+    /// it is running (an RCU grace period). Process context.
     pub(super) fn remove(&self, id: u32) {
-        let Ok(i) = usize::try_from(id) else {
+        let Ok(index) = usize::try_from(id) else {
             return;
         };
-        if let Some(slot) = self.slots.lock().get_mut(i) {
-            *slot = None;
+        // SAFETY: `xa` is initialised (type invariant); `xa_erase` takes
+        // its lock.
+        let old = unsafe { kb::xa_erase(self.xa.get(), index) };
+        if !old.is_null() {
+            rcu::synchronize_rcu();
         }
     }
 
-    /// Runs `f` on object `id` under the lock; `false` if there is none.
+    /// Runs `f` on object `id` under the RCU read lock (any context, `f`
+    /// must not sleep); `false` if there is none.
     pub(super) fn with(&self, id: u32, f: impl FnOnce(*mut R)) -> bool {
         self.with_ref(id, f).is_some()
     }
 
-    /// Runs `f` on object `id` under the lock and returns its result;
-    /// `None` if there is no such object.
+    /// Runs `f` on object `id` under the RCU read lock (any context, `f`
+    /// must not sleep) and returns its result; `None` if there is no such
+    /// object. An object's removal waits for `f` to return.
     pub(super) fn with_ref<X>(&self, id: u32, f: impl FnOnce(*mut R) -> X) -> Option<X> {
-        let slots = self.slots.lock();
-        let Some(Some(obj)) = usize::try_from(id).ok().and_then(|i| slots.get(i)) else {
-            return None;
-        };
-        Some(f(obj.0.as_ptr()))
+        let index = usize::try_from(id).ok()?;
+        let _rcu = rcu::read_lock();
+        // SAFETY: `xa` is initialised (type invariant); `xa_load` may run
+        // in any context under the RCU read lock.
+        let obj = unsafe { kb::xa_load(self.xa.get(), index) };
+        // Entries are pointers to `R` (type invariant).
+        NonNull::new(obj.cast::<R>()).map(|obj| f(obj.as_ptr()))
     }
 
     /// The object `id`, if it is in the table (a pointer only: whoever
@@ -347,9 +364,9 @@ impl<D> ObjTable<b::ib_cq, D> {
     /// Calls the completion handler of CQ `id`; `false` if there is none.
     pub fn notify(&self, id: u32) -> bool {
         self.with(id, |cq| {
-            // SAFETY: the CQ is alive while it is in the table, and `with`
-            // holds the lock its removal takes. `comp_handler` may run in
-            // IRQ context.
+            // SAFETY: the CQ is alive while it is in the table, and its
+            // removal waits for `with`'s RCU read section. `comp_handler`
+            // may run in IRQ context.
             unsafe {
                 if let Some(comp) = (*cq).comp_handler {
                     comp(cq, (*cq).cq_context);
@@ -392,9 +409,9 @@ impl<D> ObjTable<b::ib_qp, D> {
             QpEvent::AccessErr => b::ib_event_type_IB_EVENT_QP_ACCESS_ERR,
         };
         self.with(id, |qp| {
-            // SAFETY: the QP is alive while it is in the table, and `with`
-            // holds the lock its removal takes; ib_core's QP event handler
-            // (and ib_uverbs') may run in IRQ context.
+            // SAFETY: the QP is alive while it is in the table, and its
+            // removal waits for `with`'s RCU read section; ib_core's QP
+            // event handler (and ib_uverbs') may run in IRQ context.
             unsafe {
                 dispatch_event(
                     (*qp).event_handler,
@@ -412,15 +429,15 @@ impl<D> ObjTable<b::ib_qp, D> {
 
 impl<D: Driver> ObjTable<b::ib_qp, D> {
     /// Runs `f` with the device and the driver state of QP `id`, under the
-    /// table's lock (any context, `f` must not sleep); `None` if there is
+    /// RCU read lock (any context, `f` must not sleep); `None` if there is
     /// no such QP.
     pub fn with_qp<X>(&self, id: u32, f: impl FnOnce(&Device<D>, &D::Qp) -> X) -> Option<X> {
         self.with_ref(id, |qp| {
-            // SAFETY: a QP is in the table only between the write of its
-            // driver state (create) and the read that moves it out
-            // (destroy), so it is alive and initialised while `with_ref`
-            // holds the lock; only QPs of a `Device<D>` are inserted
-            // (type invariant), and the device outlives its QPs.
+            // SAFETY: a QP is inserted after the write of its driver state
+            // (create) and removed before that state is dropped (destroy),
+            // and the removal waits for `with_ref`'s RCU read section, so
+            // the QP is alive and initialised here; only QPs of a
+            // `Device<D>` are inserted, and the device outlives its QPs.
             let (dev, data) = unsafe {
                 (
                     Device::<D>::from_raw((*qp).device),

@@ -44,9 +44,9 @@ impl<D> ObjTable<b::ib_srq, D> {
             SrqEvent::LimitReached => b::ib_event_type_IB_EVENT_SRQ_LIMIT_REACHED,
         };
         self.with(id, |srq| {
-            // SAFETY: the SRQ is alive while it is in the table, and `with`
-            // holds the lock its removal takes; the event handler may run
-            // in IRQ context.
+            // SAFETY: the SRQ is alive while it is in the table, and its
+            // removal waits for `with`'s RCU read section; the event
+            // handler may run in IRQ context.
             unsafe {
                 super::objects::dispatch_event(
                     (*srq).event_handler,
