@@ -281,6 +281,9 @@ pub(crate) struct State {
     /// (`transport::State::rc_window`), and when.
     pub busy_rc: usize,
     pub busy_counted_ns: u64,
+    /// Their packets sent and not acknowledged, as each last reported them
+    /// (`transport::State::count_inflight`).
+    pub rc_inflight: u32,
     /// IPv4 identification of the next frame.
     pub ip_id: u16,
     /// Data path counters.
@@ -396,6 +399,7 @@ impl Device {
             now_ns: 0,
             busy_rc: 0,
             busy_counted_ns: 0,
+            rc_inflight: 0,
             ip_id: 0,
             data: DataCounters::default(),
             faults: FaultState::default(),

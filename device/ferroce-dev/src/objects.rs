@@ -124,6 +124,20 @@ impl<T> Table<T> {
         })
     }
 
+    /// Runs `f` on every live object.
+    pub fn for_each_mut(&mut self, mut f: impl FnMut(&mut T)) {
+        for (w, &bits) in self.live.iter().enumerate() {
+            let mut bits = bits;
+            while bits != 0 {
+                let i = w * 64 + bits.trailing_zeros() as usize;
+                bits &= bits - 1;
+                if let Some(Some(v)) = self.slots.get_mut(i) {
+                    f(v);
+                }
+            }
+        }
+    }
+
     /// Number of live objects.
     pub fn len(&self) -> usize {
         self.live.iter().map(|w| w.count_ones() as usize).sum()

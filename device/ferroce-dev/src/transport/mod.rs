@@ -104,10 +104,13 @@ type SgeList = crate::inline_vec::InlineVec<Sge, 2>;
 pub const WINDOW: i32 = 512;
 /// Packets the RC requesters of one device may have unacknowledged
 /// together (device.rst "RC requester"): each busy RC QP's window is an
-/// equal share of it when that is less than [`WINDOW`]. The wire has no
-/// flow control: what a peer's port has not read yet waits in its queue
-/// (a tap's: 10000 frames in the test bed and the usage page), and 64 QPs
-/// with full windows would be 32768 frames.
+/// equal share of it when that is less than [`WINDOW`], and no more than
+/// what the other QPs leave of it. The wire has no flow control: what a
+/// peer's port has not read yet waits in its queue (a tap's: 10000 frames
+/// in the test bed and the usage page), and 64 QPs with full windows would
+/// be 32768 frames. Shares alone are not enough: QPs that start one after
+/// another each take the share of the moment, and the first ones keep what
+/// they sent, which comes to 12373 frames for 64 QPs.
 pub const INFLIGHT_BUDGET: u32 = 4096;
 /// The smallest window a share of [`INFLIGHT_BUDGET`] comes to.
 const MIN_WINDOW: i32 = ACK_REQ_EVERY as i32;
@@ -556,6 +559,9 @@ pub(crate) struct Engine {
     timer: Option<u64>,
     rnr_wait: Option<(u64, u32)>,
     last_rewind: Option<u32>,
+    /// This QP's share of `State::rc_inflight`: its packets sent and not
+    /// acknowledged when it last reported them.
+    inflight_counted: u32,
     // responder
     epsn: u32,
     msn: u32,
@@ -1273,29 +1279,57 @@ impl State {
 
     /// The window of RC requester `c` (its engine `e` lent out of the QP):
     /// [`WINDOW`], or its equal share of [`INFLIGHT_BUDGET`] among the RC
-    /// QPs in RTS or SQD with packets unacknowledged if that is smaller, but
-    /// at least [`MIN_WINDOW`]. The busy QPs are counted again at most every
-    /// [`BUSY_RECOUNT_NS`]: a count, not a sum kept up to date, so that no
-    /// path that resets, errors or destroys a QP can leak budget.
-    fn rc_window(&mut self, c: &QpCtx, e: &Engine) -> i32 {
+    /// QPs in RTS or SQD with packets unacknowledged if that is smaller, and
+    /// no more than the other QPs' packets in flight leave of the budget,
+    /// but at least [`MIN_WINDOW`]. The busy QPs and their packets in
+    /// flight are counted again at most every [`BUSY_RECOUNT_NS`], so that
+    /// no path that resets, errors or destroys a QP can leak budget; in
+    /// between, each QP brings its own count up to date when it transmits.
+    fn rc_window(&mut self, c: &QpCtx, e: &mut Engine) -> i32 {
         if self.now_ns.saturating_sub(self.busy_counted_ns) >= BUSY_RECOUNT_NS {
             self.busy_counted_ns = self.now_ns;
             let sending = |t: u8, state: u8, e: &Engine| {
                 t == QPT_RC && matches!(state, QPS_RTS | QPS_SQD) && e.next_psn != e.una
             };
-            let others = self
-                .qps
-                .iter()
-                .filter(|(_, q)| sending(q.qp_type, q.state, &q.engine))
-                .count();
+            let mut busy = 0usize;
+            let mut inflight = 0u32;
+            self.qps.for_each_mut(|q| {
+                let n = if sending(q.qp_type, q.state, &q.engine) {
+                    busy += 1;
+                    q.engine.unacked_sent()
+                } else {
+                    0
+                };
+                q.engine.inflight_counted = n;
+                inflight = inflight.saturating_add(n);
+            });
             // The QP being served holds its engine out of the table.
             let state = self.qps.get(c.qpn).map_or(c.state, |q| q.state);
-            self.busy_rc = others.saturating_add(usize::from(sending(c.qp_type, state, e)));
+            let own = sending(c.qp_type, state, e);
+            e.inflight_counted = if own { e.unacked_sent() } else { 0 };
+            self.busy_rc = busy.saturating_add(usize::from(own));
+            self.rc_inflight = inflight.saturating_add(e.inflight_counted);
         }
+        self.count_inflight(e);
         let share = INFLIGHT_BUDGET as usize / self.busy_rc.max(1);
-        i32::try_from(share)
+        let others = self.rc_inflight.saturating_sub(e.inflight_counted);
+        let left = INFLIGHT_BUDGET.saturating_sub(others) as usize;
+        i32::try_from(share.min(left))
             .unwrap_or(WINDOW)
             .clamp(MIN_WINDOW, WINDOW)
+    }
+
+    /// Brings `State::rc_inflight` up to date with RC requester `e`'s
+    /// packets in flight. Those of the other QPs are what they last
+    /// reported, refreshed for all at each recount in [`Self::rc_window`],
+    /// which also forgets QPs that were destroyed or reset.
+    pub(super) fn count_inflight(&mut self, e: &mut Engine) {
+        let n = e.unacked_sent();
+        self.rc_inflight = self
+            .rc_inflight
+            .saturating_sub(e.inflight_counted)
+            .saturating_add(n);
+        e.inflight_counted = n;
     }
 
     /// Frames the TX and loopback queues still take before producers that
@@ -1311,6 +1345,20 @@ pub(crate) fn vid(tci: Option<u16>) -> u16 {
 }
 
 impl Engine {
+    /// Packets sent and not acknowledged yet: the PSNs from `una` to the
+    /// end of the last packet sent (a READ request counts its responses'
+    /// PSNs, as the window does).
+    fn unacked_sent(&self) -> u32 {
+        self.inflight
+            .iter()
+            .rev()
+            .find(|w| w.sent > 0)
+            .and_then(|w| {
+                u32::try_from(psn_diff(wire::psn_add(w.first_psn, w.sent), self.una)).ok()
+            })
+            .unwrap_or(0)
+    }
+
     /// The PSN to re-request of the oldest incomplete READ, if `psn` is
     /// beyond all of that READ's responses.
     fn lost_read_before(&self, psn: u32) -> Option<u32> {

@@ -565,5 +565,8 @@ impl State {
         if !uc && sent_any && e.timer.is_none() && e.rnr_wait.is_none() {
             e.timer = ack_timeout_ns(c.attr.timeout).map(|t| self.now_ns.saturating_add(t));
         }
+        if !uc {
+            self.count_inflight(e);
+        }
     }
 }
