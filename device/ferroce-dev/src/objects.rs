@@ -106,11 +106,10 @@ impl<T> Table<T> {
         self.get(handle).is_some()
     }
 
-    /// Iterates over `(handle, object)`.
-    pub fn iter(&self) -> impl Iterator<Item = (u32, &T)> {
-        let first = self.first;
-        let slots = &self.slots;
-        self.live.iter().enumerate().flat_map(move |(w, &bits)| {
+    /// The slot indices whose bit is set in `live`, in order. Takes the
+    /// bitmap alone, so that the slots can be borrowed mutably meanwhile.
+    fn live_indices(live: &[u64]) -> impl Iterator<Item = usize> + '_ {
+        live.iter().enumerate().flat_map(|(w, &bits)| {
             let mut bits = bits;
             core::iter::from_fn(move || {
                 if bits == 0 {
@@ -120,20 +119,22 @@ impl<T> Table<T> {
                 bits &= bits - 1;
                 Some(i)
             })
-            .filter_map(move |i| slots[i].as_ref().map(|v| (first + i as u32, v)))
         })
+    }
+
+    /// Iterates over `(handle, object)`.
+    pub fn iter(&self) -> impl Iterator<Item = (u32, &T)> {
+        let first = self.first;
+        let slots = &self.slots;
+        Self::live_indices(&self.live)
+            .filter_map(move |i| slots[i].as_ref().map(|v| (first + i as u32, v)))
     }
 
     /// Runs `f` on every live object.
     pub fn for_each_mut(&mut self, mut f: impl FnMut(&mut T)) {
-        for (w, &bits) in self.live.iter().enumerate() {
-            let mut bits = bits;
-            while bits != 0 {
-                let i = w * 64 + bits.trailing_zeros() as usize;
-                bits &= bits - 1;
-                if let Some(Some(v)) = self.slots.get_mut(i) {
-                    f(v);
-                }
+        for i in Self::live_indices(&self.live) {
+            if let Some(Some(v)) = self.slots.get_mut(i) {
+                f(v);
             }
         }
     }
