@@ -262,9 +262,13 @@ impl State {
                             return;
                         }
                         self.data.seq_naks_rcvd += 1;
-                        // A retry like a timeout's: it consumes one of
+                        // The responder's answer to the packets that
+                        // followed one it RNR NAKed names that packet's
+                        // PSN: the RNR wait resends from there already.
+                        let rnr_gap = e.rnr_wait.is_some_and(|(_, p)| p == psn);
+                        // Else a retry like a timeout's: it consumes one of
                         // retry_cnt (rxe COMPST_ERROR_RETRY).
-                        if e.last_rewind != Some(psn) && !e.inflight.is_empty() {
+                        if !rnr_gap && e.last_rewind != Some(psn) && !e.inflight.is_empty() {
                             if e.retry_left == 0 {
                                 self.retries_exceeded(c, e, Exhausted::AckRetries);
                                 return;
