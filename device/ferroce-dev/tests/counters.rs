@@ -233,14 +233,7 @@ fn a_sequence_nak_behind_an_rnr_nak_is_not_a_retry() {
         s.sges = vec![(m.va(0), 100, m.key)];
         a.post_send(0, &s);
     }
-    for _ in 0..3 {
-        let f = a.h.dev.take_tx();
-        b.h.dev.receive_batch(f.iter().map(|f| f.as_slice()));
-        let f = b.h.dev.take_tx();
-        a.h.dev.receive_batch(f.iter().map(|f| f.as_slice()));
-        let t = a.h.dev.next_timer().unwrap();
-        a.h.dev.tick(t);
-    }
+    rnr_rounds(&a, &b, 3);
     let (ka, kb) = (query(&mut a), query(&mut b));
     assert_eq!(kb.rnr_naks_sent, 3);
     assert_eq!(kb.seq_naks_sent, 3);

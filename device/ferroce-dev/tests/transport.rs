@@ -223,14 +223,7 @@ fn rnr_nak_then_success_when_a_receive_is_posted() {
     a.post_send(0, &s);
     let mut wire = Wire::new(1, Impair::default());
     // A few RNR rounds with no receive posted.
-    for _ in 0..3 {
-        let f = a.h.dev.take_tx();
-        b.h.dev.receive_batch(f.iter().map(|f| f.as_slice()));
-        let f = b.h.dev.take_tx();
-        a.h.dev.receive_batch(f.iter().map(|f| f.as_slice()));
-        let t = a.h.dev.next_timer().unwrap();
-        a.h.dev.tick(t);
-    }
+    rnr_rounds(&a, &b, 3);
     assert!(b.h.dev.counters().data.rnr_naks_sent >= 3);
     assert!(a.poll().is_empty());
     b.post_recv(0, 7, &[(bm.va(0), 4096, bm.key)]);

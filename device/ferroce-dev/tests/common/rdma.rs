@@ -591,6 +591,19 @@ pub fn rc_pair(tweak: impl Fn(&mut QpAttr) + Copy) -> (Node, Node) {
     (a, b)
 }
 
+/// `rounds` round trips from `a` to `b` and back, each followed by `a`'s
+/// next timer (an RNR wait, when `b` has no receive posted).
+pub fn rnr_rounds(a: &Node, b: &Node, rounds: usize) {
+    for _ in 0..rounds {
+        let f = a.h.dev.take_tx();
+        b.h.dev.receive_batch(f.iter().map(|f| f.as_slice()));
+        let f = b.h.dev.take_tx();
+        a.h.dev.receive_batch(f.iter().map(|f| f.as_slice()));
+        let t = a.h.dev.next_timer().unwrap();
+        a.h.dev.tick(t);
+    }
+}
+
 /// Two nodes (36 requester side, 37) with one UC QP each, connected over
 /// RoCE v2 IPv4.
 pub fn uc_pair() -> (Node, Node) {
