@@ -628,10 +628,10 @@ def main(argv):
                   "means ferroce is faster. Latency: lower is better, a ratio < 1 means ferroce is "
                   "faster. Both devices run in TCG guests on this one machine (rxe in the guest "
                   "kernel, ferroce's data path in its device process on the host), one scenario run "
-                  "each; the bandwidth and latency numbers are the medians of 3 interleaved "
-                  "repetitions, the sweep and QP scaling one measurement each: only the rough "
-                  "ratio means anything. Bandwidth iterations differ per device "
-                  "(a few seconds of transfer each); latency and the sweep use the same counts. "
+                  "each; the bandwidth and latency numbers are the medians of its interleaved "
+                  "repetitions (\"repetitions\"), the sweep and QP scaling one measurement "
+                  "each: only the rough ratio means anything. Bandwidth iterations differ per "
+                  "device (at most a few seconds of transfer each); latency and the sweep use the same counts. "
                   "The top level ran at MTU 1500 (IB MTU 1024); \"jumbo\", when present, is the "
                   "same benchmark at MTU 9000 (IB MTU 4096).")
 
