@@ -1303,12 +1303,12 @@ impl State {
                 q.engine.inflight_counted = n;
                 inflight = inflight.saturating_add(n);
             });
-            // The QP being served holds its engine out of the table.
+            // The QP being served holds its engine out of the table; its
+            // packets in flight are added just below.
             let state = self.qps.get(c.qpn).map_or(c.state, |q| q.state);
-            let own = sending(c.qp_type, state, e);
-            e.inflight_counted = if own { e.unacked_sent() } else { 0 };
-            self.busy_rc = busy.saturating_add(usize::from(own));
-            self.rc_inflight = inflight.saturating_add(e.inflight_counted);
+            self.busy_rc = busy.saturating_add(usize::from(sending(c.qp_type, state, e)));
+            e.inflight_counted = 0;
+            self.rc_inflight = inflight;
         }
         self.count_inflight(e);
         let share = INFLIGHT_BUDGET as usize / self.busy_rc.max(1);
