@@ -221,8 +221,9 @@ python3 - "$tree/rust/kernel/pci.rs" <<-'PY'
 PY
 commit "rust: pci: add MSI-X vectors with handlers and a DMA-masked probe" \
 "MsixIrqs allocates a function's MSI-X vectors and requests each with a
-handler of its own, in one pinned object that frees them in the right
-order: each vector's affinity hint is cleared, then its IRQ freed, and
+handler and a name of its own, in one pinned object that frees them in
+the right order: each vector's affinity hint is cleared, then its IRQ
+freed (and then its name, which request_irq() keeps a pointer to), and
 the vectors are freed last.  Vectors from a given index on (completion
 vectors after an async one) get one CPU each, spread from the device's
 NUMA node, as affinity and hint.

@@ -702,10 +702,17 @@ impl<'bound> Ferroce<'bound> {
             pdev,
             "allocate MSI-X vectors",
             KBox::pin_init(
-                kext::MsixIrqs::new(pdev, 2, want, 1, eq::irq_name, move |index| EqHandler {
-                    shared: handler_shared.clone(),
-                    index,
-                }),
+                kext::MsixIrqs::new(
+                    pdev,
+                    2,
+                    want,
+                    1,
+                    |index| eq::irq_name(index, pdev.as_ref().name()),
+                    move |index| EqHandler {
+                        shared: handler_shared.clone(),
+                        index,
+                    },
+                ),
                 GFP_KERNEL,
             ),
         )?;

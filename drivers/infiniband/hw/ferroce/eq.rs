@@ -17,27 +17,19 @@ use kernel::{
     dma::{Coherent, DmaAddress},
     io::io_read,
     prelude::*,
+    str::CString,
     sync::barrier::{dma_mb, Read},
 };
 
-/// The name of MSI-X vector `index` in `/proc/interrupts`: `ferroce-async`
-/// for vector 0 (the async EQ), `ferroce-compN` for completion vector `N`
-/// (vector and EQ `N + 1`).
-pub(crate) fn irq_name(index: usize) -> &'static CStr {
-    const COMP: [&CStr; hw::FERROCE_MSIX_VECTORS as usize - 1] = [
-        c"ferroce-comp0",
-        c"ferroce-comp1",
-        c"ferroce-comp2",
-        c"ferroce-comp3",
-        c"ferroce-comp4",
-        c"ferroce-comp5",
-        c"ferroce-comp6",
-    ];
+/// The name of MSI-X vector `index` of PCI function `dev` in
+/// `/proc/interrupts`, after mlx5's: `ferroce-async@pci:DEV` for vector 0
+/// (the async EQ), `ferroce-compN@pci:DEV` for completion vector `N`
+/// (vector and EQ `N + 1`), so the vectors of two functions can be told
+/// apart.
+pub(crate) fn irq_name(index: usize, dev: &CStr) -> Result<CString> {
     match index.checked_sub(1) {
-        None => c"ferroce-async",
-        // More vectors than the spec's table has are not asked for (the
-        // driver wants at most `NUM_VECTORS`, which the spec bounds).
-        Some(comp) => COMP.get(comp).copied().unwrap_or(c"ferroce-comp"),
+        None => CString::try_from_fmt(fmt!("ferroce-async@pci:{dev}")),
+        Some(comp) => CString::try_from_fmt(fmt!("ferroce-comp{comp}@pci:{dev}")),
     }
 }
 

@@ -14,6 +14,7 @@ use kernel::{
     irq::{self, Handler},
     pci,
     prelude::*,
+    str::CString,
 };
 
 /// The number of online CPUs (`num_online_cpus()`).
@@ -22,17 +23,22 @@ pub fn num_online_cpus() -> u32 {
     unsafe { b::num_online_cpus() }
 }
 
-/// The handler registration of one MSI-X vector, with its affinity hint.
+/// The handler registration of one MSI-X vector, with its affinity hint
+/// and its name.
 ///
 /// # Invariants
 ///
-/// `hinted` is true only if an affinity hint is set on the IRQ of `reg`.
+/// * `hinted` is true only if an affinity hint is set on the IRQ of `reg`.
+/// * `reg` was requested with `name` as its name, which the IRQ core keeps
+///   (a pointer into `name`'s heap buffer) until `reg` frees the IRQ;
+///   `reg` is declared before `name`, so it is dropped first.
 #[pin_data(PinnedDrop)]
 struct Vector<'a, H: Handler + 'static> {
     #[pin]
     reg: irq::Registration<'a, H>,
     irq_num: u32,
     hinted: bool,
+    name: CString,
 }
 
 #[pinned_drop]
@@ -70,7 +76,8 @@ pub struct MsixIrqs<'a, H: Handler + 'static> {
 impl<'a, H: Handler + 'static> MsixIrqs<'a, H> {
     /// Allocates between `min` and `max` MSI-X vectors and requests each
     /// vector `i` with the handler `handler(i)`, named `name(i)` (the name
-    /// `/proc/interrupts` shows). Vectors from `spread_from`
+    /// `/proc/interrupts` shows, kept with the vector until its IRQ is
+    /// freed, so it can name the device too). Vectors from `spread_from`
     /// on get one CPU each as affinity and hint (the `i - spread_from`-th
     /// CPU of `cpumask_local_spread` for the device's NUMA node), e.g.
     /// completion vectors after an async one; best effort, a failure is
@@ -80,7 +87,7 @@ impl<'a, H: Handler + 'static> MsixIrqs<'a, H> {
         min: u32,
         max: u32,
         spread_from: usize,
-        name: impl Fn(usize) -> &'static CStr + 'a,
+        name: impl Fn(usize) -> Result<CString> + 'a,
         mut handler: impl FnMut(usize) -> H + 'a,
     ) -> impl PinInit<Self, Error> + 'a {
         let msix = pci::IrqTypes::default().with(pci::IrqType::MsiX);
@@ -104,21 +111,34 @@ impl<'a, H: Handler + 'static> MsixIrqs<'a, H> {
                 for i in 0..n {
                     let request = irq::IrqRequest::from(vectors.index(i)?);
                     let irq_num = request.irq();
+                    let vector_name = name(i)?;
+                    // SAFETY: the string lives in `vector_name`'s heap
+                    // buffer, which does not move when the `CString` moves
+                    // into the `Vector` below and is not changed while it
+                    // is there. The `Vector` drops its registration (which
+                    // frees the IRQ, the only user of the name) before the
+                    // name (type invariant); if the `Vector` is not built,
+                    // no IRQ was requested with the name.
+                    let irq_name: &'static CStr =
+                        unsafe { &*core::ptr::from_ref::<CStr>(&vector_name) };
                     // SAFETY: the registration is kept in a pinned box that
                     // is only dropped (never forgotten), with `regs`.
                     let reg = unsafe {
                         irq::Registration::new(
                             request,
                             irq::Flags::TRIGGER_NONE,
-                            name(i),
+                            irq_name,
                             Ok::<_, Error>(handler(i)),
                         )
                     };
+                    // INVARIANT: `reg` is requested with `vector_name`'s
+                    // string, and the `Vector` keeps it.
                     let vector = KBox::pin_init(
                         try_pin_init!(Vector {
                             reg <- reg,
                             irq_num,
                             hinted: false,
+                            name: vector_name,
                         }? Error),
                         GFP_KERNEL,
                     )?;
