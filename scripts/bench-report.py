@@ -277,10 +277,19 @@ def collect_ferroce(run, r):
         else:
             r[k] = None
             run.missing.append(("ferroce.%s" % k, "not known for every VM's device"))
+    # The device lock: how often the entry points took it, and waited.
+    lock = {}
+    for k, name in (("taken", "lock_taken"), ("contended", "lock_contended"),
+                    ("wait_us", "lock_wait_us")):
+        vals = [d.get(name) if d else None for d in per_vm.values()]
+        lock[k] = sum(vals) if all(isinstance(v, int) for v in vals) else None
+    r["device_lock"] = lock
     r["counters_note"] = ("retransmits/timeouts/rnr_naks (rnr_naks_rcvd): growth of the "
                           "device counters of both VMs (vm1 + vm2) over all of bench.guest's "
                           "tests; an RNR NAK (no receive posted) makes its sender rewind, and "
-                          "counts as a retransmit too")
+                          "counts as a retransmit too; device_lock: how often both devices' "
+                          "entry points took their one lock (taken), found it held "
+                          "(contended) and waited for it (wait_us), over the same tests")
 
 
 def ratio(a, b):
@@ -552,6 +561,10 @@ def table(b):
       "RNR NAKs received %s" % (show(b["ferroce"]["retransmits"], 0),
                                 show(b["ferroce"]["timeouts"], 0),
                                 show(b["ferroce"]["rnr_naks"], 0)))
+    lk = b["ferroce"]["device_lock"]
+    p("ferroce device lock over the tests (vm1 + vm2): taken %s times, %s of them after "
+      "waiting, %s us of waiting" % (show(lk["taken"], 0), show(lk["contended"], 0),
+                                     show(lk["wait_us"], 0)))
     if b["missing"]:
         p("")
         p("missing or failed (null in bench.json):")

@@ -18,7 +18,8 @@
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, RwLock};
+use std::sync::{Arc, Mutex, MutexGuard, RwLock, TryLockError};
+use std::time::Instant;
 
 use crate::fault::{FaultConfig, FaultCounters, FaultState};
 use crate::gid::GidEntry;
@@ -308,11 +309,21 @@ pub(crate) type StatsFn = Arc<dyn Fn() -> serde_json::Value + Send + Sync>;
 /// Wakes the port's engine thread, or sends the queued frames.
 pub(crate) type Waker = Arc<dyn Fn() + Send + Sync>;
 
+/// How often the device lock was taken and waited for, kept outside the
+/// lock (reported in [`DataCounters`]).
+#[derive(Debug, Default)]
+struct LockStats {
+    taken: AtomicU64,
+    contended: AtomicU64,
+    wait_ns: AtomicU64,
+}
+
 /// The ferroce device model.
 pub struct Device {
     state: Mutex<State>,
     /// The MACs the port answers to, shared with `State`.
     mac: Arc<PortMacs>,
+    lock_stats: LockStats,
 }
 
 /// A CQE could not be delivered (see [`Device::post_cqe`]).
@@ -412,6 +423,7 @@ impl Device {
         Self {
             state: Mutex::new(st),
             mac,
+            lock_stats: LockStats::default(),
         }
     }
 
@@ -429,8 +441,22 @@ impl Device {
         self.mac.answers(mac)
     }
 
+    /// Takes the device lock, counting the times it had to wait.
     fn lock(&self) -> MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
+        let stats = &self.lock_stats;
+        stats.taken.fetch_add(1, Ordering::Relaxed);
+        match self.state.try_lock() {
+            Ok(st) => st,
+            Err(TryLockError::Poisoned(e)) => e.into_inner(),
+            Err(TryLockError::WouldBlock) => {
+                let start = Instant::now();
+                let st = self.state.lock().unwrap_or_else(|e| e.into_inner());
+                let waited = u64::try_from(start.elapsed().as_nanos()).unwrap_or(u64::MAX);
+                stats.contended.fetch_add(1, Ordering::Relaxed);
+                stats.wait_ns.fetch_add(waited, Ordering::Relaxed);
+                st
+            }
+        }
     }
 
     /// A guest read of `data.len()` bytes at `offset` of BAR `bar`.
@@ -594,6 +620,10 @@ impl Device {
             let mut counters = st.counters.clone();
             counters.hw = st.guest_counters();
             counters.data = st.data.clone();
+            let stats = &self.lock_stats;
+            counters.data.lock_taken = stats.taken.load(Ordering::Relaxed);
+            counters.data.lock_contended = stats.contended.load(Ordering::Relaxed);
+            counters.data.lock_wait_us = stats.wait_ns.load(Ordering::Relaxed) / 1000;
             counters.bus_master = st.bus_master_counters;
             counters.bus_master.dma_refused = st.gate.refused();
             (counters, st.port_stats.clone())

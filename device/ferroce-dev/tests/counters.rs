@@ -336,3 +336,26 @@ fn loopback_frames_are_sent_and_received() {
     assert_eq!(k.acks_sent, 1);
     assert_eq!(errors(&k), [0; 21]);
 }
+
+#[test]
+fn the_device_lock_counts_every_taking_and_each_wait() {
+    let (a, _b) = rc_pair(|_| {});
+    let dev = std::sync::Arc::clone(&a.h.dev);
+    let before = dev.counters().data;
+    // Two threads take the lock 20000 times each (counters() takes it
+    // once); whether they ever meet depends on the host's CPUs.
+    let other = {
+        let dev = std::sync::Arc::clone(&dev);
+        std::thread::spawn(move || (0..20_000).for_each(|_| drop(dev.counters())))
+    };
+    (0..20_000).for_each(|_| drop(dev.counters()));
+    other.join().expect("the other thread");
+    let after = dev.counters().data;
+    // 40000 takings and the last counters(), plus whatever else ran.
+    assert!(after.lock_taken - before.lock_taken >= 40_001);
+    let contended = after.lock_contended - before.lock_contended;
+    assert!(contended <= after.lock_taken - before.lock_taken);
+    if contended == 0 {
+        assert_eq!(after.lock_wait_us, before.lock_wait_us);
+    }
+}

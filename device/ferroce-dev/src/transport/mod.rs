@@ -291,6 +291,13 @@ pub struct DataCounters {
     /// BIND_MW WQEs completed with `MW_BIND_ERR` (refused when they
     /// executed, or malformed).
     pub mw_bind_errors: u64,
+    /// Times the device's lock was taken (every entry point: BAR
+    /// accesses, received batches, clock ticks, the control socket).
+    pub lock_taken: u64,
+    /// Of those, the times another thread held it, so the taker waited.
+    pub lock_contended: u64,
+    /// Microseconds spent waiting for it in all.
+    pub lock_wait_us: u64,
 }
 
 /// The local memory of a message: guest physical segments (address,
