@@ -56,20 +56,28 @@ def frames(path):
 
 
 def bth_opcode(f):
-    """The BTH opcode of a RoCE v1 or v2 frame (one 802.1Q tag at most)."""
+    """The BTH opcode of a RoCE v1 or v2 frame (one 802.1Q tag at most);
+    None for any other frame, a truncated one included."""
+    try:
+        return _bth_opcode(f)
+    except (IndexError, struct.error):
+        return None
+
+
+def _bth_opcode(f):
     off, etype = 14, f[12:14]
     if etype == b"\x81\x00":
         off, etype = 18, f[16:18]
     if etype == b"\x89\x15":  # RoCE v1: GRH, then BTH
         off += 40
-    elif etype == b"\x08\x00" and len(f) > off:  # IPv4, UDP
+    elif etype == b"\x08\x00":  # IPv4, UDP
         if f[off + 9] != 17:
             return None
         off += (f[off] & 0x0F) * 4
         if struct.unpack_from(">H", f, off + 2)[0] != ROCE_V2_PORT:
             return None
         off += 8
-    elif etype == b"\x86\xdd" and len(f) > off + 40:  # IPv6, UDP
+    elif etype == b"\x86\xdd":  # IPv6, UDP
         if f[off + 6] != 17:
             return None
         off += 40
@@ -78,7 +86,7 @@ def bth_opcode(f):
         off += 8
     else:
         return None
-    return f[off] if len(f) > off else None
+    return f[off]
 
 
 def events(vm_dir):
