@@ -271,25 +271,26 @@ def collect_ferroce(run, r):
     # posted. Each makes its sender rewind (a retransmit) and wait.
     for k, name in (("retransmits", "retransmits"), ("timeouts", "timeouts"),
                     ("rnr_naks", "rnr_naks_rcvd")):
-        vals = [d.get(name) if d else None for d in per_vm.values()]
-        if all(isinstance(v, int) for v in vals):
-            r[k] = sum(vals)
-        else:
-            r[k] = None
+        r[k] = vm_sum(per_vm, name)
+        if r[k] is None:
             run.missing.append(("ferroce.%s" % k, "not known for every VM's device"))
     # The device lock: how often the entry points took it, and waited.
-    lock = {}
-    for k, name in (("taken", "lock_taken"), ("contended", "lock_contended"),
-                    ("wait_us", "lock_wait_us")):
-        vals = [d.get(name) if d else None for d in per_vm.values()]
-        lock[k] = sum(vals) if all(isinstance(v, int) for v in vals) else None
-    r["device_lock"] = lock
+    r["device_lock"] = {k: vm_sum(per_vm, name) for k, name in
+                        (("taken", "lock_taken"), ("contended", "lock_contended"),
+                         ("wait_us", "lock_wait_us"))}
     r["counters_note"] = ("retransmits/timeouts/rnr_naks (rnr_naks_rcvd): growth of the "
                           "device counters of both VMs (vm1 + vm2) over all of bench.guest's "
                           "tests; an RNR NAK (no receive posted) makes its sender rewind, and "
                           "counts as a retransmit too; device_lock: how often both devices' "
                           "entry points took their one lock (taken), found it held "
                           "(contended) and waited for it (wait_us), over the same tests")
+
+
+def vm_sum(per_vm, name):
+    """Counter `name`'s growth summed over the VMs' devices; None unless
+    every VM's device has it."""
+    vals = [d.get(name) if d else None for d in per_vm.values()]
+    return sum(vals) if all(isinstance(v, int) for v in vals) else None
 
 
 def ratio(a, b):

@@ -69,23 +69,17 @@ def _bth_opcode(f):
     if etype == b"\x81\x00":
         off, etype = 18, f[16:18]
     if etype == b"\x89\x15":  # RoCE v1: GRH, then BTH
-        off += 40
-    elif etype == b"\x08\x00":  # IPv4, UDP
-        if f[off + 9] != 17:
-            return None
-        off += (f[off] & 0x0F) * 4
-        if struct.unpack_from(">H", f, off + 2)[0] != ROCE_V2_PORT:
-            return None
-        off += 8
-    elif etype == b"\x86\xdd":  # IPv6, UDP
-        if f[off + 6] != 17:
-            return None
-        off += 40
-        if struct.unpack_from(">H", f, off + 2)[0] != ROCE_V2_PORT:
-            return None
-        off += 8
+        return f[off + 40]
+    if etype == b"\x08\x00":  # RoCE v2 over IPv4
+        proto, ip_len = f[off + 9], (f[off] & 0x0F) * 4
+    elif etype == b"\x86\xdd":  # RoCE v2 over IPv6
+        proto, ip_len = f[off + 6], 40
     else:
         return None
+    off += ip_len
+    if proto != 17 or struct.unpack_from(">H", f, off + 2)[0] != ROCE_V2_PORT:
+        return None
+    off += 8
     return f[off]
 
 
