@@ -97,7 +97,24 @@ fn ring_doorbell(dev: &rdma::Device<IbDev>, offset: u32, value: u64) -> Result {
 struct Indices {
     pi: u16,
     ci: u16,
-    /// RQ: post_recv rings the doorbell, because the QP may be in ERR
+}
+
+impl Indices {
+    /// Retires the WQEs up to and including `wqe_idx`: only forward, and
+    /// never beyond what was posted.
+    fn retire(&mut self, wqe_idx: u16) {
+        let next = wqe_idx.wrapping_add(1);
+        if next.wrapping_sub(self.ci) <= self.pi.wrapping_sub(self.ci) {
+            self.ci = next;
+        }
+    }
+}
+
+/// An RQ's indices and whether a post rings its doorbell.
+#[derive(Clone, Copy, Default)]
+struct RqIndices {
+    idx: Indices,
+    /// post_recv rings the doorbell, because the QP may be in ERR
     /// (device.rst, "Posting rules"). Read and set under the ring's lock,
     /// so a post either sees it or came before the ring that set it.
     ring: bool,
@@ -308,7 +325,7 @@ pub(crate) struct KernelQp {
     #[pin]
     sq_idx: SpinLockIrq<Indices>,
     #[pin]
-    rq_idx: SpinLockIrq<Indices>,
+    rq_idx: SpinLockIrq<RqIndices>,
 }
 
 /// The page lists and records of a new kernel QP, for CREATE_QP.
@@ -324,7 +341,7 @@ impl KernelQp {
     /// `((sq_pi, sq_ci), (rq_pi, rq_ci))`.
     pub(crate) fn indices(&self) -> ((u16, u16), (u16, u16)) {
         let sq = *self.sq_idx.lock();
-        let rq = *self.rq_idx.lock();
+        let rq = self.rq_idx.lock().idx;
         ((sq.pi, sq.ci), (rq.pi, rq.ci))
     }
 
@@ -355,7 +372,7 @@ impl KernelQp {
                 sq_dbrec,
                 rq,
                 sq_idx <- new_spinlock_irq!(Indices::default()),
-                rq_idx <- new_spinlock_irq!(Indices::default()),
+                rq_idx <- new_spinlock_irq!(RqIndices::default()),
             }? Error),
             GFP_KERNEL,
         )?;
@@ -364,12 +381,10 @@ impl KernelQp {
 
     /// Retires the WQEs up to and including `wqe_idx` of the SQ (or RQ).
     fn retire(&self, recv: bool, wqe_idx: u16) {
-        let lock = if recv { &self.rq_idx } else { &self.sq_idx };
-        let mut idx = lock.lock();
-        // Only move forward, and never beyond what was posted.
-        let next = wqe_idx.wrapping_add(1);
-        if next.wrapping_sub(idx.ci) <= idx.pi.wrapping_sub(idx.ci) {
-            idx.ci = next;
+        if recv {
+            self.rq_idx.lock().idx.retire(wqe_idx);
+        } else {
+            self.sq_idx.lock().retire(wqe_idx);
         }
     }
 
@@ -562,10 +577,11 @@ impl KernelQp {
             return Err(EINVAL);
         };
         let geo = &self.geo;
-        let mut idx = self.rq_idx.lock();
-        let start = idx.pi;
+        let mut rq = self.rq_idx.lock();
+        let start = rq.idx.pi;
         let mut r = Ok(());
         for wr in wrs.by_ref() {
+            let idx = &mut rq.idx;
             if idx.pi.wrapping_sub(idx.ci) >= geo.rq_depth {
                 r = Err(ENOMEM);
                 break;
@@ -577,11 +593,12 @@ impl KernelQp {
             }
             idx.pi = idx.pi.wrapping_add(1);
         }
-        if idx.pi != start {
+        let pi = rq.idx.pi;
+        if pi != start {
             dma_mb(Write);
-            dbrec.write(u32::from(idx.pi))?;
-            if idx.ring {
-                ring_doorbell(dev, hw::FERROCE_DB_RQ, qp_doorbell(qpn, idx.pi))?;
+            dbrec.write(u32::from(pi))?;
+            if rq.ring {
+                ring_doorbell(dev, hw::FERROCE_DB_RQ, qp_doorbell(qpn, pi))?;
             }
         }
         r
@@ -597,17 +614,17 @@ impl KernelQp {
         if self.rq.is_none() {
             return;
         }
-        let mut idx = self.rq_idx.lock();
-        if idx.ring {
+        let mut rq = self.rq_idx.lock();
+        if rq.ring {
             return;
         }
-        idx.ring = true;
+        rq.ring = true;
         if !flush {
             return;
         }
         // It fails only once the device is unbound, which flushes nothing
         // any more (ib_core's unregistration tears the QP down).
-        if let Err(e) = ring_doorbell(dev, hw::FERROCE_DB_RQ, qp_doorbell(qpn, idx.pi)) {
+        if let Err(e) = ring_doorbell(dev, hw::FERROCE_DB_RQ, qp_doorbell(qpn, rq.idx.pi)) {
             dev_dbg!(
                 dev.shared.dev(),
                 "QP {}: no RQ flush doorbell (error {})\n",
@@ -722,5 +739,30 @@ impl KernelSrq {
             self.dbrec.write(u32::from(*pi))?;
         }
         r
+    }
+}
+
+#[kunit_tests(ferroce_kqueue)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn retire_moves_forward_within_posted() {
+        let mut i = Indices { pi: 5, ci: 2 };
+        i.retire(3);
+        assert_eq!(i.ci, 4);
+        // Backwards and beyond the producer index are ignored.
+        i.retire(1);
+        assert_eq!(i.ci, 4);
+        i.retire(9);
+        assert_eq!(i.ci, 4);
+        i.retire(4);
+        assert_eq!(i.ci, 5);
+        // Across the 16-bit wrap.
+        let mut w = Indices { pi: 2, ci: 0xfffe };
+        w.retire(0xffff);
+        assert_eq!(w.ci, 0);
+        w.retire(1);
+        assert_eq!(w.ci, 2);
     }
 }
