@@ -517,12 +517,13 @@ Open questions for reviewers:
   nova-core's firmware bindings are, rather than a restatement in Rust
   with register! and checked structs; its registers are register!s.
 - The CQ, QP and SRQ tables that events are dispatched through are
-  XArrays of pointers to ib_core objects, looked up with xa_load() under
-  the RCU read lock (the EQ handlers run in hard IRQ context); removal
-  waits for a grace period.  7.3's kernel::xarray owns its entries and has
-  no RCU lookup, so rust/kernel/rdma calls the C API.  Is a grace period
-  per destroy acceptable, or should lookups take a reference that destroy
-  waits for, as mlx5's CQ table does?
+  XArrays of small slots, looked up with xa_load() under the RCU read
+  lock (the EQ handlers run in hard IRQ context).  A lookup takes a use
+  of the slot, and destroy waits on a completion for the uses still
+  running, as mlx5's CQ table does; the slot is freed with
+  kvfree_call_rcu().  7.3's kernel::xarray owns its entries but has no
+  RCU lookup, so rust/kernel/rdma calls the C API.  Would reviewers
+  rather see an RCU read path added to kernel::xarray first?
 
 Based on Linux {kver} (Debian's linux-source); generated from ferroce
 {rev} by make series.""")

@@ -58,13 +58,13 @@ impl<T: Driver> Device<T> {
     }
 
     /// Runs `f` on the driver state of QP `qpn`, under the RCU read lock
-    /// (`f` must not sleep), which the QP's removal from the table waits
-    /// for before its destruction; `None` if there is no such QP.
+    /// (`f` must not sleep); the QP's removal from the table waits for `f`
+    /// to return before its destruction. `None` if there is no such QP.
     pub fn with_qp<R>(&self, qpn: u32, f: impl FnOnce(&T::Qp) -> R) -> Option<R> {
         self.qps.with_ref(qpn, |qp| {
             // SAFETY: a QP is inserted into the table only after its state
             // was written, and removed before that state is dropped; the
-            // removal waits for `with_ref`'s RCU read section.
+            // removal waits for `with_ref` to return.
             f(unsafe { (*qp.cast::<QpObj<T>>()).data.assume_init_ref() })
         })
     }

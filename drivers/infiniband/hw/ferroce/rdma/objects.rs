@@ -10,12 +10,16 @@ use super::{
     unions,
 };
 use crate::bindings as b;
-use core::{marker::PhantomData, ptr::NonNull};
+use core::{
+    marker::PhantomData,
+    ptr::NonNull,
+    sync::atomic::{AtomicU32, Ordering},
+};
 use kernel::{
     bindings as kb,
     error::to_result,
     prelude::*,
-    sync::{rcu, Arc},
+    sync::{rcu, Arc, Completion},
     types::Opaque,
 };
 
@@ -200,16 +204,22 @@ pub enum QpEvent {
     AccessErr,
 }
 
-/// The CQs or QPs that can receive events, by the device's number for
-/// them: an XArray of pointers to the ib_core objects.
+/// The CQs, QPs or SRQs that can receive events, by the device's number
+/// for them: an XArray of slots, each holding a pointer to the ib_core
+/// object and a count of the lookups using it.
 ///
 /// The trampolines insert an object after its creation succeeded and remove
 /// it before its destroy method runs. Lookups take no lock, so the event
-/// and completion paths of different vectors do not contend: they run
-/// under the RCU read lock (from hard IRQ context too), and a removal waits
-/// for a grace period after erasing its entry, so no lookup still uses an
-/// object once its removal returned. Inserts and removals take the
-/// XArray's lock in process context only, which no IRQ path takes.
+/// and completion paths of different vectors do not contend: a lookup
+/// loads the slot under the RCU read lock (from hard IRQ context too) and
+/// takes a use of it for as long as it runs the caller's function. A
+/// removal erases the entry, drops the table's own use and, if a lookup is
+/// still running, waits until the last one ends, as mlx5's CQ table does;
+/// it does not wait for a grace period. The slot itself is freed after one
+/// (`kvfree_call_rcu`), since a lookup may still be about to read its count.
+/// So no lookup uses an object once its removal returned, and a removal
+/// waits only for the lookups of its own object. Inserts and removals take
+/// the XArray's lock in process context only, which no IRQ path takes.
 ///
 /// Only the layer inserts, and only objects of a `Device<D>`; a device keeps
 /// (an `Arc` of) the tables it was built with, so every insert and its
@@ -217,9 +227,10 @@ pub enum QpEvent {
 ///
 /// # Invariants
 ///
-/// `xa` is an initialised XArray whose entries are non-null pointers to `R`,
-/// aligned to 4 bytes at least (the XArray keeps its own kinds of entry in
-/// the two low bits).
+/// `xa` is an initialised XArray whose entries are pointers to pinned
+/// `Slot<R>`s allocated with `KBox` and owned by the table (never any of
+/// the XArray's own kinds of entry, which have one of the two low bits
+/// set: a slot is aligned to 4 bytes at least).
 #[pin_data(PinnedDrop)]
 pub struct ObjTable<R, D> {
     #[pin]
@@ -228,9 +239,58 @@ pub struct ObjTable<R, D> {
     _driver: PhantomData<fn() -> D>,
 }
 
+/// One object of an [`ObjTable`] and the lookups running on it.
+///
+/// # Invariants
+///
+/// While the slot is in its table, `users` is 1 (the table's use) plus the
+/// number of lookups that took a use and have not put it back. Its removal
+/// drops the table's use, so `users` falls to 0 exactly once, after which
+/// no use is taken again; `idle` is completed when a lookup's put brings it
+/// to 0.
+#[pin_data]
+struct Slot<R> {
+    obj: NonNull<R>,
+    users: AtomicU32,
+    #[pin]
+    idle: Completion,
+    rcu: Opaque<kb::kvfree_rcu_head>,
+}
+
+impl<R> Slot<R> {
+    /// Takes a use unless the slot was removed (its count fell to 0).
+    fn try_get(&self) -> bool {
+        let mut n = self.users.load(Ordering::Relaxed);
+        loop {
+            if n == 0 {
+                return false;
+            }
+            let Some(next) = n.checked_add(1) else {
+                return false;
+            };
+            match self
+                .users
+                .compare_exchange_weak(n, next, Ordering::Acquire, Ordering::Relaxed)
+            {
+                Ok(_) => return true,
+                Err(now) => n = now,
+            }
+        }
+    }
+
+    /// Puts back a use taken by [`Slot::try_get`]; the last one after the
+    /// slot's removal wakes the remover.
+    fn put(&self) {
+        if self.users.fetch_sub(1, Ordering::AcqRel) == 1 {
+            self.idle.complete_all();
+        }
+    }
+}
+
 // SAFETY: an XArray may be used from any thread (writers take its lock,
-// readers hold the RCU read lock); the table owns no `R`, only pointers that
-// the layer dereferences under the rules above.
+// readers hold the RCU read lock); the table owns its slots, which hold
+// only pointers that the layer dereferences under the rules above, an
+// atomic count and a completion.
 unsafe impl<R, D> Send for ObjTable<R, D> {}
 // SAFETY: as for `Send`: every method takes `&self` and is safe to run
 // concurrently with the others.
@@ -239,9 +299,27 @@ unsafe impl<R, D> Sync for ObjTable<R, D> {}
 #[pinned_drop]
 impl<R, D> PinnedDrop for ObjTable<R, D> {
     fn drop(self: Pin<&mut Self>) {
+        let xa = self.xa.get();
+        let mut index = 0;
+        loop {
+            // SAFETY: `xa` is initialised (type invariant) and no longer
+            // shared, so no lookup runs: the slots left in it (objects
+            // whose removal never came) are freed at once.
+            let slot = unsafe { kb::xa_find(xa, &mut index, usize::MAX, kb::XA_PRESENT) };
+            if slot.is_null() {
+                break;
+            }
+            // SAFETY: entries are `KBox`ed slots owned by the table (type
+            // invariant); `xa_destroy` below forgets them without reading.
+            drop(unsafe { KBox::from_raw(slot.cast::<Slot<R>>()) });
+            let Some(next) = index.checked_add(1) else {
+                break;
+            };
+            index = next;
+        }
         // SAFETY: `xa` is initialised (type invariant) and no longer
-        // shared; its entries are not owned, only its nodes are freed.
-        unsafe { kb::xa_destroy(self.xa.get()) };
+        // shared; only its nodes are freed.
+        unsafe { kb::xa_destroy(xa) };
     }
 }
 
@@ -267,38 +345,65 @@ impl<R, D> ObjTable<R, D> {
     }
 
     /// Puts `obj` at `id`; `EBUSY` if there is an object there already.
-    /// Process context (may sleep to allocate).
+    /// Process context (allocates).
     pub(super) fn insert(&self, id: u32, obj: *mut R) -> Result {
-        if obj.is_null() || !obj.cast::<u32>().is_aligned() {
-            return Err(EINVAL);
-        }
+        const { assert!(core::mem::align_of::<Slot<R>>() >= 4) };
+        let obj = NonNull::new(obj).ok_or(EINVAL)?;
         let index = usize::try_from(id)?;
+        let slot = KBox::pin_init(
+            pin_init!(Slot {
+                obj,
+                users: AtomicU32::new(1),
+                idle <- Completion::new(),
+                rcu: Opaque::uninit(),
+            }),
+            GFP_KERNEL,
+        )?;
+        // SAFETY: the slot is never moved: the table keeps the pointer and
+        // frees it as a `KBox` again.
+        let slot = KBox::into_raw(unsafe { Pin::into_inner_unchecked(slot) });
         let xa = self.xa.get();
         // SAFETY: `xa` is initialised (type invariant). `__xa_insert` runs
         // with the lock held, as it requires, and may drop and retake it to
         // allocate with GFP_KERNEL (the trampolines run in process
-        // context); `obj` is an aligned pointer, never an internal entry.
+        // context); `slot` is an aligned pointer, never an internal entry.
         let ret = unsafe {
             kb::xa_lock(xa);
-            let ret = kb::__xa_insert(xa, index, obj.cast(), kb::GFP_KERNEL);
+            let ret = kb::__xa_insert(xa, index, slot.cast(), kb::GFP_KERNEL);
             kb::xa_unlock(xa);
             ret
         };
+        if ret != 0 {
+            // SAFETY: the insert failed, so no lookup saw the slot; it is
+            // still the `KBox` made above.
+            drop(unsafe { KBox::from_raw(slot) });
+        }
         to_result(ret)
     }
 
-    /// Erases object `id`, then waits until no lookup that may have found
-    /// it is running (an RCU grace period). Process context.
+    /// Erases object `id`, then waits until no lookup that found it is
+    /// still running. Process context (may sleep).
     pub(super) fn remove(&self, id: u32) {
         let Ok(index) = usize::try_from(id) else {
             return;
         };
         // SAFETY: `xa` is initialised (type invariant); `xa_erase` takes
         // its lock.
-        let old = unsafe { kb::xa_erase(self.xa.get(), index) };
-        if !old.is_null() {
-            rcu::synchronize_rcu();
+        let slot = unsafe { kb::xa_erase(self.xa.get(), index) }.cast::<Slot<R>>();
+        if slot.is_null() {
+            return;
         }
+        // SAFETY: the entry was a live slot (type invariant), and erasing
+        // it passed the table's ownership (and its use) to this call.
+        let s = unsafe { &*slot };
+        if s.users.fetch_sub(1, Ordering::AcqRel) != 1 {
+            s.idle.wait_for_completion();
+        }
+        // SAFETY: the slot was `KBox`ed, so `kvfree` may free it; it is out
+        // of the table and its count is 0, so only lookups that loaded it
+        // before the erase can still read it, and they hold the RCU read
+        // lock, which the free waits for. `rcu` is the slot's own head.
+        unsafe { kb::kvfree_call_rcu(s.rcu.get(), slot.cast()) };
     }
 
     /// Runs `f` on object `id` under the RCU read lock (any context, `f`
@@ -315,9 +420,20 @@ impl<R, D> ObjTable<R, D> {
         let _rcu = rcu::read_lock();
         // SAFETY: `xa` is initialised (type invariant); `xa_load` may run
         // in any context under the RCU read lock.
-        let obj = unsafe { kb::xa_load(self.xa.get(), index) };
-        // Entries are pointers to `R` (type invariant).
-        NonNull::new(obj.cast::<R>()).map(|obj| f(obj.as_ptr()))
+        let slot = unsafe { kb::xa_load(self.xa.get(), index) }.cast::<Slot<R>>();
+        if slot.is_null() {
+            return None;
+        }
+        // SAFETY: entries are slots (type invariant); one erased after the
+        // load is freed only after a grace period, which waits for this
+        // read section.
+        let slot = unsafe { &*slot };
+        if !slot.try_get() {
+            return None;
+        }
+        let x = f(slot.obj.as_ptr());
+        slot.put();
+        Some(x)
     }
 
     /// The object `id`, if it is in the table (a pointer only: whoever
@@ -365,7 +481,7 @@ impl<D> ObjTable<b::ib_cq, D> {
     pub fn notify(&self, id: u32) -> bool {
         self.with(id, |cq| {
             // SAFETY: the CQ is alive while it is in the table, and its
-            // removal waits for `with`'s RCU read section. `comp_handler`
+            // removal waits for `with` to return. `comp_handler`
             // may run in IRQ context.
             unsafe {
                 if let Some(comp) = (*cq).comp_handler {
@@ -410,7 +526,7 @@ impl<D> ObjTable<b::ib_qp, D> {
         };
         self.with(id, |qp| {
             // SAFETY: the QP is alive while it is in the table, and its
-            // removal waits for `with`'s RCU read section; ib_core's QP
+            // removal waits for `with` to return; ib_core's QP
             // event handler (and ib_uverbs') may run in IRQ context.
             unsafe {
                 dispatch_event(
@@ -435,8 +551,8 @@ impl<D: Driver> ObjTable<b::ib_qp, D> {
         self.with_ref(id, |qp| {
             // SAFETY: a QP is inserted after the write of its driver state
             // (create) and removed before that state is dropped (destroy),
-            // and the removal waits for `with_ref`'s RCU read section, so
-            // the QP is alive and initialised here; only QPs of a
+            // and the removal waits for `with_ref` to return, so the QP is
+            // alive and initialised here; only QPs of a
             // `Device<D>` are inserted, and the device outlives its QPs.
             let (dev, data) = unsafe {
                 (
@@ -448,5 +564,48 @@ impl<D: Driver> ObjTable<b::ib_qp, D> {
             };
             f(dev, data)
         })
+    }
+}
+
+#[kunit_tests(rdma_obj_table)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn insert_lookup_remove() -> Result {
+        let table = ObjTable::<u64, ()>::new()?;
+        let (mut a, mut b) = (11u64, 22u64);
+        let (pa, pb): (*mut u64, *mut u64) = (&mut a, &mut b);
+        table.insert(7, pa)?;
+        assert_eq!(table.insert(7, pb), Err(EBUSY));
+        assert_eq!(table.insert(8, core::ptr::null_mut()), Err(EINVAL));
+        assert_eq!(table.get(7), Some(pa));
+        assert_eq!(table.get(8), None);
+        assert_eq!(table.with_ref(7, |p| p == pa), Some(true));
+        table.remove(7);
+        assert_eq!(table.get(7), None);
+        assert!(!table.with(7, |_| ()));
+        // Removing what is not there is a no-op.
+        table.remove(7);
+        table.remove(u32::MAX);
+        // The number is free again.
+        table.insert(7, pb)?;
+        assert_eq!(table.get(7), Some(pb));
+        table.remove(7);
+        Ok(())
+    }
+
+    #[test]
+    fn dropped_with_objects_left() -> Result {
+        let table = ObjTable::<u64, ()>::new()?;
+        let mut a = 1u64;
+        let pa: *mut u64 = &mut a;
+        for id in [0, 1, 4096, u32::MAX] {
+            table.insert(id, pa)?;
+        }
+        assert_eq!(table.get(u32::MAX), Some(pa));
+        // The table frees the slots of the objects never removed.
+        drop(table);
+        Ok(())
     }
 }

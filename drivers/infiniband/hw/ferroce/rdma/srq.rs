@@ -45,7 +45,7 @@ impl<D> ObjTable<b::ib_srq, D> {
         };
         self.with(id, |srq| {
             // SAFETY: the SRQ is alive while it is in the table, and its
-            // removal waits for `with`'s RCU read section; the event
+            // removal waits for `with` to return; the event
             // handler may run in IRQ context.
             unsafe {
                 super::objects::dispatch_event(
