@@ -92,6 +92,12 @@ fn ring_doorbell(dev: &rdma::Device<IbDev>, offset: u32, value: u64) -> Result {
         .kernel_doorbell(usize::from_safe_cast(offset), value)
 }
 
+/// Whether a ring of `depth` slots with producer index `pi` and consumer
+/// index `ci` (16-bit, free-running) has no free slot.
+fn ring_full(pi: u16, ci: u16, depth: u16) -> bool {
+    pi.wrapping_sub(ci) >= depth
+}
+
 /// Producer and consumer index of a ring (16-bit, free-running).
 #[derive(Clone, Copy, Default)]
 struct Indices {
@@ -100,6 +106,11 @@ struct Indices {
 }
 
 impl Indices {
+    /// Whether the ring of `depth` slots has no free slot.
+    fn is_full(&self, depth: u16) -> bool {
+        ring_full(self.pi, self.ci, depth)
+    }
+
     /// Retires the WQEs up to and including `wqe_idx`: only forward, and
     /// never beyond what was posted.
     fn retire(&mut self, wqe_idx: u16) {
@@ -399,7 +410,7 @@ impl KernelQp {
         let start = idx.pi;
         let mut r = Ok(());
         for wr in wrs.by_ref() {
-            if idx.pi.wrapping_sub(idx.ci) >= self.geo.sq_depth {
+            if idx.is_full(self.geo.sq_depth) {
                 r = Err(ENOMEM);
                 break;
             }
@@ -582,7 +593,7 @@ impl KernelQp {
         let mut r = Ok(());
         for wr in wrs.by_ref() {
             let idx = &mut rq.idx;
-            if idx.pi.wrapping_sub(idx.ci) >= geo.rq_depth {
+            if idx.is_full(geo.rq_depth) {
                 r = Err(ENOMEM);
                 break;
             }
@@ -722,7 +733,7 @@ impl KernelSrq {
         let ci = self.device_ci();
         let mut r = Ok(());
         for wr in wrs.by_ref() {
-            if pi.wrapping_sub(ci) >= self.depth {
+            if ring_full(*pi, ci, self.depth) {
                 r = Err(ENOMEM);
                 break;
             }
@@ -764,5 +775,15 @@ mod tests {
         assert_eq!(w.ci, 0);
         w.retire(1);
         assert_eq!(w.ci, 2);
+    }
+
+    #[test]
+    fn full_at_depth_across_the_wrap() {
+        assert!(!Indices { pi: 3, ci: 0 }.is_full(4));
+        assert!(Indices { pi: 4, ci: 0 }.is_full(4));
+        assert!(!Indices { pi: 1, ci: 0xfffe }.is_full(4));
+        assert!(Indices { pi: 2, ci: 0xfffe }.is_full(4));
+        assert!(!ring_full(0, 0, 1));
+        assert!(ring_full(0x8000, 0, 0x8000));
     }
 }
