@@ -3,7 +3,7 @@
 //! process on one core, connected by an in-memory wire, with a plain
 //! memcpy measured in the same run for scale.
 //!
-//! `cargo bench -p ferroce-dev --bench throughput [-- memcpy|small|large]`
+//! `cargo bench -p ferroce-dev --bench throughput [-- memcpy|small|large|read]`
 //!
 //! What a message costs here, all on one thread: the requester's doorbell
 //! (a BAR write), fetching and decoding the WQE by DMA, translating its
@@ -13,7 +13,10 @@
 //! R_Key, placing the payload by DMA and coalescing ACKs; the requester
 //! taking the ACK and writing the CQE. The fake guest's side is counted
 //! too, and reported as a share: writing the WQEs into guest memory and
-//! polling the CQ.
+//! polling the CQ. A READ takes the same steps the other way round: the
+//! request goes out, the responder gathers the payload into its response
+//! frames, and the requester checks them, places the payload and writes
+//! the CQE.
 //!
 //! What it leaves out: the doorbell's way to the device (a guest store,
 //! QEMU's vfio-user message and the socket wake-up), the frame's way
@@ -45,16 +48,24 @@ fn memcpy_gbps() -> f64 {
     bytes as f64 / t.elapsed().as_secs_f64() / 1e9
 }
 
-/// Posts RDMA WRITEs of `size` bytes for about a second, `batch` per
+/// Posts RDMA WRITEs (`opcode` [`WR_RDMA_WRITE`]) or READs
+/// ([`WR_RDMA_READ`]) of `size` bytes for about a second, `batch` per
 /// doorbell, the last of each batch signaled.
-fn writes(size: u32, batch: usize) -> Rate {
+fn transfers(opcode: u8, size: u32, batch: usize) -> Rate {
     let mut a = Node::new(36);
     let mut b = Node::new(37);
     a.create_qp(QPT_RC);
     b.create_qp(QPT_RC);
-    connect_pair(&mut a, 0, &mut b, 0, |attr| attr.path_mtu = MTU_4096);
+    connect_pair(&mut a, 0, &mut b, 0, |attr| {
+        attr.path_mtu = MTU_4096;
+        attr.max_rd_atomic = MAX_RD_ATOMIC;
+        attr.max_dest_rd_atomic = MAX_RD_ATOMIC;
+    });
     let src = a.reg_mr(1 << 20, ACCESS_LOCAL_WRITE);
-    let dst = b.reg_mr(1 << 20, ACCESS_LOCAL_WRITE | ACCESS_REMOTE_WRITE);
+    let dst = b.reg_mr(
+        1 << 20,
+        ACCESS_LOCAL_WRITE | ACCESS_REMOTE_WRITE | ACCESS_REMOTE_READ,
+    );
     let mut wire = Wire::new(1, Impair::default());
     let mut msgs = 0u64;
     let t = Instant::now();
@@ -66,7 +77,7 @@ fn writes(size: u32, batch: usize) -> Rate {
             let off = (id * u64::from(size)) % ((1 << 20) - u64::from(size));
             let w = SendWr {
                 wr_id: id,
-                opcode: WR_RDMA_WRITE,
+                opcode,
                 flags: if i + 1 == batch { WQE_SIGNALED } else { 0 },
                 remote_addr: dst.va(off),
                 rkey: dst.key,
@@ -93,7 +104,7 @@ fn writes(size: u32, batch: usize) -> Rate {
     }
 }
 
-/// One run of [`writes`].
+/// One run of [`transfers`].
 struct Rate {
     /// Messages per second.
     msgs: f64,
@@ -105,8 +116,8 @@ struct Rate {
 
 fn main() {
     // `cargo bench ... -- NAME` runs only the parts whose name contains
-    // NAME (memcpy, small, large), for a profiler; cargo's own flags such
-    // as --bench are not names.
+    // NAME (memcpy, small, large, read), for a profiler; cargo's own flags
+    // such as --bench are not names.
     let only: Vec<String> = std::env::args()
         .skip(1)
         .filter(|a| !a.starts_with("--"))
@@ -119,7 +130,7 @@ fn main() {
         );
     }
     if run("small") {
-        let r = writes(64, 32);
+        let r = transfers(WR_RDMA_WRITE, 64, 32);
         println!(
             "RDMA WRITE 64 B, 32 per doorbell:   {:8.0} messages/s (fake guest {:.0} %)",
             r.msgs,
@@ -130,12 +141,17 @@ fn main() {
             r.msgs / (1.0 - r.guest_share)
         );
     }
-    if run("large") {
-        let r = writes(64 << 10, 8);
-        println!(
-            "RDMA WRITE 64 KiB, MTU 4096:        {:8.2} GB/s (fake guest {:.0} %)",
-            r.gbps,
-            r.guest_share * 100.0
-        );
+    for (name, opcode, what) in [
+        ("large", WR_RDMA_WRITE, "RDMA WRITE 64 KiB, MTU 4096:"),
+        ("read", WR_RDMA_READ, "RDMA READ 64 KiB, MTU 4096:"),
+    ] {
+        if run(name) {
+            let r = transfers(opcode, 64 << 10, 8);
+            println!(
+                "{what:<36}{:8.2} GB/s (fake guest {:.0} %)",
+                r.gbps,
+                r.guest_share * 100.0
+            );
+        }
     }
 }
