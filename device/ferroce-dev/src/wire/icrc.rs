@@ -45,17 +45,43 @@ const fn make_tables() -> [[u32; 256]; 8] {
 
 static TABLES: [[u32; 256]; 8] = make_tables();
 
-/// Raw CRC32 update without pre/post inversion (Linux `crc32_le`), with
-/// the `crc32fast` crate (carry-less multiply where the CPU has it).
-pub fn crc32_le(crc: u32, data: &[u8]) -> u32 {
-    // crc32fast keeps the inverted register as its state.
-    let mut h = crc32fast::Hasher::new_with_initial(!crc);
-    h.update(data);
-    !h.finalize()
+/// The ICRC field of a packet: the CRC32 of the masked LRH, `masked` (the
+/// network header, the UDP header and the BTH, masked as above) and `rest`
+/// (the other transport headers, the payload and the pad bytes).
+///
+/// It is computed by the system's libdeflate, which picks its fastest CRC32
+/// at run time: carry-less multiply folding on 512-bit or 256-bit vectors
+/// (VPCLMULQDQ) where the CPU has them, 128-bit otherwise. Over 4 KiB on an
+/// AMD EPYC (2026-12-04) that ran at 49 GB/s, against 12.6 GB/s for the
+/// `crc32fast` crate it replaced (128-bit folding only; the `crc-fast`
+/// crate's wide paths need Rust 1.89, and the root has 1.85).
+pub fn icrc(masked: &[u8], rest: &[u8]) -> u32 {
+    let crc = libdeflate::crc32(0, &[0xff; 8]);
+    let crc = libdeflate::crc32(crc, masked);
+    libdeflate::crc32(crc, rest)
 }
 
-/// [`crc32_le`] with slice-by-8 tables: the portable reference the fast
-/// path is checked against.
+#[allow(unsafe_code)]
+mod libdeflate {
+    use core::ffi::c_void;
+
+    #[link(name = "deflate")]
+    extern "C" {
+        // libdeflate.h: `uint32_t libdeflate_crc32(uint32_t crc, const void
+        // *buffer, size_t len)`.
+        fn libdeflate_crc32(crc: u32, buffer: *const c_void, len: usize) -> u32;
+    }
+
+    /// The CRC32 of `crc`'s data followed by `data` (`crc` is 0 for none).
+    pub(super) fn crc32(crc: u32, data: &[u8]) -> u32 {
+        // SAFETY: libdeflate_crc32 reads exactly `len` bytes from `buffer`
+        // and keeps no pointer; `data` is a live slice of that length.
+        unsafe { libdeflate_crc32(crc, data.as_ptr().cast(), data.len()) }
+    }
+}
+
+/// Raw CRC32 update without pre/post inversion (Linux `crc32_le`), with
+/// slice-by-8 tables: the portable reference [`icrc`] is checked against.
 pub fn crc32_le_table(mut crc: u32, data: &[u8]) -> u32 {
     let t = &TABLES;
     let mut chunks = data.chunks_exact(8);
@@ -77,28 +103,31 @@ pub fn crc32_le_table(mut crc: u32, data: &[u8]) -> u32 {
     crc
 }
 
-/// The standard CRC-32 of `data` (as zlib's `crc32`).
-pub fn crc32(data: &[u8]) -> u32 {
-    !crc32_le(!0, data)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
     fn check_values() {
-        assert_eq!(crc32(b"123456789"), 0xcbf4_3926);
-        assert_eq!(crc32_le(!0, &[0xff; 8]), ICRC_SEED);
-        let data: Vec<u8> = (0..1000u32).map(|i| (i * 7 + 3) as u8).collect();
-        let mut bytewise = !0u32;
+        assert_eq!(!crc32_le_table(!0, b"123456789"), 0xcbf4_3926);
+        assert_eq!(crc32_le_table(!0, &[0xff; 8]), ICRC_SEED);
+        let data: Vec<u8> = (0..5000u32).map(|i| (i * 7 + 3) as u8).collect();
+        let mut bytewise = ICRC_SEED;
         for &b in &data {
             bytewise = crc32_le_table(bytewise, &[b]);
         }
-        assert_eq!(crc32_le(!0, &data), bytewise);
-        for n in [0usize, 1, 7, 8, 9, 63, 64, 65, 999] {
-            for seed in [0u32, !0, ICRC_SEED, 0x1234_5678] {
-                assert_eq!(crc32_le(seed, &data[..n]), crc32_le_table(seed, &data[..n]));
+        assert_eq!(icrc(&[], &data), !bytewise);
+        // Lengths around the vector paths' block sizes, split three ways.
+        for n in [
+            0usize, 1, 7, 8, 9, 63, 64, 65, 255, 256, 257, 999, 4096, 5000,
+        ] {
+            let want = !crc32_le_table(ICRC_SEED, &data[..n]);
+            for at in [0, n / 3, n] {
+                assert_eq!(
+                    icrc(&data[..at], &data[at..n]),
+                    want,
+                    "{n} bytes split at {at}"
+                );
             }
         }
     }

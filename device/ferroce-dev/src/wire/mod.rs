@@ -12,7 +12,7 @@ pub mod icrc;
 pub mod pcap;
 
 use crate::hw;
-use icrc::{crc32_le, ICRC_SEED};
+use icrc::icrc;
 
 /// UDP destination port of RoCE v2.
 pub const ROCE_V2_PORT: u16 = 4791;
@@ -585,9 +585,8 @@ fn compute_icrc(frame: &[u8], kind: NetKind, l3: usize, end: usize) -> Option<u3
         }
     }
     p[hlen + 4] = 0xff; // BTH resv8a
-    let crc = crc32_le(ICRC_SEED, p);
     let rest = frame.get(l3.checked_add(plen)?..end)?;
-    Some(!crc32_le(crc, rest))
+    Some(icrc(p, rest))
 }
 
 /// Appends the Ethernet frame of `p` to `out` (cleared first). The pad count
