@@ -55,11 +55,28 @@ static TABLES: [[u32; 256]; 8] = make_tables();
 /// AMD EPYC (2026-12-04) that ran at 49 GB/s, against 12.6 GB/s for the
 /// `crc32fast` crate it replaced (128-bit folding only; the `crc-fast`
 /// crate's wide paths need Rust 1.89, and the root has 1.85).
+///
+/// Each call costs about 8 ns before its first byte, a third of a small
+/// packet's ICRC: the masked LRH is folded into [`ICRC_SEED`], and a short
+/// packet's two parts are run as one (copied together on the stack).
 pub fn icrc(masked: &[u8], rest: &[u8]) -> u32 {
-    let crc = libdeflate::crc32(0, &[0xff; 8]);
+    // libdeflate's CRC32 takes and returns the complement of the state.
+    let crc = !ICRC_SEED;
+    let mut joined = [0u8; SHORT_ICRC];
+    let n = masked.len() + rest.len();
+    if let Some(both) = joined.get_mut(..n) {
+        let (head, tail) = both.split_at_mut(masked.len());
+        head.copy_from_slice(masked);
+        tail.copy_from_slice(rest);
+        return libdeflate::crc32(crc, both);
+    }
     let crc = libdeflate::crc32(crc, masked);
     libdeflate::crc32(crc, rest)
 }
+
+/// Longest packet (headers after the LRH, payload, pad) whose ICRC is run
+/// in one call.
+const SHORT_ICRC: usize = 256;
 
 #[allow(unsafe_code)]
 mod libdeflate {
