@@ -92,6 +92,7 @@ use zerocopy::{FromBytes, IntoBytes};
 
 use crate::device::State;
 use crate::hw::*;
+use crate::mem::GuestMemory;
 use crate::objects::{MrKind, Qp, SegList};
 use crate::wire::{self, op, psn_diff, Aeth, AtomicEth, Bth, Deth, NetHdr, NetKind, Packet, Reth};
 use codes::WcStatus;
@@ -889,16 +890,36 @@ impl State {
     fn gather(&mut self, segs: &mut Segments, off: u64, len: usize, out: &mut Vec<u8>) -> bool {
         let start = out.len();
         out.resize(start + len, 0);
-        let (mem, mut dma_failed) = (&self.mem, false);
-        let ok = segs.walk(off, len, &mut self.data.sg_steps, |gpa, at, n| {
-            let done = mem.read(gpa, &mut out[start + at..start + at + n]).is_ok();
-            dma_failed |= !done;
-            done
-        });
+        let mut dma_failed = false;
+        let ok = Self::gather_into(
+            &*self.mem,
+            &mut self.data.sg_steps,
+            segs,
+            off,
+            &mut out[start..],
+            &mut dma_failed,
+        );
         if dma_failed {
             self.counters.hw.bad_dma += 1;
         }
         ok
+    }
+
+    /// Fills `dst` from offset `off` of a message's segments; sets
+    /// `dma_failed` if a guest memory read failed.
+    fn gather_into(
+        mem: &dyn GuestMemory,
+        steps: &mut u64,
+        segs: &mut Segments,
+        off: u64,
+        dst: &mut [u8],
+        dma_failed: &mut bool,
+    ) -> bool {
+        segs.walk(off, dst.len(), steps, |gpa, at, n| {
+            let done = mem.read(gpa, &mut dst[at..at + n]).is_ok();
+            *dma_failed |= !done;
+            done
+        })
     }
 
     /// Writes `data` at offset `off` of a message's segments.
@@ -1003,6 +1024,29 @@ impl State {
             return;
         }
         self.emit(frame);
+    }
+
+    /// Encodes `p` with the `len` payload bytes at offset `off` of a
+    /// message's segments gathered straight into the frame, and queues it;
+    /// false (nothing queued) if they cannot be read.
+    fn emit_gathered(&mut self, p: &Packet<'_>, segs: &mut Segments, off: u64, len: usize) -> bool {
+        let mut frame = Vec::with_capacity(len + 96);
+        let (mem, steps, mut dma_failed) = (&*self.mem, &mut self.data.sg_steps, false);
+        let ok = wire::encode_with(
+            p,
+            len,
+            |dst| Self::gather_into(mem, steps, segs, off, dst, &mut dma_failed),
+            &mut frame,
+        );
+        if dma_failed {
+            self.counters.hw.bad_dma += 1;
+        }
+        if !ok {
+            return false;
+        }
+        self.ip_id = self.ip_id.wrapping_add(1);
+        self.emit(frame);
+        true
     }
 
     /// Sends an atomic request (`bth` carries its opcode and PSN).

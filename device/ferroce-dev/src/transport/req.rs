@@ -355,7 +355,6 @@ impl State {
         let window = if uc { WINDOW } else { self.rc_window(c, e) };
         let mut sent_any = false;
         let mut reads_pending = 0usize;
-        let mut payload = Vec::new();
         for i in 0..e.inflight.len() {
             let Some(w) = e.inflight.get(i) else {
                 break;
@@ -476,34 +475,6 @@ impl State {
                 };
                 let off = u64::from(k) * mtu;
                 let n = (len - off.min(len)).min(mtu) as usize;
-                payload.clear();
-                let ok = match &w.inline {
-                    Some(v) => {
-                        let s = off as usize;
-                        payload.extend_from_slice(v.get(s..s + n).unwrap_or(&[]));
-                        payload.len() == n
-                    }
-                    None => {
-                        let fresh = self.refresh_send_segs(c.pdn, &mut e.inflight[i]);
-                        let mut segs = std::mem::take(&mut e.inflight[i].segs);
-                        let ok = fresh && self.gather(&mut segs, off, n, &mut payload);
-                        e.inflight[i].segs = segs;
-                        ok
-                    }
-                };
-                let Some(w) = e.inflight.get(i) else {
-                    break;
-                };
-                if !ok {
-                    // The local pages vanished under the WQE.
-                    let head = i == 0;
-                    if head {
-                        self.requester_failed(c, e, WcStatus::LocProtErr);
-                        return;
-                    }
-                    blocked = true;
-                    break;
-                }
                 let first = k == 0;
                 let last = k + 1 == npkts;
                 let opcode = match (write, first, last) {
@@ -523,15 +494,6 @@ impl State {
                     (false, false, true) => op::RC_SEND_LAST,
                 };
                 let opcode = if uc { op::uc_of(opcode) } else { opcode };
-                let reth = if write && first {
-                    Reth {
-                        va: w.remote_addr,
-                        rkey: w.rkey,
-                        len: len as u32,
-                    }
-                } else {
-                    Reth::default()
-                };
                 let bth = Bth {
                     opcode,
                     se: last && w.flags & WQE_SOLICITED != 0 && (!write || with_imm),
@@ -542,16 +504,46 @@ impl State {
                     psn,
                     ..Bth::default()
                 };
-                let imm = w.imm;
-                self.send_pkt(
-                    &path,
-                    bth,
-                    reth,
-                    Aeth::default(),
-                    Deth::default(),
-                    imm,
-                    &payload,
-                );
+                let mut p = Self::packet_on(&path, self.ip_id, bth, &[]);
+                if write && first {
+                    p.reth = Reth {
+                        va: w.remote_addr,
+                        rkey: w.rkey,
+                        len: len as u32,
+                    };
+                }
+                p.imm = w.imm;
+                // SEND with invalidate: the key travels where ImmDt would.
+                p.ieth = u32::from_be_bytes(w.imm);
+                // The payload goes from guest memory straight into the frame.
+                let fresh = self.refresh_send_segs(c.pdn, &mut e.inflight[i]);
+                let inline = e.inflight[i].inline.take();
+                let mut segs = std::mem::take(&mut e.inflight[i].segs);
+                let ok = fresh
+                    && match &inline {
+                        Some(v) => {
+                            let s = off as usize;
+                            p.payload = v.get(s..s + n).unwrap_or(&[]);
+                            let whole = p.payload.len() == n;
+                            if whole {
+                                self.emit_packet(&p);
+                            }
+                            whole
+                        }
+                        None => self.emit_gathered(&p, &mut segs, off, n),
+                    };
+                e.inflight[i].inline = inline;
+                e.inflight[i].segs = segs;
+                if !ok {
+                    // The local pages vanished under the WQE.
+                    let head = i == 0;
+                    if head {
+                        self.requester_failed(c, e, WcStatus::LocProtErr);
+                        return;
+                    }
+                    blocked = true;
+                    break;
+                }
                 sent_any = true;
                 k += 1;
                 if let Some(w) = e.inflight.get_mut(i) {

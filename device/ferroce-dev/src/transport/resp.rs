@@ -781,7 +781,6 @@ impl State {
             r.answered = true;
             return true;
         };
-        let mut payload = Vec::with_capacity(mtu as usize);
         while r.next < n && self.tx_room() > 0 {
             let k = r.next;
             let off = u64::from(k) * mtu;
@@ -792,10 +791,6 @@ impl State {
                 };
                 (segs, end) = chunk;
                 base = off;
-            }
-            payload.clear();
-            if !self.gather(&mut segs, off - base, m, &mut payload) {
-                return false;
             }
             // A re-requested tail is answered as a READ of its own.
             let opcode = match (k == r.from, k + 1 == n) {
@@ -815,7 +810,12 @@ impl State {
                 syndrome: Syndrome::Ack.to_wire(),
                 msn: r.msn,
             };
-            self.send_response(&path, bth, aeth, &payload);
+            let mut p = Self::packet_on(&path, self.ip_id, bth, &[]);
+            p.aeth = aeth;
+            // The payload goes from guest memory straight into the frame.
+            if !self.emit_gathered(&p, &mut segs, off - base, m) {
+                return false;
+            }
             r.next = k + 1;
         }
         r.answered |= r.next >= n;

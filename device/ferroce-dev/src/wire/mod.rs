@@ -594,23 +594,42 @@ fn compute_icrc(frame: &[u8], kind: NetKind, l3: usize, end: usize) -> Option<u3
 /// Returns `false` (and leaves `out` empty) for an unknown opcode or a
 /// payload too large for one frame.
 pub fn encode(p: &Packet<'_>, out: &mut Vec<u8>) -> bool {
+    encode_with(
+        p,
+        p.payload.len(),
+        |dst| {
+            dst.copy_from_slice(p.payload);
+            true
+        },
+        out,
+    )
+}
+
+/// [`encode`] for a payload that is not in memory yet: `p.payload` is
+/// ignored, and `fill` writes the `len` payload bytes straight into their
+/// place in the frame (a DMA gather from guest memory), before the ICRC is
+/// computed over them. Returns `false` (and leaves `out` empty) where
+/// [`encode`] does, and if `fill` does.
+pub fn encode_with(
+    p: &Packet<'_>,
+    len: usize,
+    fill: impl FnOnce(&mut [u8]) -> bool,
+    out: &mut Vec<u8>,
+) -> bool {
     out.clear();
     let Some(e) = opcode_ext(p.bth.opcode) else {
         return false;
     };
-    let payload = if e & ext::PAYLOAD != 0 {
-        p.payload
-    } else {
-        &[]
-    };
-    if payload.len() > 9000 {
+    let has_payload = e & ext::PAYLOAD != 0;
+    let payload_len = if has_payload { len } else { 0 };
+    if payload_len > 9000 {
         return false;
     }
-    let pad = (4 - payload.len() % 4) % 4;
+    let pad = (4 - payload_len % 4) % 4;
     let Some(tlen) = transport_hdr_len(p.bth.opcode) else {
         return false;
     };
-    let ib_len = tlen + payload.len() + pad + ICRC_LEN;
+    let ib_len = tlen + payload_len + pad + ICRC_LEN;
     out.extend_from_slice(&p.dmac);
     out.extend_from_slice(&p.smac);
     if let Some(tci) = p.vlan {
@@ -693,8 +712,12 @@ pub fn encode(p: &Packet<'_>, out: &mut Vec<u8>) -> bool {
     if e & ext::ATOMIC_ACK != 0 {
         out.extend_from_slice(&p.atomic_ack.to_be_bytes());
     }
-    out.extend_from_slice(payload);
-    out.extend_from_slice(&[0u8; 3][..pad]);
+    let at = out.len();
+    out.resize(at + payload_len + pad, 0);
+    if has_payload && !fill(&mut out[at..at + payload_len]) {
+        out.clear();
+        return false;
+    }
     let end = out.len();
     let Some(icrc) = compute_icrc(out, p.net.kind, l3, end) else {
         out.clear();
