@@ -922,7 +922,7 @@ impl State {
         let backlog = self.has_backlog().then_some(self.now_ns);
         self.qps
             .iter()
-            .filter_map(|(_, qp)| qp.engine.next_deadline())
+            .filter_map(|(_, qp)| qp.engine.get()?.next_deadline())
             .chain(self.faults.next_release())
             .chain(held)
             .chain(backlog)

@@ -543,7 +543,7 @@ pub struct Qp {
     /// The data path state of this QP (requester, completer, responder):
     /// born with the QP, cleared in RESET, gone with the QP.
     #[serde(skip)]
-    pub(crate) engine: crate::transport::Engine,
+    pub(crate) engine: crate::transport::EngineSlot,
 }
 
 /// Shared receive queue (1.6): a ring of RQ WQEs that the QPs attached to

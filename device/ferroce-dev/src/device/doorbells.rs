@@ -60,7 +60,7 @@ impl State {
         let (depth, last) = if sq {
             (qp.sq_depth, qp.sq_pi)
         } else {
-            (qp.rq_depth, qp.engine.rq_ci())
+            (qp.rq_depth, qp.engine.get().map_or(0, |e| e.rq_ci()))
         };
         let late = !sq && u32::from(last.wrapping_sub(pi)) <= depth;
         if depth == 0 || (u32::from(pi.wrapping_sub(last)) > depth && !late) {

@@ -426,7 +426,12 @@ impl State {
         let due: Vec<u32> = self
             .qps
             .iter()
-            .filter(|(_, qp)| qp.engine.next_deadline().is_some_and(|t| t <= now))
+            .filter(|(_, qp)| {
+                qp.engine
+                    .get()
+                    .and_then(Engine::next_deadline)
+                    .is_some_and(|t| t <= now)
+            })
             .map(|(qpn, _)| qpn)
             .collect();
         for qpn in due {
