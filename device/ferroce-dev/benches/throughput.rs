@@ -7,16 +7,17 @@
 //!
 //! What a message costs here, all on one thread: the requester's doorbell
 //! (a BAR write), fetching and decoding the WQE by DMA, translating its
-//! SGEs, gathering the payload by DMA, encoding the frame with its ICRC;
-//! the in-memory wire (each frame a `Vec`, handed over in batches); the
+//! SGEs, encoding the frame with the payload gathered into it by DMA and
+//! its ICRC; the in-memory wire (each frame a `Vec`, handed over in
+//! batches as they are: it impairs none, and no capture is asked for); the
 //! responder decoding and checking the frame and its ICRC, translating the
 //! R_Key, placing the payload by DMA and coalescing ACKs; the requester
 //! taking the ACK and writing the CQE. The fake guest's side is counted
 //! too, and reported as a share: writing the WQEs into guest memory and
 //! polling the CQ. A READ takes the same steps the other way round: the
-//! request goes out, the responder gathers the payload into its response
-//! frames, and the requester checks them, places the payload and writes
-//! the CQE.
+//! request goes out, the responder gathers the payload straight into its
+//! response frames, and the requester checks them, places the payload and
+//! writes the CQE.
 //!
 //! What it leaves out: the doorbell's way to the device (a guest store,
 //! QEMU's vfio-user message and the socket wake-up), the frame's way

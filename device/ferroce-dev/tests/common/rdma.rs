@@ -637,6 +637,8 @@ pub struct Wire {
     pub corrupted: u64,
     pub duplicated: u64,
     pub reordered: u64,
+    /// `FERROCE_WIRE_PCAP`, read once: the file every frame is appended to.
+    pcap: Option<std::ffi::OsString>,
 }
 
 impl Wire {
@@ -649,10 +651,16 @@ impl Wire {
             corrupted: 0,
             duplicated: 0,
             reordered: 0,
+            pcap: std::env::var_os("FERROCE_WIRE_PCAP"),
         }
     }
 
     fn impair(&mut self, frames: Vec<Vec<u8>>) -> Vec<Vec<u8>> {
+        let i = self.imp;
+        if i.drop == 0 && i.dup == 0 && i.corrupt == 0 && i.reorder == 0 {
+            // A lossless wire hands the frames over as they are.
+            return frames;
+        }
         let mut out = Vec::new();
         for f in frames {
             if self.rng.pct(self.imp.drop) {
@@ -703,13 +711,13 @@ impl Wire {
             }
             let fa = self.impair(fa);
             let fb = self.impair(fb);
-            if let Some(p) = std::env::var_os("FERROCE_WIRE_PCAP") {
+            if let Some(p) = &self.pcap {
                 use std::io::Write;
-                let new = !std::path::Path::new(&p).exists();
+                let new = !std::path::Path::new(p).exists();
                 let mut f = std::fs::OpenOptions::new()
                     .create(true)
                     .append(true)
-                    .open(&p)
+                    .open(p)
                     .unwrap();
                 if new {
                     let mut h = Vec::new();
