@@ -1000,6 +1000,22 @@ impl State {
         imm: [u8; 4],
         payload: &[u8],
     ) {
+        let p = self.data_packet(path, bth, reth, aeth, deth, imm, payload);
+        self.emit_packet(&p);
+    }
+
+    /// The packet [`Self::send_pkt`] sends.
+    #[allow(clippy::too_many_arguments)]
+    fn data_packet<'a>(
+        &self,
+        path: &Path,
+        bth: Bth,
+        reth: Reth,
+        aeth: Aeth,
+        deth: Deth,
+        imm: [u8; 4],
+        payload: &'a [u8],
+    ) -> Packet<'a> {
         let mut p = Self::packet_on(path, self.ip_id, bth, payload);
         p.reth = reth;
         p.aeth = aeth;
@@ -1007,7 +1023,7 @@ impl State {
         p.imm = imm;
         // SEND with invalidate: the key travels where ImmDt would.
         p.ieth = u32::from_be_bytes(imm);
-        self.emit_packet(&p);
+        p
     }
 
     /// A packet on `path` with `bth` and `payload`, other headers empty.

@@ -5,7 +5,7 @@
 use super::codes::WcStatus;
 use crate::device::State;
 use crate::hw::*;
-use crate::wire::{self, feth, op, psn_add, psn_diff, Aeth, AtomicEth, Bth, Deth, Reth};
+use crate::wire::{self, feth, op, psn_add, psn_diff, Aeth, AtomicEth, Bth, Deth, Packet, Reth};
 
 use super::memreg::LocalOp;
 use super::{
@@ -504,36 +504,37 @@ impl State {
                     psn,
                     ..Bth::default()
                 };
-                let mut p = Self::packet_on(&path, self.ip_id, bth, &[]);
-                if write && first {
-                    p.reth = Reth {
+                let reth = if write && first {
+                    Reth {
                         va: w.remote_addr,
                         rkey: w.rkey,
                         len: len as u32,
-                    };
-                }
-                p.imm = w.imm;
-                // SEND with invalidate: the key travels where ImmDt would.
-                p.ieth = u32::from_be_bytes(w.imm);
+                    }
+                } else {
+                    Reth::default()
+                };
+                let (aeth, deth) = (Aeth::default(), Deth::default());
+                let p = self.data_packet(&path, bth, reth, aeth, deth, w.imm, &[]);
                 // The payload goes from guest memory straight into the frame.
-                let fresh = self.refresh_send_segs(c.pdn, &mut e.inflight[i]);
-                let inline = e.inflight[i].inline.take();
-                let mut segs = std::mem::take(&mut e.inflight[i].segs);
-                let ok = fresh
-                    && match &inline {
-                        Some(v) => {
-                            let s = off as usize;
-                            p.payload = v.get(s..s + n).unwrap_or(&[]);
-                            let whole = p.payload.len() == n;
-                            if whole {
-                                self.emit_packet(&p);
+                let ok = match &w.inline {
+                    Some(v) => {
+                        let s = off as usize;
+                        match v.get(s..s + n) {
+                            Some(payload) => {
+                                self.emit_packet(&Packet { payload, ..p });
+                                true
                             }
-                            whole
+                            None => false,
                         }
-                        None => self.emit_gathered(&p, &mut segs, off, n),
-                    };
-                e.inflight[i].inline = inline;
-                e.inflight[i].segs = segs;
+                    }
+                    None => {
+                        let fresh = self.refresh_send_segs(c.pdn, &mut e.inflight[i]);
+                        let mut segs = std::mem::take(&mut e.inflight[i].segs);
+                        let ok = fresh && self.emit_gathered(&p, &mut segs, off, n);
+                        e.inflight[i].segs = segs;
+                        ok
+                    }
+                };
                 if !ok {
                     // The local pages vanished under the WQE.
                     let head = i == 0;

@@ -62,13 +62,13 @@ static TABLES: [[u32; 256]; 8] = make_tables();
 pub fn icrc(masked: &[u8], rest: &[u8]) -> u32 {
     // libdeflate's CRC32 takes and returns the complement of the state.
     let crc = !ICRC_SEED;
-    let mut joined = [0u8; SHORT_ICRC];
     let n = masked.len() + rest.len();
-    if let Some(both) = joined.get_mut(..n) {
-        let (head, tail) = both.split_at_mut(masked.len());
+    if n <= SHORT_ICRC {
+        let mut joined = [0u8; SHORT_ICRC];
+        let (head, tail) = joined[..n].split_at_mut(masked.len());
         head.copy_from_slice(masked);
         tail.copy_from_slice(rest);
-        return libdeflate::crc32(crc, both);
+        return libdeflate::crc32(crc, &joined[..n]);
     }
     let crc = libdeflate::crc32(crc, masked);
     libdeflate::crc32(crc, rest)
