@@ -988,23 +988,8 @@ impl State {
         })
     }
 
-    /// Encodes and queues one packet on `path`.
-    #[allow(clippy::too_many_arguments)]
-    fn send_pkt(
-        &mut self,
-        path: &Path,
-        bth: Bth,
-        reth: Reth,
-        aeth: Aeth,
-        deth: Deth,
-        imm: [u8; 4],
-        payload: &[u8],
-    ) {
-        let p = self.data_packet(path, bth, reth, aeth, deth, imm, payload);
-        self.emit_packet(&p);
-    }
-
-    /// The packet [`Self::send_pkt`] sends.
+    /// A packet on `path` with these headers and `payload`, to encode and
+    /// queue with [`Self::emit_packet`].
     #[allow(clippy::too_many_arguments)]
     fn data_packet<'a>(
         &self,
@@ -1116,7 +1101,8 @@ impl State {
     /// Encodes and queues a responder packet (ACK/NAK or READ response).
     fn send_response(&mut self, path: &Path, bth: Bth, aeth: Aeth, payload: &[u8]) {
         let (reth, deth) = (Reth::default(), Deth::default());
-        self.send_pkt(path, bth, reth, aeth, deth, [0; 4], payload);
+        let p = self.data_packet(path, bth, reth, aeth, deth, [0; 4], payload);
+        self.emit_packet(&p);
     }
 
     /// Queues a frame: to the loopback queue if it is for our own MAC.

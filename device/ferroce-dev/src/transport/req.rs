@@ -435,7 +435,7 @@ impl State {
                             rkey: w.rkey,
                             len: w.len.saturating_sub(off) as u32,
                         };
-                        self.send_pkt(
+                        let p = self.data_packet(
                             &path,
                             bth,
                             reth,
@@ -444,6 +444,7 @@ impl State {
                             [0; 4],
                             &[],
                         );
+                        self.emit_packet(&p);
                     }
                     if let Some(w) = e.inflight.get_mut(i) {
                         w.sent = w.npkts;

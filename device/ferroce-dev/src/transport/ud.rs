@@ -113,7 +113,7 @@ impl State {
                 qkey: d.qkey,
                 src_qp: c.qpn,
             };
-            self.send_pkt(
+            let p = self.data_packet(
                 &d.path,
                 bth,
                 Reth::default(),
@@ -122,6 +122,7 @@ impl State {
                 w.imm,
                 &payload,
             );
+            self.emit_packet(&p);
             self.complete_send(c, &w, WcStatus::Success);
         }
     }
