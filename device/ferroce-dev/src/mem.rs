@@ -74,14 +74,13 @@ impl FakeMemory {
         self.regions.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    fn locate(map: &BTreeMap<u64, Vec<u8>>, gpa: u64, len: u64) -> Option<(u64, usize)> {
-        let (base, region) = map.range(..=gpa).next_back()?;
-        let off = gpa.checked_sub(*base)?;
-        let end = off.checked_add(len)?;
-        if end > region.len() as u64 {
-            return None;
-        }
-        Some((*base, usize::try_from(off).ok()?))
+    /// The bytes `gpa..gpa+len` of the region that holds them all, found
+    /// with one lookup.
+    fn locate(map: &mut BTreeMap<u64, Vec<u8>>, gpa: u64, len: u64) -> Option<&mut [u8]> {
+        let (base, region) = map.range_mut(..=gpa).next_back()?;
+        let off = usize::try_from(gpa.checked_sub(*base)?).ok()?;
+        let end = off.checked_add(usize::try_from(len).ok()?)?;
+        region.get_mut(off..end)
     }
 
     /// Reads a little-endian u32 (test helper; panics on unmapped memory).
@@ -100,12 +99,8 @@ impl FakeMemory {
 impl GuestMemory for FakeMemory {
     fn read(&self, gpa: u64, buf: &mut [u8]) -> Result<(), DmaError> {
         let len = buf.len() as u64;
-        let map = self.lock();
-        let (base, off) = Self::locate(&map, gpa, len).ok_or(DmaError { gpa, len })?;
-        let region = map.get(&base).ok_or(DmaError { gpa, len })?;
-        let src = region
-            .get(off..off + buf.len())
-            .ok_or(DmaError { gpa, len })?;
+        let mut map = self.lock();
+        let src = Self::locate(&mut map, gpa, len).ok_or(DmaError { gpa, len })?;
         buf.copy_from_slice(src);
         Ok(())
     }
@@ -113,18 +108,14 @@ impl GuestMemory for FakeMemory {
     fn write(&self, gpa: u64, buf: &[u8]) -> Result<(), DmaError> {
         let len = buf.len() as u64;
         let mut map = self.lock();
-        let (base, off) = Self::locate(&map, gpa, len).ok_or(DmaError { gpa, len })?;
-        let region = map.get_mut(&base).ok_or(DmaError { gpa, len })?;
-        let dst = region
-            .get_mut(off..off + buf.len())
-            .ok_or(DmaError { gpa, len })?;
+        let dst = Self::locate(&mut map, gpa, len).ok_or(DmaError { gpa, len })?;
         dst.copy_from_slice(buf);
         Ok(())
     }
 
     fn check_range(&self, gpa: u64, len: u64) -> Result<(), DmaError> {
-        let map = self.lock();
-        Self::locate(&map, gpa, len)
+        let mut map = self.lock();
+        Self::locate(&mut map, gpa, len)
             .map(|_| ())
             .ok_or(DmaError { gpa, len })
     }
