@@ -287,6 +287,10 @@ pub(crate) struct State {
     pub rc_inflight: u32,
     /// IPv4 identification of the next frame.
     pub ip_id: u16,
+    /// Where a send or receive WQE is read to be decoded: kept, not
+    /// zeroed for each WQE (each read overwrites the bytes it decodes).
+    /// Lent out with [`std::mem::take`] while a WQE is decoded.
+    pub wqe_buf: Vec<u8>,
     /// Data path counters.
     pub data: DataCounters,
     /// Fault injection.
@@ -412,6 +416,7 @@ impl Device {
             busy_counted_ns: 0,
             rc_inflight: 0,
             ip_id: 0,
+            wqe_buf: Vec::new(),
             data: DataCounters::default(),
             faults: FaultState::default(),
             waker: None,

@@ -769,6 +769,15 @@ impl State {
         true
     }
 
+    /// [`State::wqe_buf`], lent out at `len` bytes for one WQE. The caller
+    /// gives it back by storing it in `wqe_buf` again; one not given back
+    /// (an early return) costs only a new allocation next time.
+    pub(super) fn take_wqe_buf(&mut self, len: usize) -> Vec<u8> {
+        let mut buf = std::mem::take(&mut self.wqe_buf);
+        buf.resize(len, 0);
+        buf
+    }
+
     fn wqe_read(&self, qpn: u32, sq: bool, idx: u16, buf: &mut [u8]) -> bool {
         let Some(q) = self.qps.get(qpn) else {
             return false;

@@ -62,9 +62,10 @@ impl State {
             return None;
         }
         let idx = e.rq_ci;
-        let mut raw = vec![0u8; 1usize << c.rq_shift];
+        let mut raw = self.take_wqe_buf(1usize << c.rq_shift);
         let read = self.wqe_read(c.qpn, false, idx, &mut raw);
         let wqe = self.parse_recv_wqe(c.pdn, read.then_some(raw.as_slice()));
+        self.wqe_buf = raw;
         Some(RecvCtx {
             idx,
             from_srq: false,
@@ -155,8 +156,12 @@ impl State {
             return None;
         }
         let off = u64::from(u32::from(ci) & (depth - 1)) << srq.wqe_shift;
-        let mut raw = vec![0u8; 1usize << srq.wqe_shift];
-        let read = self.pages_read(&srq.pages, srq.page_shift, off, &mut raw);
+        let (len, page_shift) = (1usize << srq.wqe_shift, srq.page_shift);
+        let mut raw = self.take_wqe_buf(len);
+        let read = self
+            .srqs
+            .get(srqn)
+            .is_some_and(|srq| self.pages_read(&srq.pages, page_shift, off, &mut raw));
         let next = ci.wrapping_add(1);
         let srq = self.srqs.get_mut(srqn)?;
         srq.ci = next;
@@ -179,6 +184,7 @@ impl State {
             self.post_async(EQE_SRQ_LIMIT_REACHED, srqn, limit, 0);
         }
         let wqe = self.parse_recv_wqe(c.pdn, read.then_some(raw.as_slice()));
+        self.wqe_buf = raw;
         Some(RecvCtx {
             idx: ci,
             from_srq: true,

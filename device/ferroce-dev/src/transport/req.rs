@@ -16,10 +16,15 @@ use super::{
 impl State {
     /// Fetches and validates the send WQE at `idx`.
     pub(super) fn fetch_wqe(&mut self, c: &QpCtx, idx: u16, mtu: u64) -> SendWqe {
-        // CREATE_QP bounds the stride by SQ_WQE_SHIFT_MAX: the WQE is read
-        // into the stack, not into an allocation per WQE.
-        let mut buf = [0u8; 1 << SQ_WQE_SHIFT_MAX];
-        let raw = &mut buf[..1usize << c.sq_shift.min(SQ_WQE_SHIFT_MAX)];
+        // CREATE_QP bounds the stride by SQ_WQE_SHIFT_MAX.
+        let mut buf = self.take_wqe_buf(1usize << c.sq_shift.min(SQ_WQE_SHIFT_MAX));
+        let w = self.fetch_wqe_into(c, idx, mtu, &mut buf);
+        self.wqe_buf = buf;
+        w
+    }
+
+    /// [`Self::fetch_wqe`], reading the WQE into `raw` (its stride).
+    fn fetch_wqe_into(&mut self, c: &QpCtx, idx: u16, mtu: u64, raw: &mut [u8]) -> SendWqe {
         let mut w = SendWqe {
             idx,
             wr_id: 0,
