@@ -115,10 +115,7 @@ impl State {
                     return executed;
                 }
                 executed = true;
-                if let Some(w) = e.inflight.pop_front() {
-                    e.sq_ci = w.idx.wrapping_add(1);
-                    self.complete_send(c, &w, WcStatus::Success);
-                }
+                self.retire_head(c, e);
                 continue;
             }
             let done = if c.uc() {
@@ -132,10 +129,7 @@ impl State {
             if !done {
                 break;
             }
-            if let Some(w) = e.inflight.pop_front() {
-                e.sq_ci = w.idx.wrapping_add(1);
-                self.complete_send(c, &w, WcStatus::Success);
-            }
+            self.retire_head(c, e);
         }
         if e.inflight.is_empty() {
             e.timer = None;
@@ -145,6 +139,16 @@ impl State {
             }
         }
         executed
+    }
+
+    /// Completes the SQ's oldest WQE successfully and drops it (it is
+    /// completed where it lies, not moved out first).
+    fn retire_head(&mut self, c: &QpCtx, e: &mut Engine) {
+        if let Some(w) = e.inflight.front() {
+            e.sq_ci = w.idx.wrapping_add(1);
+            self.complete_send(c, w, WcStatus::Success);
+        }
+        e.inflight.pop_front();
     }
 
     pub(super) fn progress_made(&mut self, c: &QpCtx, e: &mut Engine) {
@@ -369,9 +373,7 @@ impl State {
                 return false;
             }
             let fresh = self.refresh_send_segs(c.pdn, &mut e.inflight[i]);
-            let mut segs = std::mem::take(&mut e.inflight[i].segs);
-            let ok = fresh && self.scatter(&mut segs, off, p.payload);
-            e.inflight[i].segs = segs;
+            let ok = fresh && self.scatter(&mut e.inflight[i].segs, off, p.payload);
             if !ok {
                 self.qp_fail(c, e, Some(WcStatus::LocProtErr));
                 return false;
@@ -402,9 +404,7 @@ impl State {
             return false;
         }
         let fresh = self.refresh_send_segs(c.pdn, &mut e.inflight[i]);
-        let mut segs = std::mem::take(&mut e.inflight[i].segs);
-        let ok = fresh && self.scatter(&mut segs, 0, &p.atomic_ack.to_le_bytes());
-        e.inflight[i].segs = segs;
+        let ok = fresh && self.scatter(&mut e.inflight[i].segs, 0, &p.atomic_ack.to_le_bytes());
         if !ok {
             self.qp_fail(c, e, Some(WcStatus::LocProtErr));
             return false;

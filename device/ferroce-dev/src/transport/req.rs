@@ -535,10 +535,7 @@ impl State {
                     }
                     None => {
                         let fresh = self.refresh_send_segs(c.pdn, &mut e.inflight[i]);
-                        let mut segs = std::mem::take(&mut e.inflight[i].segs);
-                        let ok = fresh && self.emit_gathered(&p, &mut segs, off, n);
-                        e.inflight[i].segs = segs;
-                        ok
+                        fresh && self.emit_gathered(&p, &mut e.inflight[i].segs, off, n)
                     }
                 };
                 if !ok {
