@@ -267,6 +267,10 @@ pub(crate) struct State {
     pub tx: VecDeque<Vec<u8>>,
     /// Frames this device sent to its own MAC.
     pub loopback: VecDeque<Vec<u8>>,
+    /// Buffers of frames already sent, for new frames (no allocation per
+    /// frame): given back by [`Device::swap_tx`] and after a looped-back
+    /// frame was received.
+    pub spare_frames: Vec<Vec<u8>>,
     /// QPs with a coalesced ACK pending.
     pub ack_list: Vec<u32>,
     /// UC QPs waiting for room in the TX queue (they have no window).
@@ -408,6 +412,7 @@ impl Device {
             counters: Counters::default(),
             tx: VecDeque::new(),
             loopback: VecDeque::new(),
+            spare_frames: Vec::new(),
             ack_list: Vec::new(),
             tx_waiters: Vec::new(),
             mr_epoch: 0,
@@ -675,11 +680,20 @@ impl Device {
 
     /// Takes the frames the engine queued for the wire.
     pub fn take_tx(&self) -> Vec<Vec<u8>> {
+        let mut frames = Vec::new();
+        self.swap_tx(&mut frames);
+        frames
+    }
+
+    /// [`Device::take_tx`] for a sender that gives the buffers back:
+    /// `frames` holds frames sent since the last call (their buffers are
+    /// reused for new frames) and is refilled with the frames queued now.
+    pub fn swap_tx(&self, frames: &mut Vec<Vec<u8>>) {
         let mut st = self.lock();
-        let out = st.tx.drain(..).collect();
+        st.recycle_frames(frames.drain(..));
+        frames.extend(st.tx.drain(..));
         // The queue has room again: READ responses held back resume.
         st.pump();
-        out
     }
 
     /// Whether frames are waiting in [`Device::take_tx`].
@@ -888,6 +902,7 @@ impl State {
                 return;
             };
             self.rx_frame(&frame);
+            self.recycle_frames([frame]);
         }
         self.flush_acks();
         self.resume_tx_waiters();

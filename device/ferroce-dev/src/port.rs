@@ -386,13 +386,14 @@ impl Port {
     /// one sending waits for it (its frames may come after ours).
     pub fn flush_engine(&self) {
         let _tx = self.tx.lock().unwrap_or_else(|e| e.into_inner());
+        let mut frames = Vec::new();
         loop {
-            let frames = self.dev.take_tx();
+            self.dev.swap_tx(&mut frames);
             if frames.is_empty() {
                 return;
             }
-            for f in frames {
-                self.send_wire(&f);
+            for f in &frames {
+                self.send_wire(f);
             }
         }
     }

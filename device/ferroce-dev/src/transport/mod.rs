@@ -133,6 +133,9 @@ pub const TX_QUEUE_MAX: usize = 65536;
 /// dropped (as lost on the wire) and counted in `tx_overflow`. Only reached
 /// by window-bounded requesters on many QPs, never by READ responses.
 const TX_QUEUE_HARD_MAX: usize = 4 * TX_QUEUE_MAX;
+/// Buffers of sent frames kept for new frames ([`State::spare_frames`]):
+/// a burst's worth (about 9 MiB at most, of jumbo frames).
+pub const SPARE_FRAMES_MAX: usize = 1024;
 /// Largest message (2 GiB).
 const MAX_MSG: u64 = 1 << 31;
 /// Most PSNs one message may take: fewer than 2^23 - [`WINDOW`], so that
@@ -1052,18 +1055,35 @@ impl State {
     /// Encodes `p` and queues it.
     fn emit_packet(&mut self, p: &Packet<'_>) {
         self.ip_id = self.ip_id.wrapping_add(1);
-        let mut frame = Vec::with_capacity(p.payload.len() + 96);
+        let mut frame = self.new_frame(p.payload.len());
         if !wire::encode(p, &mut frame) {
+            self.recycle_frames([frame]);
             return;
         }
         self.emit(frame);
+    }
+
+    /// An empty buffer for a frame with `payload` bytes of payload: a sent
+    /// frame's given back ([`State::recycle_frames`]) if there is one.
+    fn new_frame(&mut self, payload: usize) -> Vec<u8> {
+        let mut frame = self.spare_frames.pop().unwrap_or_default();
+        frame.clear();
+        frame.reserve(payload + 96);
+        frame
+    }
+
+    /// Keeps the buffers of sent frames for new ones, up to
+    /// [`SPARE_FRAMES_MAX`]; the rest are freed.
+    pub(crate) fn recycle_frames(&mut self, frames: impl IntoIterator<Item = Vec<u8>>) {
+        let room = SPARE_FRAMES_MAX.saturating_sub(self.spare_frames.len());
+        self.spare_frames.extend(frames.into_iter().take(room));
     }
 
     /// Encodes `p` with the `len` payload bytes at offset `off` of a
     /// message's segments gathered straight into the frame, and queues it;
     /// false (nothing queued) if they cannot be read.
     fn emit_gathered(&mut self, p: &Packet<'_>, segs: &mut Segments, off: u64, len: usize) -> bool {
-        let mut frame = Vec::with_capacity(len + 96);
+        let mut frame = self.new_frame(len);
         let (mem, steps, mut dma_failed) = (&*self.mem, &mut self.data.sg_steps, false);
         let ok = wire::encode_with(
             p,
@@ -1075,6 +1095,7 @@ impl State {
             self.counters.hw.bad_dma += 1;
         }
         if !ok {
+            self.recycle_frames([frame]);
             return false;
         }
         self.ip_id = self.ip_id.wrapping_add(1);

@@ -694,9 +694,12 @@ impl Wire {
     /// pending; advances the clock to the next timer when nothing is in
     /// flight. Stops after `max_rounds` rounds; returns the rounds used.
     pub fn run(&mut self, a: &Node, b: &Node, max_rounds: usize) -> usize {
+        // Each round gives the frames delivered in the last one back to
+        // their sender, as a port does after writing them.
+        let (mut fa, mut fb) = (Vec::new(), Vec::new());
         for round in 0..max_rounds {
-            let fa = a.h.dev.take_tx();
-            let fb = b.h.dev.take_tx();
+            a.h.dev.swap_tx(&mut fa);
+            b.h.dev.swap_tx(&mut fb);
             if fa.is_empty() && fb.is_empty() {
                 let next = [a.h.dev.next_timer(), b.h.dev.next_timer()]
                     .into_iter()
@@ -709,8 +712,8 @@ impl Wire {
                 b.h.dev.tick(t);
                 continue;
             }
-            let fa = self.impair(fa);
-            let fb = self.impair(fb);
+            fa = self.impair(std::mem::take(&mut fa));
+            fb = self.impair(std::mem::take(&mut fb));
             if let Some(p) = &self.pcap {
                 use std::io::Write;
                 let new = !std::path::Path::new(p).exists();
