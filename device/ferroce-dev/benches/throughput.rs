@@ -3,7 +3,7 @@
 //! process on one core, connected by an in-memory wire, with a plain
 //! memcpy measured in the same run for scale.
 //!
-//! `cargo bench -p ferroce-dev --bench throughput [-- memcpy|small|large|read]`
+//! `cargo bench -p ferroce-dev --bench throughput [-- memcpy|small|qps|large|read]`
 //!
 //! What a message costs here, all on one thread: the requester's doorbell
 //! (a BAR write), fetching and decoding the WQE by DMA, translating its
@@ -50,18 +50,21 @@ fn memcpy_gbps() -> f64 {
 }
 
 /// Posts RDMA WRITEs (`opcode` [`WR_RDMA_WRITE`]) or READs
-/// ([`WR_RDMA_READ`]) of `size` bytes for about a second, `batch` per
-/// doorbell, the last of each batch signaled.
-fn transfers(opcode: u8, size: u32, batch: usize) -> Rate {
+/// ([`WR_RDMA_READ`]) of `size` bytes for about a second over `qps` RC QP
+/// pairs, `batch` per doorbell on each QP, the last of each batch
+/// signaled.
+fn transfers(opcode: u8, size: u32, batch: usize, qps: usize) -> Rate {
     let mut a = Node::new(36);
     let mut b = Node::new(37);
-    a.create_qp(QPT_RC);
-    b.create_qp(QPT_RC);
-    connect_pair(&mut a, 0, &mut b, 0, |attr| {
-        attr.path_mtu = MTU_4096;
-        attr.max_rd_atomic = MAX_RD_ATOMIC;
-        attr.max_dest_rd_atomic = MAX_RD_ATOMIC;
-    });
+    for q in 0..qps {
+        a.create_qp(QPT_RC);
+        b.create_qp(QPT_RC);
+        connect_pair(&mut a, q, &mut b, q, |attr| {
+            attr.path_mtu = MTU_4096;
+            attr.max_rd_atomic = MAX_RD_ATOMIC;
+            attr.max_dest_rd_atomic = MAX_RD_ATOMIC;
+        });
+    }
     let src = a.reg_mr(1 << 20, ACCESS_LOCAL_WRITE);
     let dst = b.reg_mr(
         1 << 20,
@@ -74,28 +77,33 @@ fn transfers(opcode: u8, size: u32, batch: usize) -> Rate {
     let mut guest = Duration::ZERO;
     while t.elapsed() < Duration::from_secs(1) {
         let g = Instant::now();
-        for i in 0..batch {
-            let off = (id * u64::from(size)) % ((1 << 20) - u64::from(size));
-            let w = SendWr {
-                wr_id: id,
-                opcode,
-                flags: if i + 1 == batch { WQE_SIGNALED } else { 0 },
-                remote_addr: dst.va(off),
-                rkey: dst.key,
-                sges: vec![(src.va(off), size, src.key)],
-                ..SendWr::default()
-            };
-            a.write_send_wqe(0, &w);
-            id += 1;
+        for q in 0..qps {
+            for i in 0..batch {
+                let off = (id * u64::from(size)) % ((1 << 20) - u64::from(size));
+                let w = SendWr {
+                    wr_id: id,
+                    opcode,
+                    flags: if i + 1 == batch { WQE_SIGNALED } else { 0 },
+                    remote_addr: dst.va(off),
+                    rkey: dst.key,
+                    sges: vec![(src.va(off), size, src.key)],
+                    ..SendWr::default()
+                };
+                a.write_send_wqe(q, &w);
+                id += 1;
+            }
         }
         guest += g.elapsed();
-        a.ring_sq(0);
+        for q in 0..qps {
+            a.ring_sq(q);
+        }
         wire.run(&a, &b, 1_000_000);
         let g = Instant::now();
         let c = a.poll();
         guest += g.elapsed();
+        assert_eq!(c.len(), qps);
         assert!(c.iter().all(|c| c.status == WC_SUCCESS));
-        msgs += batch as u64;
+        msgs += (batch * qps) as u64;
     }
     let s = t.elapsed().as_secs_f64();
     Rate {
@@ -117,7 +125,7 @@ struct Rate {
 
 fn main() {
     // `cargo bench ... -- NAME` runs only the parts whose name contains
-    // NAME (memcpy, small, large, read), for a profiler; cargo's own flags
+    // NAME (memcpy, small, qps, large, read), for a profiler; cargo's own flags
     // such as --bench are not names.
     let only: Vec<String> = std::env::args()
         .skip(1)
@@ -131,7 +139,7 @@ fn main() {
         );
     }
     if run("small") {
-        let r = transfers(WR_RDMA_WRITE, 64, 32);
+        let r = transfers(WR_RDMA_WRITE, 64, 32, 1);
         println!(
             "RDMA WRITE 64 B, 32 per doorbell:   {:8.0} messages/s (fake guest {:.0} %)",
             r.msgs,
@@ -142,12 +150,26 @@ fn main() {
             r.msgs / (1.0 - r.guest_share)
         );
     }
+    if run("qps") {
+        // The same 64 B WRITEs spread over more QPs: 32 per doorbell on
+        // each, all rung before the wire runs.
+        for qps in [1, 4, 16, 64] {
+            let r = transfers(WR_RDMA_WRITE, 64, 32, qps);
+            println!(
+                "  over {qps:2} QP{}:{:>18}{:8.0} messages/s (fake guest {:.0} %)",
+                if qps == 1 { " " } else { "s" },
+                "",
+                r.msgs,
+                r.guest_share * 100.0
+            );
+        }
+    }
     for (name, opcode, what) in [
         ("large", WR_RDMA_WRITE, "RDMA WRITE 64 KiB, MTU 4096:"),
         ("read", WR_RDMA_READ, "RDMA READ 64 KiB, MTU 4096:"),
     ] {
         if run(name) {
-            let r = transfers(opcode, 64 << 10, 8);
+            let r = transfers(opcode, 64 << 10, 8, 1);
             println!(
                 "{what:<36}{:8.2} GB/s (fake guest {:.0} %)",
                 r.gbps,
