@@ -529,19 +529,28 @@ impl Port {
     /// Reads the wire until stopped.
     pub fn wire_loop(&self) {
         let mut buf = vec![0u8; MAX_FRAME];
+        // The burst's frames, their buffers kept from one burst to the next.
         let mut burst: Vec<Vec<u8>> = Vec::new();
+        let keep = |burst: &mut Vec<Vec<u8>>, k: usize, frame: &[u8]| {
+            if burst.len() <= k {
+                burst.push(Vec::new());
+            }
+            burst[k].clear();
+            burst[k].extend_from_slice(frame);
+        };
         while !self.stop.load(Ordering::Relaxed) {
             match self.wire.recv(&mut buf) {
                 Ok(n) => {
-                    burst.clear();
-                    burst.push(buf[..n.min(buf.len())].to_vec());
-                    while burst.len() < BURST {
+                    keep(&mut burst, 0, &buf[..n.min(buf.len())]);
+                    let mut k = 1;
+                    while k < BURST {
                         match self.wire.try_recv(&mut buf) {
-                            Ok(n) => burst.push(buf[..n.min(buf.len())].to_vec()),
+                            Ok(n) => keep(&mut burst, k, &buf[..n.min(buf.len())]),
                             Err(_) => break,
                         }
+                        k += 1;
                     }
-                    self.from_wire_batch(&burst);
+                    self.from_wire_batch(&burst[..k]);
                 }
                 Err(e)
                     if matches!(
