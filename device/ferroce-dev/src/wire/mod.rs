@@ -8,6 +8,7 @@
 //! truncated, inconsistent, not RoCE or fails its checksums is refused with a
 //! [`ParseError`] (the engine drops and counts it).
 
+pub mod gso;
 pub mod icrc;
 pub mod pcap;
 
