@@ -85,15 +85,36 @@ pub trait FrameLink: Send + Sync {
     }
     /// Sends one frame.
     fn send(&self, frame: &[u8]) -> io::Result<()>;
-    /// Sends `frames` in order; returns how many were sent and how many
-    /// failed. The default sends them one by one.
-    fn send_all(&self, frames: &[Vec<u8>]) -> (u64, u64) {
-        frames
-            .iter()
-            .fold((0, 0), |(ok, err), f| match self.send(f) {
-                Ok(()) => (ok + 1, err),
-                Err(_) => (ok, err + 1),
-            })
+    /// Sends `frames` in order. The default sends them one by one.
+    fn send_all(&self, frames: &[Vec<u8>]) -> Sent {
+        let mut r = Sent::default();
+        for f in frames {
+            r.count(self.send(f).is_ok(), 1);
+        }
+        r
+    }
+}
+
+/// What [`FrameLink::send_all`] did.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Sent {
+    /// Frames sent.
+    pub frames: u64,
+    /// Frames whose write failed.
+    pub failed: u64,
+    /// Writes that succeeded (fewer than `frames` where several frames
+    /// went in one).
+    pub writes: u64,
+}
+
+impl Sent {
+    fn count(&mut self, ok: bool, frames: usize) {
+        if ok {
+            self.frames += frames as u64;
+            self.writes += 1;
+        } else {
+            self.failed += frames as u64;
+        }
     }
 }
 
@@ -183,8 +204,8 @@ impl FrameLink for Tap {
     fn send(&self, frame: &[u8]) -> io::Result<()> {
         self.write_parts(None, &[frame])
     }
-    fn send_all(&self, frames: &[Vec<u8>]) -> (u64, u64) {
-        let (mut ok, mut err) = (0, 0);
+    fn send_all(&self, frames: &[Vec<u8>]) -> Sent {
+        let mut r = Sent::default();
         let mut rest = frames;
         while !rest.is_empty() {
             let n = if self.gso {
@@ -204,12 +225,9 @@ impl FrameLink for Tap {
                 parts.extend(run.iter().map(|f| &f[wire::gso::HDRS_LEN..]));
                 self.write_parts(Some(vnet), &parts)
             };
-            match sent {
-                Ok(()) => ok += run.len() as u64,
-                Err(_) => err += run.len() as u64,
-            }
+            r.count(sent.is_ok(), run.len());
         }
-        (ok, err)
+        r
     }
 }
 
@@ -311,6 +329,9 @@ pub struct PortCounters {
     pub from_netdev: AtomicU64,
     /// Wire send failures.
     pub wire_errors: AtomicU64,
+    /// Writes of the engine's frames to the wire: fewer than the frames
+    /// when runs went as UDP GSO super-frames.
+    pub wire_tx_writes: AtomicU64,
 }
 
 /// A snapshot of [`PortCounters`].
@@ -331,6 +352,9 @@ pub struct PortStats {
     pub from_netdev: u64,
     /// Wire send failures.
     pub wire_errors: u64,
+    /// Writes of the engine's frames to the wire: fewer than the frames
+    /// when runs went as UDP GSO super-frames.
+    pub wire_tx_writes: u64,
 }
 
 /// The port of one device.
@@ -426,6 +450,7 @@ impl Port {
             netdev_dropped: load(&c.netdev_dropped),
             from_netdev: load(&c.from_netdev),
             wire_errors: load(&c.wire_errors),
+            wire_tx_writes: load(&c.wire_tx_writes),
         }
     }
 
@@ -471,11 +496,11 @@ impl Port {
             for f in &frames {
                 self.record(f);
             }
-            let (sent, failed) = self.wire.send_all(&frames);
-            self.counters.wire_tx.fetch_add(sent, Ordering::Relaxed);
-            self.counters
-                .wire_errors
-                .fetch_add(failed, Ordering::Relaxed);
+            let sent = self.wire.send_all(&frames);
+            let c = &self.counters;
+            c.wire_tx.fetch_add(sent.frames, Ordering::Relaxed);
+            c.wire_errors.fetch_add(sent.failed, Ordering::Relaxed);
+            c.wire_tx_writes.fetch_add(sent.writes, Ordering::Relaxed);
         }
     }
 
