@@ -170,18 +170,24 @@ impl Tap {
             .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidData, "short tap read"))
     }
 
-    /// Writes `parts` as one frame (after an empty `virtio_net_hdr` if
-    /// `hdr` is None); one `write` is one frame or super-frame.
+    /// Writes `parts` (at most [`wire::gso::MAX_SEGS`] + 1) as one frame,
+    /// after `hdr` or an empty `virtio_net_hdr` when the tap takes one:
+    /// one `write` is one frame or super-frame.
     fn write_parts(&self, hdr: Option<&[u8]>, parts: &[&[u8]]) -> io::Result<()> {
-        let empty = [0u8; wire::gso::VNET_HDR_LEN];
-        let mut iov = Vec::with_capacity(parts.len() + 1);
+        const EMPTY: [u8; wire::gso::VNET_HDR_LEN] = [0; wire::gso::VNET_HDR_LEN];
+        let mut iov = [io::IoSlice::new(&[]); wire::gso::MAX_SEGS + 2];
+        let mut n = 0;
         if self.gso {
-            iov.push(io::IoSlice::new(hdr.unwrap_or(&empty)));
+            iov[0] = io::IoSlice::new(hdr.unwrap_or(&EMPTY));
+            n = 1;
         }
-        iov.extend(parts.iter().map(|p| io::IoSlice::new(p)));
+        for p in parts.iter().take(iov.len() - n) {
+            iov[n] = io::IoSlice::new(p);
+            n += 1;
+        }
+        let iov = &iov[..n];
         let want: usize = iov.iter().map(|v| v.len()).sum();
-        let n = (&self.file).write_vectored(&iov)?;
-        if n != want {
+        if (&self.file).write_vectored(iov)? != want {
             return Err(io::Error::new(io::ErrorKind::WriteZero, "short tap write"));
         }
         Ok(())
@@ -202,6 +208,9 @@ impl FrameLink for Tap {
         self.read_frame(buf)
     }
     fn send(&self, frame: &[u8]) -> io::Result<()> {
+        if !self.gso {
+            return (&self.file).write(frame).map(|_| ());
+        }
         self.write_parts(None, &[frame])
     }
     fn send_all(&self, frames: &[Vec<u8>]) -> Sent {
@@ -220,10 +229,12 @@ impl FrameLink for Tap {
             } else {
                 let hdrs = wire::gso::super_headers(run);
                 let (vnet, eth) = hdrs.split_at(wire::gso::VNET_HDR_LEN);
-                let mut parts: Vec<&[u8]> = Vec::with_capacity(run.len() + 1);
-                parts.push(eth);
-                parts.extend(run.iter().map(|f| &f[wire::gso::HDRS_LEN..]));
-                self.write_parts(Some(vnet), &parts)
+                let mut parts: [&[u8]; wire::gso::MAX_SEGS + 1] = [&[]; wire::gso::MAX_SEGS + 1];
+                parts[0] = eth;
+                for (p, f) in parts[1..].iter_mut().zip(run) {
+                    *p = &f[wire::gso::HDRS_LEN..];
+                }
+                self.write_parts(Some(vnet), &parts[..=run.len()])
             };
             r.count(sent.is_ok(), run.len());
         }
