@@ -181,7 +181,13 @@ impl Tap {
             iov[0] = io::IoSlice::new(hdr.unwrap_or(&EMPTY));
             n = 1;
         }
-        for p in parts.iter().take(iov.len() - n) {
+        if parts.len() > iov.len() - n {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "too many parts",
+            ));
+        }
+        for p in parts {
             iov[n] = io::IoSlice::new(p);
             n += 1;
         }
@@ -216,27 +222,35 @@ impl FrameLink for Tap {
     fn send_all(&self, frames: &[Vec<u8>]) -> Sent {
         let mut r = Sent::default();
         let mut rest = frames;
-        while !rest.is_empty() {
-            let n = if self.gso {
-                wire::gso::run_len(rest)
+        while let Some((first, after)) = rest.split_first() {
+            let next = if self.gso {
+                wire::gso::next_run(rest)
             } else {
-                1
+                None
             };
-            let (run, tail) = rest.split_at(n.max(1));
+            let Some((n, hdrs)) = next else {
+                r.count(self.send(first).is_ok(), 1);
+                rest = after;
+                continue;
+            };
+            let (run, tail) = rest.split_at(n);
             rest = tail;
-            let sent = if run.len() == 1 {
-                self.send(&run[0])
+            let (vnet, eth) = hdrs.split_at(wire::gso::VNET_HDR_LEN);
+            let mut parts: [&[u8]; wire::gso::MAX_SEGS + 1] = [&[]; wire::gso::MAX_SEGS + 1];
+            parts[0] = eth;
+            for (p, f) in parts[1..].iter_mut().zip(run) {
+                *p = f.get(wire::gso::HDRS_LEN..).unwrap_or_default();
+            }
+            let parts = parts.get(..=run.len()).unwrap_or_default();
+            if self.write_parts(Some(vnet), parts).is_ok() {
+                r.count(true, run.len());
             } else {
-                let hdrs = wire::gso::super_headers(run);
-                let (vnet, eth) = hdrs.split_at(wire::gso::VNET_HDR_LEN);
-                let mut parts: [&[u8]; wire::gso::MAX_SEGS + 1] = [&[]; wire::gso::MAX_SEGS + 1];
-                parts[0] = eth;
-                for (p, f) in parts[1..].iter_mut().zip(run) {
-                    *p = &f[wire::gso::HDRS_LEN..];
+                // A kernel that refuses the super-frame still gets the
+                // frames, one by one.
+                for f in run {
+                    r.count(self.send(f).is_ok(), 1);
                 }
-                self.write_parts(Some(vnet), &parts[..=run.len()])
-            };
-            r.count(sent.is_ok(), run.len());
+            }
         }
         r
     }

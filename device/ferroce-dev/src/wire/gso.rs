@@ -73,9 +73,19 @@ fn continues(head: &[u8], f: &[u8], k: usize) -> bool {
         && id(f) == id(head).wrapping_add(k as u16)
 }
 
+/// The super-frame for the run of frames at the start of `frames`: how
+/// many frames it takes (at least 2) and the `virtio_net_hdr` and headers
+/// to write before their bytes after [`HDRS_LEN`], in order. None if the
+/// first frame goes out alone.
+pub fn next_run<F: AsRef<[u8]>>(frames: &[F]) -> Option<(usize, [u8; VNET_HDR_LEN + HDRS_LEN])> {
+    let n = run_len(frames);
+    let run = frames.get(..n).filter(|_| n >= 2)?;
+    Some((n, super_headers(run)))
+}
+
 /// How many frames from the start of `frames` make one super-frame: 1 if
 /// the first goes out alone.
-pub fn run_len<F: AsRef<[u8]>>(frames: &[F]) -> usize {
+fn run_len<F: AsRef<[u8]>>(frames: &[F]) -> usize {
     let Some(head) = frames.first().map(AsRef::as_ref) else {
         return 0;
     };
@@ -101,10 +111,9 @@ pub fn run_len<F: AsRef<[u8]>>(frames: &[F]) -> usize {
     n
 }
 
-/// The `virtio_net_hdr` and headers of the super-frame made of `run`
-/// (a run [`run_len`] found, of at least 2 frames): each frame's bytes
-/// after [`HDRS_LEN`] follow them in order.
-pub fn super_headers<F: AsRef<[u8]>>(run: &[F]) -> [u8; VNET_HDR_LEN + HDRS_LEN] {
+/// The `virtio_net_hdr` and headers of the super-frame made of `run`, a
+/// run [`run_len`] found, of at least 2 frames.
+fn super_headers<F: AsRef<[u8]>>(run: &[F]) -> [u8; VNET_HDR_LEN + HDRS_LEN] {
     let head = run[0].as_ref();
     let seg = head.len() - HDRS_LEN;
     let payload: usize = run.iter().map(|f| f.as_ref().len() - HDRS_LEN).sum();
@@ -203,8 +212,8 @@ mod tests {
                 )
             })
             .collect();
-        assert_eq!(run_len(&frames), 5);
-        let hdrs = super_headers(&frames);
+        let (n, hdrs) = next_run(&frames).unwrap();
+        assert_eq!(n, 5);
         let payload: Vec<u8> = frames.iter().flat_map(|f| f[HDRS_LEN..].to_vec()).collect();
         assert_eq!(segment(&hdrs, &payload), frames);
     }
@@ -233,5 +242,9 @@ mod tests {
         assert_eq!(run_len(&jumbo), 15);
         assert_eq!(run_len::<Vec<u8>>(&[]), 0);
         assert_eq!(run_len(&[vec![0u8; 20]]), 1);
+        // A frame alone is no run.
+        assert!(next_run::<Vec<u8>>(&[]).is_none());
+        assert!(next_run(&[f(1, 1040)]).is_none());
+        assert!(next_run(&[f(1, 1040), f(3, 1040)]).is_none());
     }
 }
