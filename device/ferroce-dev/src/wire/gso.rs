@@ -23,27 +23,23 @@
 //! Everything else (ACKs between data packets, IPv6, RoCE v1, VLAN tags)
 //! goes out alone, with an empty `virtio_net_hdr`.
 
-use super::inet_checksum;
+use super::{inet_checksum, ETH_HLEN, ETH_P_IPV4, IPV4_HLEN, ROCE_V2_PORT, UDP_HLEN};
 
 /// Size of `struct virtio_net_hdr` (no `num_buffers`: the tap's default).
 pub const VNET_HDR_LEN: usize = 10;
 /// Most frames in one super-frame (the kernel takes up to 128).
 pub const MAX_SEGS: usize = 64;
 
-const ETH_HLEN: usize = 14;
-const IP_HLEN: usize = 20;
-const UDP_HLEN: usize = 8;
 /// Ethernet, IPv4 and UDP headers.
-pub const HDRS_LEN: usize = ETH_HLEN + IP_HLEN + UDP_HLEN;
-const ROCE_V2_PORT: u16 = 4791;
+pub const HDRS_LEN: usize = ETH_HLEN + IPV4_HLEN + UDP_HLEN;
 const VIRTIO_NET_HDR_F_NEEDS_CSUM: u8 = 1;
 const VIRTIO_NET_HDR_GSO_UDP_L4: u8 = 5;
 
 /// The UDP payload length of `f` if it may be part of a run at all.
 fn udp_payload_len(f: &[u8]) -> Option<usize> {
-    let ip = f.get(ETH_HLEN..ETH_HLEN + IP_HLEN)?;
-    let udp = f.get(ETH_HLEN + IP_HLEN..HDRS_LEN)?;
-    let ipv4 = f.get(12..14)? == [0x08, 0x00] && ip[0] == 0x45 && ip[9] == 17;
+    let ip = f.get(ETH_HLEN..ETH_HLEN + IPV4_HLEN)?;
+    let udp = f.get(ETH_HLEN + IPV4_HLEN..HDRS_LEN)?;
+    let ipv4 = f.get(12..ETH_HLEN)? == ETH_P_IPV4.to_be_bytes() && ip[0] == 0x45 && ip[9] == 17;
     // DF may be set; MF and a fragment offset may not.
     let whole = ip[6] & 0x3f == 0 && ip[7] == 0;
     let total = usize::from(u16::from_be_bytes([ip[2], ip[3]]));
@@ -53,7 +49,7 @@ fn udp_payload_len(f: &[u8]) -> Option<usize> {
         && whole
         && roce
         && total == f.len() - ETH_HLEN
-        && udp_len == total - IP_HLEN
+        && udp_len == total - IPV4_HLEN
         && udp_len > UDP_HLEN)
         .then_some(udp_len - UDP_HLEN)
 }
@@ -68,8 +64,8 @@ fn continues(head: &[u8], f: &[u8], k: usize) -> bool {
         && head[ETH_HLEN + 6..ETH_HLEN + 10] == f[ETH_HLEN + 6..ETH_HLEN + 10]
         && head[ETH_HLEN + 12..ETH_HLEN + 20] == f[ETH_HLEN + 12..ETH_HLEN + 20]
         // UDP ports.
-        && head[ETH_HLEN + IP_HLEN..ETH_HLEN + IP_HLEN + 4]
-            == f[ETH_HLEN + IP_HLEN..ETH_HLEN + IP_HLEN + 4]
+        && head[ETH_HLEN + IPV4_HLEN..ETH_HLEN + IPV4_HLEN + 4]
+            == f[ETH_HLEN + IPV4_HLEN..ETH_HLEN + IPV4_HLEN + 4]
         && id(f) == id(head).wrapping_add(k as u16)
 }
 
@@ -98,7 +94,8 @@ fn run_len<F: AsRef<[u8]>>(frames: &[F]) -> usize {
         let Some(len) = udp_payload_len(f) else {
             break;
         };
-        if len > seg || !continues(head, f, n) || IP_HLEN + udp_len + len > usize::from(u16::MAX) {
+        if len > seg || !continues(head, f, n) || IPV4_HLEN + udp_len + len > usize::from(u16::MAX)
+        {
             break;
         }
         n += 1;
@@ -118,7 +115,7 @@ fn super_headers<F: AsRef<[u8]>>(run: &[F]) -> [u8; VNET_HDR_LEN + HDRS_LEN] {
     let seg = head.len() - HDRS_LEN;
     let payload: usize = run.iter().map(|f| f.as_ref().len() - HDRS_LEN).sum();
     let udp_len = (UDP_HLEN + payload) as u16;
-    let total = (IP_HLEN + UDP_HLEN + payload) as u16;
+    let total = (IPV4_HLEN + UDP_HLEN + payload) as u16;
     let mut out = [0u8; VNET_HDR_LEN + HDRS_LEN];
     // struct virtio_net_hdr, in the host's byte order (a tap without
     // TUNSETVNETLE on a little-endian host).
@@ -126,15 +123,15 @@ fn super_headers<F: AsRef<[u8]>>(run: &[F]) -> [u8; VNET_HDR_LEN + HDRS_LEN] {
     out[1] = VIRTIO_NET_HDR_GSO_UDP_L4;
     out[2..4].copy_from_slice(&(HDRS_LEN as u16).to_ne_bytes());
     out[4..6].copy_from_slice(&(seg as u16).to_ne_bytes());
-    out[6..8].copy_from_slice(&((ETH_HLEN + IP_HLEN) as u16).to_ne_bytes());
+    out[6..8].copy_from_slice(&((ETH_HLEN + IPV4_HLEN) as u16).to_ne_bytes());
     out[8..10].copy_from_slice(&6u16.to_ne_bytes());
     let h = &mut out[VNET_HDR_LEN..];
     h.copy_from_slice(&head[..HDRS_LEN]);
     h[ETH_HLEN + 2..ETH_HLEN + 4].copy_from_slice(&total.to_be_bytes());
     h[ETH_HLEN + 10..ETH_HLEN + 12].fill(0);
-    let ck = inet_checksum(&h[ETH_HLEN..ETH_HLEN + IP_HLEN]);
+    let ck = inet_checksum(&h[ETH_HLEN..ETH_HLEN + IPV4_HLEN]);
     h[ETH_HLEN + 10..ETH_HLEN + 12].copy_from_slice(&ck.to_be_bytes());
-    let udp = ETH_HLEN + IP_HLEN;
+    let udp = ETH_HLEN + IPV4_HLEN;
     h[udp + 4..udp + 6].copy_from_slice(&udp_len.to_be_bytes());
     // CHECKSUM_PARTIAL: the field holds the pseudo-header's sum, not
     // complemented; the kernel adds each segment's payload to it.
@@ -157,12 +154,12 @@ mod tests {
     /// `payload` bytes of UDP payload filled with `fill`.
     fn frame(id: u16, payload: usize, fill: u8) -> Vec<u8> {
         let mut f = vec![2, 0, 0, 0, 0, 2, 2, 0, 0, 0, 0, 1, 0x08, 0x00];
-        let total = (IP_HLEN + UDP_HLEN + payload) as u16;
+        let total = (IPV4_HLEN + UDP_HLEN + payload) as u16;
         f.extend_from_slice(&[0x45, 0]);
         f.extend_from_slice(&total.to_be_bytes());
         f.extend_from_slice(&id.to_be_bytes());
         f.extend_from_slice(&[0x40, 0, 64, 17, 0, 0, 10, 0, 1, 1, 10, 0, 1, 2]);
-        let ck = inet_checksum(&f[ETH_HLEN..ETH_HLEN + IP_HLEN]);
+        let ck = inet_checksum(&f[ETH_HLEN..ETH_HLEN + IPV4_HLEN]);
         f[ETH_HLEN + 10..ETH_HLEN + 12].copy_from_slice(&ck.to_be_bytes());
         f.extend_from_slice(&0xc000u16.to_be_bytes());
         f.extend_from_slice(&ROCE_V2_PORT.to_be_bytes());
@@ -185,14 +182,14 @@ mod tests {
             .enumerate()
             .map(|(k, p)| {
                 let mut f = h.to_vec();
-                let total = (IP_HLEN + UDP_HLEN + p.len()) as u16;
+                let total = (IPV4_HLEN + UDP_HLEN + p.len()) as u16;
                 f[ETH_HLEN + 2..ETH_HLEN + 4].copy_from_slice(&total.to_be_bytes());
                 let id = id0.wrapping_add(k as u16);
                 f[ETH_HLEN + 4..ETH_HLEN + 6].copy_from_slice(&id.to_be_bytes());
                 f[ETH_HLEN + 10..ETH_HLEN + 12].fill(0);
-                let ck = inet_checksum(&f[ETH_HLEN..ETH_HLEN + IP_HLEN]);
+                let ck = inet_checksum(&f[ETH_HLEN..ETH_HLEN + IPV4_HLEN]);
                 f[ETH_HLEN + 10..ETH_HLEN + 12].copy_from_slice(&ck.to_be_bytes());
-                let udp = ETH_HLEN + IP_HLEN;
+                let udp = ETH_HLEN + IPV4_HLEN;
                 f[udp + 4..udp + 6].copy_from_slice(&((UDP_HLEN + p.len()) as u16).to_be_bytes());
                 f[udp + 6..udp + 8].fill(0);
                 f.extend_from_slice(p);
@@ -227,7 +224,7 @@ mod tests {
         assert_eq!(run_len(&[f(1, 500), f(2, 1040)]), 1);
         assert_eq!(run_len(&[f(1, 1040), f(3, 1040)]), 1);
         let mut other = f(2, 1040);
-        other[ETH_HLEN + IP_HLEN] ^= 1; // UDP source port
+        other[ETH_HLEN + IPV4_HLEN] ^= 1; // UDP source port
         assert_eq!(run_len(&[f(1, 1040), other]), 1);
         let mut tagged = f(1, 1040);
         tagged.splice(12..12, [0x81, 0x00, 0, 5]);
