@@ -173,7 +173,11 @@ impl Tap {
     /// Writes `parts` (at most [`wire::gso::MAX_SEGS`] + 1) as one frame,
     /// after `hdr` or an empty `virtio_net_hdr` when the tap takes one:
     /// one `write` is one frame or super-frame.
-    fn write_parts(&self, hdr: Option<&[u8]>, parts: &[&[u8]]) -> io::Result<()> {
+    fn write_parts<'a>(
+        &self,
+        hdr: Option<&[u8]>,
+        parts: impl IntoIterator<Item = &'a [u8]>,
+    ) -> io::Result<()> {
         const EMPTY: [u8; wire::gso::VNET_HDR_LEN] = [0; wire::gso::VNET_HDR_LEN];
         let mut iov = [io::IoSlice::new(&[]); wire::gso::MAX_SEGS + 2];
         let mut n = 0;
@@ -181,14 +185,14 @@ impl Tap {
             iov[0] = io::IoSlice::new(hdr.unwrap_or(&EMPTY));
             n = 1;
         }
-        if parts.len() > iov.len() - n {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidInput,
-                "too many parts",
-            ));
-        }
         for p in parts {
-            iov[n] = io::IoSlice::new(p);
+            let Some(slot) = iov.get_mut(n) else {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    "too many parts",
+                ));
+            };
+            *slot = io::IoSlice::new(p);
             n += 1;
         }
         let iov = &iov[..n];
@@ -217,7 +221,7 @@ impl FrameLink for Tap {
         if !self.gso {
             return (&self.file).write(frame).map(|_| ());
         }
-        self.write_parts(None, &[frame])
+        self.write_parts(None, [frame])
     }
     fn send_all(&self, frames: &[Vec<u8>]) -> Sent {
         let mut r = Sent::default();
@@ -236,12 +240,10 @@ impl FrameLink for Tap {
             let (run, tail) = rest.split_at(n);
             rest = tail;
             let (vnet, eth) = hdrs.split_at(wire::gso::VNET_HDR_LEN);
-            let mut parts: [&[u8]; wire::gso::MAX_SEGS + 1] = [&[]; wire::gso::MAX_SEGS + 1];
-            parts[0] = eth;
-            for (p, f) in parts[1..].iter_mut().zip(run) {
-                *p = f.get(wire::gso::HDRS_LEN..).unwrap_or_default();
-            }
-            let parts = parts.get(..=run.len()).unwrap_or_default();
+            let payloads = run
+                .iter()
+                .map(|f| f.get(wire::gso::HDRS_LEN..).unwrap_or_default());
+            let parts = std::iter::once(eth).chain(payloads);
             if self.write_parts(Some(vnet), parts).is_ok() {
                 r.count(true, run.len());
             } else {
