@@ -293,7 +293,7 @@ pub(crate) struct State {
     pub ip_id: u16,
     /// Where a send or receive WQE is read to be decoded: kept, not
     /// zeroed for each WQE (each read overwrites the bytes it decodes).
-    /// Lent out with [`std::mem::take`] while a WQE is decoded.
+    /// Lent out while a WQE is decoded (`transport::State::with_wqe_buf`).
     pub wqe_buf: Vec<u8>,
     /// Data path counters.
     pub data: DataCounters,

@@ -772,13 +772,20 @@ impl State {
         true
     }
 
-    /// [`State::wqe_buf`], lent out at `len` bytes for one WQE. The caller
-    /// gives it back by storing it in `wqe_buf` again; one not given back
-    /// (an early return) costs only a new allocation next time.
-    pub(super) fn take_wqe_buf(&mut self, len: usize) -> Vec<u8> {
+    /// Runs `f` with [`State::wqe_buf`] lent out at `len` bytes for one
+    /// WQE, and keeps the buffer for the next one. Its bytes are those of
+    /// an earlier WQE: `f` reads the WQE over them and decodes nothing of
+    /// a read that failed.
+    pub(super) fn with_wqe_buf<R>(
+        &mut self,
+        len: usize,
+        f: impl FnOnce(&mut Self, &mut [u8]) -> R,
+    ) -> R {
         let mut buf = std::mem::take(&mut self.wqe_buf);
         buf.resize(len, 0);
-        buf
+        let r = f(self, &mut buf);
+        self.wqe_buf = buf;
+        r
     }
 
     fn wqe_read(&self, qpn: u32, sq: bool, idx: u16, buf: &mut [u8]) -> bool {

@@ -62,10 +62,10 @@ impl State {
             return None;
         }
         let idx = e.rq_ci;
-        let mut raw = self.take_wqe_buf(1usize << c.rq_shift);
-        let read = self.wqe_read(c.qpn, false, idx, &mut raw);
-        let wqe = self.parse_recv_wqe(c.pdn, read.then_some(raw.as_slice()));
-        self.wqe_buf = raw;
+        let wqe = self.with_wqe_buf(1usize << c.rq_shift, |s, raw| {
+            let read = s.wqe_read(c.qpn, false, idx, raw);
+            s.parse_recv_wqe(c.pdn, read.then_some(&*raw))
+        });
         Some(RecvCtx {
             idx,
             from_srq: false,
@@ -157,11 +157,13 @@ impl State {
         }
         let off = u64::from(u32::from(ci) & (depth - 1)) << srq.wqe_shift;
         let (len, page_shift) = (1usize << srq.wqe_shift, srq.page_shift);
-        let mut raw = self.take_wqe_buf(len);
-        let read = self
-            .srqs
-            .get(srqn)
-            .is_some_and(|srq| self.pages_read(&srq.pages, page_shift, off, &mut raw));
+        let wqe = self.with_wqe_buf(len, |s, raw| {
+            let read = s
+                .srqs
+                .get(srqn)
+                .is_some_and(|srq| s.pages_read(&srq.pages, page_shift, off, raw));
+            s.parse_recv_wqe(c.pdn, read.then_some(&*raw))
+        });
         let next = ci.wrapping_add(1);
         let srq = self.srqs.get_mut(srqn)?;
         srq.ci = next;
@@ -183,8 +185,6 @@ impl State {
         if fire {
             self.post_async(EQE_SRQ_LIMIT_REACHED, srqn, limit, 0);
         }
-        let wqe = self.parse_recv_wqe(c.pdn, read.then_some(raw.as_slice()));
-        self.wqe_buf = raw;
         Some(RecvCtx {
             idx: ci,
             from_srq: true,

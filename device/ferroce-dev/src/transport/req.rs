@@ -17,10 +17,8 @@ impl State {
     /// Fetches and validates the send WQE at `idx`.
     pub(super) fn fetch_wqe(&mut self, c: &QpCtx, idx: u16, mtu: u64) -> SendWqe {
         // CREATE_QP bounds the stride by SQ_WQE_SHIFT_MAX.
-        let mut buf = self.take_wqe_buf(1usize << c.sq_shift.min(SQ_WQE_SHIFT_MAX));
-        let w = self.fetch_wqe_into(c, idx, mtu, &mut buf);
-        self.wqe_buf = buf;
-        w
+        let len = 1usize << c.sq_shift.min(SQ_WQE_SHIFT_MAX);
+        self.with_wqe_buf(len, |s, buf| s.fetch_wqe_into(c, idx, mtu, buf))
     }
 
     /// [`Self::fetch_wqe`], reading the WQE into `raw` (its stride).
