@@ -51,7 +51,7 @@ fn udp_payload_len(f: &[u8]) -> Option<usize> {
         && total == f.len() - ETH_HLEN
         && udp_len == total - IPV4_HLEN
         && udp_len > UDP_HLEN)
-        .then_some(udp_len - UDP_HLEN)
+        .then(|| udp_len - UDP_HLEN)
 }
 
 /// Whether `f` follows `head` as segment `k` of `head`'s run.
@@ -239,6 +239,8 @@ mod tests {
         assert_eq!(run_len(&jumbo), 15);
         assert_eq!(run_len::<Vec<u8>>(&[]), 0);
         assert_eq!(run_len(&[vec![0u8; 20]]), 1);
+        // Not IPv4: its bytes where the UDP length would be are not one.
+        assert_eq!(run_len(&[vec![0u8; 100], vec![0u8; 100]]), 1);
         // A frame alone is no run.
         assert!(next_run::<Vec<u8>>(&[]).is_none());
         assert!(next_run(&[f(1, 1040)]).is_none());
