@@ -148,6 +148,9 @@ fn super_headers<F: AsRef<[u8]>>(run: &[F]) -> [u8; VNET_HDR_LEN + HDRS_LEN] {
 
 #[cfg(test)]
 mod tests {
+    use super::super::{
+        encode, op, udp_sport, Aeth, AtomicEth, Bth, Deth, NetHdr, NetKind, Packet, Reth,
+    };
     use super::*;
 
     /// A RoCE v2 frame as the engine builds it: IPv4 identification `id`,
@@ -213,6 +216,100 @@ mod tests {
         assert_eq!(n, 5);
         let payload: Vec<u8> = frames.iter().flat_map(|f| f[HDRS_LEN..].to_vec()).collect();
         assert_eq!(segment(&hdrs, &payload), frames);
+    }
+
+    /// A packet of an RDMA WRITE from 10.0.1.1 to 10.0.1.2, as the engine
+    /// sends it: `net` its network header, `ip_id` and `psn` numbered on.
+    fn write_packet(net: NetKind, opcode: u8, k: u16, payload: &[u8]) -> Packet<'_> {
+        let gid = |last| {
+            let mut g = [0u8; 16];
+            g[10..12].fill(0xff);
+            g[12..].copy_from_slice(&[10, 0, 1, last]);
+            g
+        };
+        Packet {
+            dmac: [2, 0, 0, 0, 0, 2],
+            smac: [2, 0, 0, 0, 0, 1],
+            vlan: None,
+            net: NetHdr {
+                kind: net,
+                sgid: gid(1),
+                dgid: gid(2),
+                traffic_class: 0,
+                flow_label: 0,
+                hop_limit: 64,
+            },
+            udp_sport: udp_sport(0, 0x11, 0x12),
+            ip_id: 0xfffa_u16.wrapping_add(k),
+            bth: Bth {
+                opcode,
+                pkey: 0xffff,
+                dest_qp: 0x12,
+                psn: 0x100 + u32::from(k),
+                ..Bth::default()
+            },
+            reth: Reth {
+                va: 0x1000,
+                rkey: 0x55,
+                len: 10_000,
+            },
+            aeth: Aeth::default(),
+            deth: Deth::default(),
+            imm: [0; 4],
+            ieth: 0,
+            atomic: AtomicEth::default(),
+            atomic_ack: 0,
+            feth: 0,
+            payload,
+        }
+    }
+
+    #[test]
+    fn the_encoders_frames_of_a_message_make_one_run() {
+        // A 10000-byte WRITE at IB MTU 1024: FIRST (with its RETH), 8
+        // MIDDLE and a short LAST. The RETH makes the first UDP payload
+        // longer than the others', so the first MIDDLE ends its run as
+        // the short last segment, and the other 8 make the second run.
+        let data: Vec<u8> = (0..10_000).map(|i| (i * 7) as u8).collect();
+        let frames: Vec<Vec<u8>> = data
+            .chunks(1024)
+            .enumerate()
+            .map(|(k, chunk)| {
+                let opcode = match k {
+                    0 => op::RC_WRITE_FIRST,
+                    9 => op::RC_WRITE_LAST,
+                    _ => op::RC_WRITE_MIDDLE,
+                };
+                let mut f = Vec::new();
+                assert!(encode(
+                    &write_packet(NetKind::Ipv4, opcode, k as u16, chunk),
+                    &mut f
+                ));
+                f
+            })
+            .collect();
+        let mut at = 0;
+        for want in [2, 8] {
+            let (n, hdrs) = next_run(&frames[at..]).unwrap();
+            assert_eq!(n, want);
+            let run = &frames[at..at + n];
+            let payload: Vec<u8> = run.iter().flat_map(|f| f[HDRS_LEN..].to_vec()).collect();
+            assert_eq!(segment(&hdrs, &payload), run);
+            at += n;
+        }
+        assert_eq!(at, frames.len());
+        // RoCE v1 and IPv6 frames go out alone.
+        for net in [NetKind::RoceV1, NetKind::Ipv6] {
+            let f: Vec<Vec<u8>> = (0..3)
+                .map(|k| {
+                    let mut f = Vec::new();
+                    let p = write_packet(net, op::RC_WRITE_MIDDLE, k, &data[..1024]);
+                    assert!(encode(&p, &mut f));
+                    f
+                })
+                .collect();
+            assert_eq!(run_len(&f), 1);
+        }
     }
 
     #[test]
