@@ -140,7 +140,12 @@ impl FrameLink for UnixDatagram {
 /// that the kernel cuts back into them ([`wire::gso`]).
 pub struct Tap {
     file: std::fs::File,
-    gso: bool,
+    /// Opened with `IFF_VNET_HDR`: each read and write starts with a
+    /// `virtio_net_hdr`.
+    vnet_hdr: bool,
+    /// Runs go out as super-frames. Cleared for good when the kernel
+    /// refuses one as invalid: taps take `GSO_UDP_L4` since Linux 6.2.
+    runs: AtomicBool,
 }
 
 impl Tap {
@@ -153,11 +158,15 @@ impl Tap {
             .open("/dev/net/tun")?;
         tap_ioctl::set_iff(&file, name, gso)?;
         tap_ioctl::set_nonblocking(&file)?;
-        Ok(Self { file, gso })
+        Ok(Self {
+            file,
+            vnet_hdr: gso,
+            runs: AtomicBool::new(gso),
+        })
     }
 
     fn read_frame(&self, buf: &mut [u8]) -> io::Result<usize> {
-        if !self.gso {
+        if !self.vnet_hdr {
             return (&self.file).read(buf);
         }
         // No offloads are enabled (TUNSETOFFLOAD): what the tap hands
@@ -181,7 +190,7 @@ impl Tap {
         const EMPTY: [u8; wire::gso::VNET_HDR_LEN] = [0; wire::gso::VNET_HDR_LEN];
         let mut iov = [io::IoSlice::new(&[]); wire::gso::MAX_SEGS + 2];
         let mut n = 0;
-        if self.gso {
+        if self.vnet_hdr {
             iov[0] = io::IoSlice::new(hdr.unwrap_or(&EMPTY));
             n = 1;
         }
@@ -218,7 +227,7 @@ impl FrameLink for Tap {
         self.read_frame(buf)
     }
     fn send(&self, frame: &[u8]) -> io::Result<()> {
-        if !self.gso {
+        if !self.vnet_hdr {
             return (&self.file).write(frame).map(|_| ());
         }
         self.write_parts(None, [frame])
@@ -227,7 +236,7 @@ impl FrameLink for Tap {
         let mut r = Sent::default();
         let mut rest = frames;
         while let Some((first, after)) = rest.split_first() {
-            let next = if self.gso {
+            let next = if self.runs.load(Ordering::Relaxed) {
                 wire::gso::next_run(rest)
             } else {
                 None
@@ -244,13 +253,21 @@ impl FrameLink for Tap {
                 .iter()
                 .map(|f| f.get(wire::gso::HDRS_LEN..).unwrap_or_default());
             let parts = std::iter::once(eth).chain(payloads);
-            if self.write_parts(Some(vnet), parts).is_ok() {
-                r.count(true, run.len());
-            } else {
-                // A kernel that refuses the super-frame still gets the
-                // frames, one by one.
-                for f in run {
-                    r.count(self.send(f).is_ok(), 1);
+            match self.write_parts(Some(vnet), parts) {
+                Ok(()) => r.count(true, run.len()),
+                Err(e) => {
+                    if e.raw_os_error() == Some(libc::EINVAL)
+                        && self.runs.swap(false, Ordering::Relaxed)
+                    {
+                        log::warn!(
+                            "tap: UDP GSO super-frame refused ({e}); \
+                             writing every frame on its own from now on"
+                        );
+                    }
+                    // The kernel still gets the frames, one by one.
+                    for f in run {
+                        r.count(self.send(f).is_ok(), 1);
+                    }
                 }
             }
         }
