@@ -8,6 +8,10 @@ DESC="Documentation/ferroce/usage.rst as written: two hosts (namespaces) whose b
 TIMEOUT=600
 # The underlay's VXLAN (UDP 4789), headers only (run_scenario's capture).
 CAPTURE=1
+# The page's ferroce-dev command line as written, UDP GSO writes included:
+# the underlay carries and the capture records a run of RoCE v2 frames as
+# one VXLAN super-frame, so check() counts bytes, not frames.
+TX_GSO=1
 PAGE=$FERROCE_TOP/Documentation/ferroce/usage.rst
 
 setup() {
@@ -74,19 +78,25 @@ qemu_net_args() {
 	)
 }
 
-# The underlay carried the RDMA traffic, as VXLAN: RoCE v2 frames inside,
-# both ways (by the inner IPv4 source: guest B's requests, guest A's ACKs).
+# The underlay carried the RDMA traffic, as VXLAN: RoCE v2 inside, both ways
+# (by the inner IPv4 source: guest B's requests, guest A's ACKs). Counted
+# in captured frames and in inner IPv4 bytes (the last of each frame's
+# ip.src and ip.len is the inner header's): a UDP GSO super-frame is one
+# frame of up to 64 KiB, which the receiving host's tap cuts back into
+# the RoCE frames.
 check() {
 	local pcap=$1/wire-underlay.pcap a b
 	"$FERROCE_TOP/scripts/in-root" "$ROOT" -- tshark -r "$pcap" -Y 'vxlan && udp.dstport == 4791' \
-		-T fields -e ip.src 2>/dev/null | awk -F, '{print $NF}' | sort | uniq -c >"$1/underlay.txt"
-	a=$(awk '$2 == "10.0.0.1" {print $1}' "$1/underlay.txt")
-	b=$(awk '$2 == "10.0.0.2" {print $1}' "$1/underlay.txt")
-	echo "underlay: RoCE v2 frames inside VXLAN from guest B ${b:-0}, from guest A ${a:-0}"
-	# Guest B's two runs send 1000 64-KiB messages each, 64 frames a
-	# message at IB MTU 1024; the capture may miss some under load, so
-	# one run's worth (64000) must be there.
-	[ "${b:-0}" -ge 64000 ] && [ "${a:-0}" -ge 1 ]
+		-T fields -E separator=' ' -e ip.src -e ip.len 2>/dev/null |
+		awk '{n = split($1, s, ","); m = split($2, l, ","); f[s[n]]++; b[s[n]] += l[m]}
+			END {for (k in f) print k, f[k], b[k]}' >"$1/underlay.txt"
+	a=$(awk '$1 == "10.0.0.1" {print $2}' "$1/underlay.txt")
+	b=$(awk '$1 == "10.0.0.2" {print $3}' "$1/underlay.txt")
+	echo "underlay: RoCE v2 inside VXLAN from guest B $(awk '$1 == "10.0.0.2" {print $2 " frames, " $3 " bytes"}' "$1/underlay.txt"), from guest A ${a:-0} frames"
+	# Guest B's two runs send 1000 64-KiB messages each; the capture may
+	# miss some under load, so one run's worth of payload (65536000
+	# bytes) must be there.
+	[ "${b:-0}" -ge 65536000 ] && [ "${a:-0}" -ge 1 ]
 }
 
 report() {

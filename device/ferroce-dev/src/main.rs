@@ -3,7 +3,7 @@
 //!
 //! ```text
 //! ferroce-dev [--vfio-user PATH] --ctl PATH [--mac aa:bb:cc:dd:ee:ff] [--mtu N]
-//!             [--tap NAME] [--netdev-socket PATH] [--pcap FILE] [--tx-gso]
+//!             [--tap NAME] [--netdev-socket PATH] [--pcap FILE] [--no-tx-gso]
 //!             [--fault SPEC]
 //! ferroce-dev ctl --socket PATH gids|objects|counters|status|link up|link down
 //!                 |fault [SPEC]|stall on|stall off|kill
@@ -91,13 +91,15 @@ struct PortArgs {
     /// Record the wire into this pcap file.
     #[arg(long, value_name = "FILE", requires = "tap")]
     pcap: Option<PathBuf>,
-    /// Write runs of one QP's RoCE v2 data packets to the tap as UDP GSO
-    /// super-frames (`IFF_VNET_HDR`), which the kernel cuts back into the
-    /// packets where they leave the host's stack: one write and one trip
-    /// through a bridge per run instead of per packet. A capture on a
-    /// bridge between the taps records the super-frames.
+    /// Write every frame to the tap on its own. By default runs of one
+    /// QP's RoCE v2 data packets go to the tap as UDP GSO super-frames
+    /// (`IFF_VNET_HDR`), which the kernel cuts back into the packets where
+    /// they leave the host's stack: one write and one trip through a
+    /// bridge per run instead of per packet. A capture on a bridge or
+    /// tunnel between the hosts' taps then records the super-frames
+    /// (`--pcap` records the packets either way).
     #[arg(long, requires = "tap")]
-    tx_gso: bool,
+    no_tx_gso: bool,
     /// Inject faults into the RDMA engine's egress frames, e.g.
     /// `drop=1%,dup=0.1%,reorder=1%,corrupt=0.1%,delay=1%:200us,seed=N`.
     #[arg(long, value_name = "SPEC", value_parser = FaultConfig::parse)]
@@ -294,7 +296,7 @@ fn start_port(dev: &Arc<Device>, a: &PortArgs) -> Result<(), String> {
             .map_err(|e| e.to_string())?;
         return Ok(());
     };
-    let link = Tap::open(tap, a.tx_gso).map_err(|e| format!("tap {tap}: {e}"))?;
+    let link = Tap::open(tap, !a.no_tx_gso).map_err(|e| format!("tap {tap}: {e}"))?;
     let pcap = match &a.pcap {
         Some(p) => Some(std::fs::File::create(p).map_err(|e| format!("{}: {e}", p.display()))?),
         None => None,
