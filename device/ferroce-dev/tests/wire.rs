@@ -35,36 +35,26 @@ fn base<'a>(kind: NetKind, opcode: u8, payload: &'a [u8]) -> Packet<'a> {
         NetKind::Ipv4 => (v4([10, 0, 1, 36]), v4([10, 0, 1, 37])),
         _ => (v6(0x36), v6(0x37)),
     };
+    let net = NetHdr {
+        kind,
+        sgid,
+        dgid,
+        traffic_class: 0,
+        flow_label: 0,
+        hop_limit: 64,
+    };
+    let bth = Bth {
+        opcode,
+        pkey: 0xffff,
+        dest_qp: 0x12,
+        psn: 0x100,
+        ..Bth::default()
+    };
     Packet {
         dmac: [0x52, 0x54, 0x00, 0xfe, 0x00, 0x02],
         smac: [0x52, 0x54, 0x00, 0xfe, 0x00, 0x01],
-        vlan: None,
-        net: NetHdr {
-            kind,
-            sgid,
-            dgid,
-            traffic_class: 0,
-            flow_label: 0,
-            hop_limit: 64,
-        },
         udp_sport: wire::udp_sport(0, 0x11, 0x12),
-        ip_id: 0,
-        bth: Bth {
-            opcode,
-            pkey: 0xffff,
-            dest_qp: 0x12,
-            psn: 0x100,
-            ..Bth::default()
-        },
-        reth: Reth::default(),
-        aeth: Aeth::default(),
-        deth: Deth::default(),
-        imm: [0; 4],
-        ieth: 0,
-        atomic: AtomicEth::default(),
-        atomic_ack: 0,
-        feth: 0,
-        payload,
+        ..Packet::new(net, bth, payload)
     }
 }
 

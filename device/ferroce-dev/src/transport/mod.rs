@@ -1032,30 +1032,21 @@ impl State {
 
     /// A packet on `path` with `bth` and `payload`, other headers empty.
     fn packet_on<'a>(path: &Path, ip_id: u16, bth: Bth, payload: &'a [u8]) -> Packet<'a> {
+        let net = NetHdr {
+            kind: path.kind,
+            sgid: path.sgid,
+            dgid: path.dgid,
+            traffic_class: path.tc,
+            flow_label: path.flow_label,
+            hop_limit: path.hop,
+        };
         Packet {
             dmac: path.dmac,
             smac: path.smac,
             vlan: path.vlan,
-            net: NetHdr {
-                kind: path.kind,
-                sgid: path.sgid,
-                dgid: path.dgid,
-                traffic_class: path.tc,
-                flow_label: path.flow_label,
-                hop_limit: path.hop,
-            },
             udp_sport: path.sport,
             ip_id,
-            bth,
-            reth: Reth::default(),
-            aeth: Aeth::default(),
-            deth: Deth::default(),
-            imm: [0; 4],
-            ieth: 0,
-            atomic: AtomicEth::default(),
-            atomic_ack: 0,
-            feth: 0,
-            payload,
+            ..Packet::new(net, bth, payload)
         }
     }
 

@@ -148,9 +148,7 @@ fn super_headers<F: AsRef<[u8]>>(run: &[F]) -> [u8; VNET_HDR_LEN + HDRS_LEN] {
 
 #[cfg(test)]
 mod tests {
-    use super::super::{
-        encode, op, udp_sport, Aeth, AtomicEth, Bth, Deth, NetHdr, NetKind, Packet, Reth,
-    };
+    use super::super::{encode, op, udp_sport, Bth, NetHdr, NetKind, Packet, Reth};
     use super::*;
 
     /// A RoCE v2 frame as the engine builds it: IPv4 identification `id`,
@@ -227,45 +225,36 @@ mod tests {
             g[12..].copy_from_slice(&[10, 0, 1, last]);
             g
         };
+        let net = NetHdr {
+            kind: net,
+            sgid: gid(1),
+            dgid: gid(2),
+            traffic_class: 0,
+            flow_label: 0,
+            hop_limit: 64,
+        };
+        let psn = 0x100 + u32::from(k);
+        let bth = Bth {
+            opcode,
+            psn,
+            ..Bth::default()
+        };
         Packet {
             dmac: [2, 0, 0, 0, 0, 2],
             smac: [2, 0, 0, 0, 0, 1],
-            vlan: None,
-            net: NetHdr {
-                kind: net,
-                sgid: gid(1),
-                dgid: gid(2),
-                traffic_class: 0,
-                flow_label: 0,
-                hop_limit: 64,
-            },
             udp_sport: udp_sport(0, 0x11, 0x12),
             ip_id: 0xfffa_u16.wrapping_add(k),
-            bth: Bth {
-                opcode,
-                pkey: 0xffff,
-                dest_qp: 0x12,
-                psn: 0x100 + u32::from(k),
-                ..Bth::default()
-            },
             reth: Reth {
                 va: 0x1000,
                 rkey: 0x55,
                 len: 10_000,
             },
-            aeth: Aeth::default(),
-            deth: Deth::default(),
-            imm: [0; 4],
-            ieth: 0,
-            atomic: AtomicEth::default(),
-            atomic_ack: 0,
-            feth: 0,
-            payload,
+            ..Packet::new(net, bth, payload)
         }
     }
 
     #[test]
-    fn the_encoders_frames_of_a_message_make_one_run() {
+    fn the_encoders_frames_of_a_message_make_runs() {
         // A 10000-byte WRITE at IB MTU 1024: FIRST (with its RETH), 8
         // MIDDLE and a short LAST. The RETH makes the first UDP payload
         // longer than the others', so the first MIDDLE ends its run as

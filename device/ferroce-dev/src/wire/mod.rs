@@ -407,6 +407,32 @@ pub struct Packet<'a> {
     pub payload: &'a [u8],
 }
 
+impl<'a> Packet<'a> {
+    /// A packet with network header `net`, `bth` and `payload`, no
+    /// extension header, untagged, from and to MAC 0, UDP source port 0
+    /// and IPv4 identification 0; callers fill in the rest.
+    pub fn new(net: NetHdr, bth: Bth, payload: &'a [u8]) -> Self {
+        Self {
+            dmac: [0; 6],
+            smac: [0; 6],
+            vlan: None,
+            net,
+            udp_sport: 0,
+            ip_id: 0,
+            bth,
+            reth: Reth::default(),
+            aeth: Aeth::default(),
+            deth: Deth::default(),
+            imm: [0; 4],
+            ieth: 0,
+            atomic: AtomicEth::default(),
+            atomic_ack: 0,
+            feth: 0,
+            payload,
+        }
+    }
+}
+
 /// Why a frame was refused.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 pub enum ParseError {
