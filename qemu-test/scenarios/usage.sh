@@ -85,14 +85,14 @@ qemu_net_args() {
 # frame of up to 64 KiB, which the receiving host's tap cuts back into
 # the RoCE frames.
 check() {
-	local pcap=$1/wire-underlay.pcap a b
+	local pcap=$1/wire-underlay.pcap a b b_frames
 	"$FERROCE_TOP/scripts/in-root" "$ROOT" -- tshark -r "$pcap" -Y 'vxlan && udp.dstport == 4791' \
 		-T fields -E separator=' ' -e ip.src -e ip.len 2>/dev/null |
 		awk '{n = split($1, s, ","); m = split($2, l, ","); f[s[n]]++; b[s[n]] += l[m]}
 			END {for (k in f) print k, f[k], b[k]}' >"$1/underlay.txt"
 	a=$(awk '$1 == "10.0.0.1" {print $2}' "$1/underlay.txt")
-	b=$(awk '$1 == "10.0.0.2" {print $3}' "$1/underlay.txt")
-	echo "underlay: RoCE v2 inside VXLAN from guest B $(awk '$1 == "10.0.0.2" {print $2 " frames, " $3 " bytes"}' "$1/underlay.txt"), from guest A ${a:-0} frames"
+	read -r b_frames b < <(awk '$1 == "10.0.0.2" {print $2, $3}' "$1/underlay.txt")
+	echo "underlay: RoCE v2 inside VXLAN from guest B ${b_frames:-0} frames, ${b:-0} bytes, from guest A ${a:-0} frames"
 	# Guest B's two runs send 1000 64-KiB messages each; the capture may
 	# miss some under load, so one run's worth of payload (65536000
 	# bytes) must be there.
