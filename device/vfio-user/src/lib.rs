@@ -66,6 +66,7 @@ mod dma;
 mod irq;
 mod pci;
 pub mod proto;
+mod rx;
 mod server;
 mod sys;
 

@@ -16,6 +16,7 @@ use crate::dma::Dma;
 use crate::irq::Irqs;
 use crate::pci::{ConfigSpace, DeviceConfig};
 use crate::proto::*;
+use crate::rx::{ReadStatus, Rx, Wait};
 use crate::sys;
 use crate::{Device, Error};
 
@@ -47,13 +48,6 @@ struct Msg {
     oversized: bool,
 }
 
-enum ReadStatus {
-    Full,
-    /// End of stream after this many bytes.
-    Eof(usize),
-    Shutdown,
-}
-
 enum Incoming {
     Msg(Msg),
     Eof,
@@ -76,6 +70,7 @@ pub struct Server {
     shutdown_flag: Arc<AtomicBool>,
     write_multiple: bool,
     negotiated: bool,
+    rx: Rx,
 }
 
 impl Server {
@@ -119,6 +114,7 @@ impl Server {
             shutdown_flag: Arc::new(AtomicBool::new(false)),
             write_multiple: false,
             negotiated: false,
+            rx: Rx::new(),
         })
     }
 
@@ -181,6 +177,7 @@ impl Server {
         device: &D,
     ) -> Result<(), Error> {
         self.negotiated = false;
+        self.rx.reset();
         // Replies are written with blocking sends; reads never block (MSG_DONTWAIT + poll).
         let result = match stream.set_nonblocking(false) {
             Ok(()) => self.serve_loop(&stream, device),
@@ -256,56 +253,20 @@ impl Server {
         sys::send_with_fds(stream.as_fd(), &buf, &[])
     }
 
-    /// Reads exactly `buf.len()` bytes, collecting descriptors.
-    fn read_full(
-        &self,
-        stream: &UnixStream,
-        buf: &mut [u8],
-        fds: &mut Vec<OwnedFd>,
-        truncated: &mut bool,
-    ) -> Result<ReadStatus, Error> {
-        let mut got = 0;
-        while got < buf.len() {
-            // Cheap check so a client that keeps the socket busy cannot delay a shutdown.
-            if self.shutdown_flag.load(Ordering::Relaxed) {
-                return Ok(ReadStatus::Shutdown);
-            }
-            let r = match sys::recv_with_fds(stream.as_fd(), &mut buf[got..]) {
-                Ok(r) => r,
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                    // Nothing queued: sleep until data or a shutdown request arrives.
-                    if sys::poll_readable(&[stream.as_fd(), self.shutdown_fd.as_fd()])? == 1 {
-                        return Ok(ReadStatus::Shutdown);
-                    }
-                    continue;
-                }
-                Err(e) if e.kind() == io::ErrorKind::ConnectionReset => {
-                    return Ok(ReadStatus::Eof(got))
-                }
-                Err(e) => return Err(e.into()),
-            };
-            // Cap the number of descriptors one message may accumulate.
-            for fd in r.fds {
-                if fds.len() < MAX_MSG_FDS * 2 {
-                    fds.push(fd);
-                } else {
-                    *truncated = true;
-                }
-            }
-            *truncated |= r.fds_truncated;
-            if r.len == 0 {
-                return Ok(ReadStatus::Eof(got));
-            }
-            got += r.len;
+    fn recv(&mut self, stream: &UnixStream) -> Result<Incoming, Error> {
+        // Messages served from the buffer do not reach the check in
+        // `Rx::read_exact`.
+        if self.shutdown_flag.load(Ordering::Relaxed) {
+            return Ok(Incoming::Shutdown);
         }
-        Ok(ReadStatus::Full)
-    }
-
-    fn recv(&self, stream: &UnixStream) -> Result<Incoming, Error> {
-        let mut fds = Vec::new();
-        let mut truncated = false;
+        let w = Wait {
+            stream: stream.as_fd(),
+            shutdown_fd: self.shutdown_fd.as_fd(),
+            shutdown: &self.shutdown_flag,
+        };
+        let rx = &mut self.rx;
         let mut hbuf = [0u8; HEADER_SIZE];
-        match self.read_full(stream, &mut hbuf, &mut fds, &mut truncated)? {
+        match rx.read_exact(&w, &mut hbuf)? {
             ReadStatus::Full => {}
             ReadStatus::Eof(0) => return Ok(Incoming::Eof),
             ReadStatus::Eof(n) => {
@@ -342,7 +303,7 @@ impl Server {
             let mut status = ReadStatus::Full;
             while left > 0 {
                 let n = left.min(chunk.len());
-                status = self.read_full(stream, &mut chunk[..n], &mut fds, &mut truncated)?;
+                status = rx.read_exact(&w, &mut chunk[..n])?;
                 if !matches!(status, ReadStatus::Full) {
                     break;
                 }
@@ -351,7 +312,7 @@ impl Server {
             status
         } else {
             msg.payload = vec![0u8; body];
-            self.read_full(stream, &mut msg.payload, &mut fds, &mut truncated)?
+            rx.read_exact(&w, &mut msg.payload)?
         };
         match status {
             ReadStatus::Full => {}
@@ -363,8 +324,7 @@ impl Server {
             }
             ReadStatus::Shutdown => return Ok(Incoming::Shutdown),
         }
-        msg.fds = fds;
-        msg.fds_truncated = truncated;
+        (msg.fds, msg.fds_truncated) = rx.take_fds();
         Ok(Incoming::Msg(msg))
     }
 

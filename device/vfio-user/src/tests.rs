@@ -1141,6 +1141,70 @@ fn unknown_commands_keep_stream_in_sync() {
     h.finish().unwrap();
 }
 
+/// Messages queued before the server reads are taken in bursts (one
+/// `recvmsg` for several); descriptors still go to the message they were
+/// sent with, before and after messages without any.
+#[test]
+fn descriptors_stay_with_their_message_in_a_burst() {
+    let (a, b) = UnixStream::pair().unwrap();
+    let mut client = Client::new(a);
+    let ps = sys::page_size();
+    let mem = sys::memfd_create("guest-ram", 1 << 20).unwrap();
+    let map = |gpa: u64, offset: u64| {
+        let mut p = Vec::new();
+        p.extend_from_slice(&32u32.to_le_bytes());
+        p.extend_from_slice(&(DMA_MAP_FLAG_READ | DMA_MAP_FLAG_WRITE).to_le_bytes());
+        p.extend_from_slice(&offset.to_le_bytes());
+        p.extend_from_slice(&gpa.to_le_bytes());
+        p.extend_from_slice(&ps.to_le_bytes());
+        p
+    };
+    let mut version = Vec::new();
+    version.extend_from_slice(&[0; 4]);
+    version.extend_from_slice(QEMU_CAPS.as_bytes());
+    version.push(0);
+    // All of it is queued before the server reads anything.
+    let mut ids = vec![client.send(CMD_VERSION, 0, &version, &[])];
+    client.posted_write(0, 0x100, &[1, 2, 3, 4]);
+    ids.push(client.send(CMD_DMA_MAP, 0, &map(0x10_0000, ps), &[mem.as_raw_fd()]));
+    client.posted_write(0, 0x104, &[5, 6, 7, 8]);
+    ids.push(client.send(CMD_DMA_MAP, 0, &map(0x20_0000, 0), &[]));
+    let e = sys::eventfd().unwrap();
+    let read = Client::rw_payload(0, 0x100, 8);
+    ids.push(client.send(CMD_REGION_READ, 0, &read, &[e.as_raw_fd()]));
+    ids.push(client.send(CMD_DMA_MAP, 0, &map(0x30_0000, 2 * ps), &[mem.as_raw_fd()]));
+
+    let mut server = Server::unbound(test_config()).unwrap();
+    let dma = server.dma();
+    let dev = TestDev::new();
+    let d2 = Arc::clone(&dev);
+    let thread = thread::spawn(move || server.serve(b, &*d2));
+    for (i, id) in ids.into_iter().enumerate() {
+        let (hdr, body) = client.recv();
+        assert_eq!(hdr.id, id);
+        assert_eq!(hdr.flags & FLAG_ERROR, 0, "reply {i}: error {}", hdr.error);
+        if hdr.command == CMD_REGION_READ {
+            assert_eq!(&body[16..], &[1, 2, 3, 4, 5, 6, 7, 8]);
+        }
+    }
+    // The first and last windows got their memfd, the middle one none.
+    dma.write(0x10_0000, b"one").unwrap();
+    dma.write(0x30_0000, b"three").unwrap();
+    let mut b = [0u8; 5];
+    assert!(matches!(
+        dma.read(0x20_0000, &mut b),
+        Err(Error::NotAccessible { .. })
+    ));
+    let file = File::from(mem);
+    file.read_at(&mut b[..3], ps).unwrap();
+    assert_eq!(&b[..3], b"one");
+    file.read_at(&mut b, 2 * ps).unwrap();
+    assert_eq!(&b, b"three");
+    assert_eq!(dev.writes.lock().unwrap().len(), 2);
+    drop(client);
+    thread.join().unwrap().unwrap();
+}
+
 #[test]
 fn oversized_message_is_drained() {
     let mut h = Harness::negotiated();
