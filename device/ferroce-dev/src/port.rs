@@ -45,6 +45,9 @@ use crate::wire::{self, pcap::PcapWriter};
 pub const MAX_FRAME: usize = 16384;
 /// Most frames read from the wire in one burst.
 pub const BURST: usize = 64;
+/// Longest wait (ms) for a frame before the wire thread looks whether it
+/// should stop.
+const WIRE_WAIT_MS: i32 = 100;
 /// Most frames waiting for the netdev writer; beyond, frames for the
 /// netdev are dropped (counted in `netdev_dropped`).
 pub const NETDEV_QUEUE: usize = 256;
@@ -82,6 +85,12 @@ pub trait FrameLink: Send + Sync {
     /// Receives one frame if one is queued, else `WouldBlock` at once.
     fn try_recv(&self, _buf: &mut [u8]) -> io::Result<usize> {
         Err(io::ErrorKind::WouldBlock.into())
+    }
+    /// Waits up to `ms` milliseconds for a frame, after [`Self::try_recv`]
+    /// found none: whether one may be queued now. The default does not
+    /// wait (its [`Self::recv`] does).
+    fn wait(&self, _ms: i32) -> bool {
+        true
     }
     /// Sends one frame.
     fn send(&self, frame: &[u8]) -> io::Result<()>;
@@ -217,7 +226,7 @@ impl FrameLink for Tap {
     fn recv(&self, buf: &mut [u8]) -> io::Result<usize> {
         match self.read_frame(buf) {
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                tap_ioctl::wait_readable(&self.file, 100)?;
+                tap_ioctl::poll_in(&self.file, WIRE_WAIT_MS)?;
                 Err(io::ErrorKind::TimedOut.into())
             }
             r => r,
@@ -225,6 +234,9 @@ impl FrameLink for Tap {
     }
     fn try_recv(&self, buf: &mut [u8]) -> io::Result<usize> {
         self.read_frame(buf)
+    }
+    fn wait(&self, ms: i32) -> bool {
+        tap_ioctl::poll_in(&self.file, ms).unwrap_or(true)
     }
     fn send(&self, frame: &[u8]) -> io::Result<()> {
         if !self.vnet_hdr {
@@ -335,8 +347,9 @@ mod tap_ioctl {
         Ok(())
     }
 
-    /// Waits up to `ms` milliseconds for `file` to become readable.
-    pub fn wait_readable(file: &std::fs::File, ms: i32) -> io::Result<()> {
+    /// Waits up to `ms` milliseconds for `file` to become readable:
+    /// whether it did (or was interrupted, when it may have).
+    pub fn poll_in(file: &std::fs::File, ms: i32) -> io::Result<bool> {
         let mut p = libc::pollfd {
             fd: file.as_raw_fd(),
             events: libc::POLLIN,
@@ -350,8 +363,9 @@ mod tap_ioctl {
             if e.kind() != io::ErrorKind::Interrupted {
                 return Err(e);
             }
+            return Ok(true);
         }
-        Ok(())
+        Ok(r > 0)
     }
 }
 
@@ -688,7 +702,14 @@ impl Port {
             burst[k].clear();
             burst[k].extend_from_slice(frame);
         };
+        // The last burst ended on an empty link: wait before reading again
+        // (a read that finds nothing is a system call for nothing).
+        let mut drained = false;
         while !self.stop.load(Ordering::Relaxed) {
+            if drained && !self.wire.wait(WIRE_WAIT_MS) {
+                continue;
+            }
+            drained = false;
             match self.wire.recv(&mut buf) {
                 Ok(n) => {
                     keep(&mut burst, 0, &buf[..n.min(buf.len())]);
@@ -696,7 +717,10 @@ impl Port {
                     while k < BURST {
                         match self.wire.try_recv(&mut buf) {
                             Ok(n) => keep(&mut burst, k, &buf[..n.min(buf.len())]),
-                            Err(_) => break,
+                            Err(_) => {
+                                drained = true;
+                                break;
+                            }
                         }
                         k += 1;
                     }
