@@ -12,9 +12,11 @@ and the checks' results, and the same of the jumbo-frame runs
 (bench-rxe-jumbo, bench-ferroce-jumbo: MTU 9000, IB MTU 4096) if given,
 and writes into OUT_DIR:
 
-  bench.json          every number, the ratios ferroce/rxe, the machine;
-                      the top level is the 1500-byte MTU, "jumbo" the same
-                      for MTU 9000
+  bench.json          every number, the ratios ferroce/rxe, the machine
+                      (with OUT_DIR/host.json, the host's wake-up and
+                      system call costs, if bench.sh measured them); the
+                      top level is the 1500-byte MTU, "jumbo" the same for
+                      MTU 9000
   bw-vs-size.{dat,gp,svg}, latency.{dat,gp,svg}, qp-scaling.{dat,gp,svg}
                       the charts: gnuplot run in PLOT_ROOT (scripts/in-root;
                       scripts/make-plot-root.sh builds it); "cd OUT_DIR &&
@@ -314,6 +316,39 @@ def machine():
             "hostname": platform.node()}
 
 
+# The fewest thread wake-ups in each latency test's reported time (one
+# message in flight; the guests poll, so no interrupt wakes anyone).
+# perftest reports half a round trip for write and send: one way is the
+# doorbell (QEMU's message wakes the device's doorbell thread) and the
+# frame (it wakes the peer device's wire thread), after which the peer
+# guest sees the data or the CQE by polling.  ib_read_lat reports a whole
+# READ: the doorbell, the request at the peer's wire thread and the
+# response at ours.
+WAKEUPS = {"write_lat": 2, "send_lat": 2, "read_lat": 3}
+
+
+def host(out):
+    """bench.sh's measurement of the host (OUT_DIR/host.json, from
+    device/ferroce-dev/benches/wakeup.rs) and the latency floors it
+    gives, or None."""
+    try:
+        with open(os.path.join(out, "host.json")) as f:
+            h = json.load(f)
+    except (OSError, ValueError):
+        return None
+    rtt = h.get("wakeup_rtt_us")
+    if not isinstance(rtt, (int, float)):
+        return None
+    h["wakeups"] = dict(WAKEUPS)
+    h["floor_us"] = {k: round(n * rtt / 2, 2) for k, n in WAKEUPS.items()}
+    h["note"] = ("wakeup_rtt_us: two threads of one process wake each other through a "
+                 "socket, each asleep in poll(2) like the device's threads, on this machine "
+                 "before the VMs start; a wake-up is half of it. floor_us: the fewest "
+                 "wake-ups in each latency test's reported time (wakeups) times that, "
+                 "with no guest or device work at all")
+    return h
+
+
 # --- charts ------------------------------------------------------------------
 
 def fmt(v, missing="NaN"):
@@ -520,6 +555,13 @@ def table(b):
         b["rxe"].get("repetitions"), b["ferroce"].get("repetitions")))
     p("  machine: %s, %s CPUs, kernel %s" % (b["machine"]["cpu_model"], b["machine"]["nproc"],
                                            b["machine"]["kernel"]))
+    h = b.get("host")
+    if h:
+        p("  host: a thread wake-up round trip %s usec, a system call %s usec; so ferroce's "
+          "latency floor (usec, wake-ups alone)" % (show(h["wakeup_rtt_us"]).strip(),
+                                                     show(h.get("syscall_us"), 10, 3).strip()))
+        p("        write %s, read %s, send %s" % tuple(
+            show(h["floor_us"][op + "_lat"]).strip() for op in OPS))
     p("  MTU (client): rxe eth %s, IB %s; ferroce eth %s, IB %s" % tuple(
         show(b[k].get(m), 0).strip() for k in ("rxe", "ferroce") for m in ("eth_mtu", "active_mtu")))
     p("")
@@ -621,10 +663,12 @@ def main(argv):
     os.makedirs(out, exist_ok=True)
     now = datetime.datetime.now(datetime.timezone.utc).astimezone()
 
-    b = {"date": now.isoformat(timespec="seconds"), "machine": machine()}
+    b = {"date": now.isoformat(timespec="seconds"), "machine": machine(), "host": host(out)}
     b["_subtitle"] = now.strftime("%Y-%m-%d")
     main_pair, missing = pair(argv[1], argv[2], "")
     b.update(main_pair)
+    if b["host"] is None:
+        missing.append({"what": "host", "why": "no host.json (the wake-up benchmark did not run)"})
     if len(argv) == 7:
         b["jumbo"], jm = pair(argv[3], argv[4], "jumbo.")
         missing += jm

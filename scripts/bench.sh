@@ -7,13 +7,13 @@
 # devices' retransmits and timeouts) over Linux's soft-RoCE (scenario
 # bench-rxe) and over ferroce (bench-ferroce), one run each, one after the
 # other on this machine; then both again with jumbo frames (bench-rxe-jumbo,
-# bench-ferroce-jumbo: MTU 9000, IB MTU 4096).  scripts/bench-report.py then writes
-# qemu-test/runs/<date>-bench/: bench.json (every number and the ratios
-# ferroce/rxe) and gnuplot's charts (bw-vs-size.svg, latency.svg,
-# qp-scaling.svg; the gnuplot root is scripts/make-plot-root.sh's), and
-# prints a table.  Numbers, not pass/fail: TCG guests on a shared host are
-# slow and noisy, so only the side-by-side ratio means anything, and only
-# roughly.
+# bench-ferroce-jumbo: MTU 9000, IB MTU 4096).  scripts/bench-report.py then
+# writes qemu-test/runs/<date>-bench/: bench.json (every number, the ratios
+# ferroce/rxe, and the host's price of a wake-up, measured first) and
+# gnuplot's charts (bw-vs-size.svg, latency.svg, qp-scaling.svg; the gnuplot
+# root is scripts/make-plot-root.sh's), and prints a table.  Numbers, not
+# pass/fail: TCG guests on a shared host are slow and noisy, so only the
+# side-by-side ratio means anything, and only roughly.
 #
 # Exit status non-zero if a scenario failed, a ratio could not be computed
 # or a chart was not drawn (the report is written all the same, with the
@@ -33,6 +33,16 @@ log "make bench: results in $out"
 # written, without charts, and make bench fails.
 plot_root=$("$FERROCE_TOP/scripts/make-plot-root.sh") ||
 	{ log "the plot root could not be built: no charts"; plot_root=none; }
+
+# The host's own price of a thread wake-up and of a system call
+# (device/ferroce-dev/benches/wakeup.rs), measured on a quiet machine
+# before the VMs start: each latency test's floor (bench-report.py).
+# Without it the report says so, and nothing else is missing.
+"$FERROCE_TOP/scripts/make-root.sh" >/dev/null || die "cannot build the trixie root"
+cargo_target_seed
+(cd "$FERROCE_TOP/device" && "$FERROCE_TOP/scripts/in-root" -- \
+	cargo bench -q -p ferroce-dev --bench wakeup) >"$out/host.json" ||
+	{ log "the host's wake-up benchmark failed: no latency floors"; rm -f "$out/host.json"; }
 
 # The scenarios in one qemu-test/run (it builds the kernel module, the
 # device process and the provider once), rxe first at each MTU.  Its last
