@@ -22,8 +22,18 @@
 //!
 //! Everything else (ACKs between data packets, IPv6, RoCE v1, VLAN tags)
 //! goes out alone, with an empty `virtio_net_hdr`.
+//!
+//! The other way, a tap with receive offloads (`TUNSETOFFLOAD` with
+//! `TUN_F_CSUM`, `TUN_F_USO4` and `TUN_F_USO6`) hands over a UDP GSO
+//! super-frame as the sender wrote it, and a frame whose checksum the
+//! sender left to the hardware without it. [`cut`] does what the kernel
+//! would have done before a tap without offloads: it cuts the super-frame
+//! into its frames and fills in their checksums.
 
-use super::{inet_checksum, ETH_HLEN, ETH_P_IPV4, IPV4_HLEN, ROCE_V2_PORT, UDP_HLEN};
+use super::{
+    inet_checksum, ETH_HLEN, ETH_P_8021Q, ETH_P_IPV4, ETH_P_IPV6, IPV4_HLEN, IPV6_HLEN,
+    ROCE_V2_PORT, UDP_HLEN, VLAN_HLEN,
+};
 
 /// Size of `struct virtio_net_hdr` (no `num_buffers`: the tap's default).
 pub const VNET_HDR_LEN: usize = 10;
@@ -33,7 +43,11 @@ pub const MAX_SEGS: usize = 64;
 /// Ethernet, IPv4 and UDP headers.
 pub const HDRS_LEN: usize = ETH_HLEN + IPV4_HLEN + UDP_HLEN;
 const VIRTIO_NET_HDR_F_NEEDS_CSUM: u8 = 1;
+const VIRTIO_NET_HDR_GSO_NONE: u8 = 0;
 const VIRTIO_NET_HDR_GSO_UDP_L4: u8 = 5;
+const VIRTIO_NET_HDR_GSO_ECN: u8 = 0x80;
+/// TPID of an 802.1ad (QinQ service) tag.
+const ETH_P_8021AD: u16 = 0x88a8;
 
 /// The UDP payload length of `f` if it may be part of a run at all.
 fn udp_payload_len(f: &[u8]) -> Option<usize> {
@@ -144,6 +158,201 @@ fn super_headers<F: AsRef<[u8]>>(run: &[F]) -> [u8; VNET_HDR_LEN + HDRS_LEN] {
     }
     h[udp + 6..udp + 8].copy_from_slice(&(sum as u16).to_be_bytes());
     out
+}
+
+/// Why [`cut`] refused what a tap handed over (the frames are dropped).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum CutError {
+    /// A GSO type other than UDP (the port takes no TCP segmentation).
+    #[error("GSO type {0} not taken")]
+    GsoType(u8),
+    /// `csum_start` and `csum_offset` do not lie inside the frame.
+    #[error("checksum offsets outside the frame")]
+    CsumOffsets,
+    /// A UDP GSO super-frame whose headers are not Ethernet (up to two
+    /// VLAN tags), IPv4 or IPv6 without extension headers, and UDP at
+    /// `csum_start` with the checksum to fill in.
+    #[error("UDP GSO super-frame with headers not understood")]
+    Headers,
+    /// A UDP GSO super-frame with no payload or a `gso_size` of 0.
+    #[error("UDP GSO super-frame without segments")]
+    NoSegments,
+    /// A UDP GSO super-frame whose `gso_size` makes segments longer than
+    /// an IP packet can be.
+    #[error("UDP GSO segments too long")]
+    SegmentTooLong,
+}
+
+/// The ones' complement sum of `data` (as 16-bit big-endian words, a last
+/// odd byte padded with zero) added to `sum`, not folded.
+fn csum_add(mut sum: u64, data: &[u8]) -> u64 {
+    let mut words = data.chunks_exact(4);
+    for w in &mut words {
+        sum += u64::from(u32::from_be_bytes([w[0], w[1], w[2], w[3]]));
+    }
+    let rest = words.remainder();
+    let mut last = [0u8; 4];
+    last[..rest.len()].copy_from_slice(rest);
+    sum + u64::from(u32::from_be_bytes(last))
+}
+
+/// `sum` folded to 16 bits and complemented: a checksum field's value,
+/// 0 sent as 0xffff (`CSUM_MANGLED_0`) as the kernel does.
+fn csum_field(mut sum: u64) -> [u8; 2] {
+    while sum > 0xffff {
+        sum = (sum & 0xffff) + (sum >> 16);
+    }
+    match !(sum as u16) {
+        0 => [0xff, 0xff],
+        c => c.to_be_bytes(),
+    }
+}
+
+/// A `virtio_net_hdr` as the tap wrote it (the host's byte order).
+struct VnetHdr {
+    needs_csum: bool,
+    gso_type: u8,
+    gso_size: usize,
+    csum_start: usize,
+    csum_offset: usize,
+}
+
+impl VnetHdr {
+    fn parse(h: &[u8; VNET_HDR_LEN]) -> Self {
+        let u16_at = |i: usize| usize::from(u16::from_ne_bytes([h[i], h[i + 1]]));
+        Self {
+            needs_csum: h[0] & VIRTIO_NET_HDR_F_NEEDS_CSUM != 0,
+            gso_type: h[1] & !VIRTIO_NET_HDR_GSO_ECN,
+            gso_size: u16_at(4),
+            csum_start: u16_at(6),
+            csum_offset: u16_at(8),
+        }
+    }
+}
+
+/// Where the network header of `f` starts, after its Ethernet header and
+/// up to two VLAN tags, and its Ethertype.
+fn l3_start(f: &[u8]) -> Option<(usize, u16)> {
+    let mut at = ETH_HLEN - 2;
+    for _ in 0..3 {
+        let et = u16::from_be_bytes([*f.get(at)?, *f.get(at + 1)?]);
+        if et != ETH_P_8021Q && et != ETH_P_8021AD {
+            return Some((at + 2, et));
+        }
+        at += VLAN_HLEN;
+    }
+    None
+}
+
+/// Hands the frames of `frame`, read from a tap with receive offloads
+/// after the `virtio_net_hdr` `hdr`, to `out` as two parts to join:
+///
+/// - a frame without GSO as it is (`out(frame, &[])`), its checksum filled
+///   in first if the header asks for it (`NEEDS_CSUM`), as
+///   `skb_checksum_help` does;
+/// - a UDP GSO super-frame cut as `__udp_gso_segment` and
+///   `inet_gso_segment`/`ipv6_gso_segment` cut it: its UDP payload in
+///   `gso_size` pieces (the last may be shorter), each after a copy of its
+///   headers with the lengths set, the IPv4 identifications numbered on
+///   from the super-frame's and the IPv4 and UDP checksums computed
+///   (`out(headers, piece)`).
+///
+/// Returns how many frames went to `out`; on an error none did.
+pub fn cut(
+    hdr: &[u8; VNET_HDR_LEN],
+    frame: &mut [u8],
+    out: &mut dyn FnMut(&[u8], &[u8]),
+) -> Result<usize, CutError> {
+    let h = VnetHdr::parse(hdr);
+    let field = h.csum_start + h.csum_offset;
+    if h.needs_csum && (h.csum_start > frame.len() || field + 2 > frame.len()) {
+        return Err(CutError::CsumOffsets);
+    }
+    match h.gso_type {
+        VIRTIO_NET_HDR_GSO_NONE => {
+            if h.needs_csum {
+                let sum = csum_add(0, &frame[h.csum_start..]);
+                frame[field..field + 2].copy_from_slice(&csum_field(sum));
+            }
+            out(frame, &[]);
+            Ok(1)
+        }
+        VIRTIO_NET_HDR_GSO_UDP_L4 => cut_udp(&h, frame, out),
+        t => Err(CutError::GsoType(t)),
+    }
+}
+
+/// [`cut`] for a UDP GSO super-frame.
+fn cut_udp(
+    h: &VnetHdr,
+    frame: &[u8],
+    out: &mut dyn FnMut(&[u8], &[u8]),
+) -> Result<usize, CutError> {
+    /// Longest headers taken: two VLAN tags, IPv4 with options, UDP.
+    const MAX_HDRS: usize = ETH_HLEN + 2 * VLAN_HLEN + 60 + UDP_HLEN;
+    let udp = h.csum_start;
+    let (l3, et) = l3_start(frame).ok_or(CutError::Headers)?;
+    let ip_ok = match et {
+        ETH_P_IPV4 => {
+            frame.get(l3).is_some_and(|&b| {
+                b >> 4 == 4 && l3 + usize::from(b & 0xf) * 4 == udp && usize::from(b & 0xf) >= 5
+            }) && frame.get(l3 + 9) == Some(&17)
+        }
+        ETH_P_IPV6 => {
+            frame.get(l3).is_some_and(|&b| b >> 4 == 6)
+                && l3 + IPV6_HLEN == udp
+                && frame.get(l3 + 6) == Some(&17)
+        }
+        _ => false,
+    };
+    let hdrs_len = udp + UDP_HLEN;
+    if !h.needs_csum || h.csum_offset != 6 || !ip_ok || hdrs_len > MAX_HDRS {
+        return Err(CutError::Headers);
+    }
+    let payload = frame.get(hdrs_len..).ok_or(CutError::Headers)?;
+    if payload.is_empty() || h.gso_size == 0 {
+        return Err(CutError::NoSegments);
+    }
+    // The longest segment's IPv4 total length or IPv6 payload length.
+    if udp - l3 + UDP_HLEN + h.gso_size.min(payload.len()) > usize::from(u16::MAX) {
+        return Err(CutError::SegmentTooLong);
+    }
+    let mut hdrs = [0u8; MAX_HDRS];
+    let hdrs = &mut hdrs[..hdrs_len];
+    hdrs.copy_from_slice(&frame[..hdrs_len]);
+    let v4 = et == ETH_P_IPV4;
+    let id0 = u16::from_be_bytes([hdrs[l3 + 4], hdrs[l3 + 5]]);
+    let mut n = 0;
+    for (k, piece) in payload.chunks(h.gso_size).enumerate() {
+        let udp_len = (UDP_HLEN + piece.len()) as u16;
+        if v4 {
+            let total = (udp - l3) as u16 + udp_len;
+            hdrs[l3 + 2..l3 + 4].copy_from_slice(&total.to_be_bytes());
+            let id = id0.wrapping_add(k as u16);
+            hdrs[l3 + 4..l3 + 6].copy_from_slice(&id.to_be_bytes());
+            hdrs[l3 + 10..l3 + 12].fill(0);
+            let ck = inet_checksum(&hdrs[l3..udp]);
+            hdrs[l3 + 10..l3 + 12].copy_from_slice(&ck.to_be_bytes());
+        } else {
+            hdrs[l3 + 4..l3 + 6].copy_from_slice(&udp_len.to_be_bytes());
+        }
+        hdrs[udp + 4..udp + 6].copy_from_slice(&udp_len.to_be_bytes());
+        hdrs[udp + 6..udp + 8].fill(0);
+        // The pseudo-header: addresses, protocol, UDP length.
+        let addrs = if v4 {
+            &hdrs[l3 + 12..l3 + 20]
+        } else {
+            &hdrs[l3 + 8..l3 + 40]
+        };
+        let mut sum = csum_add(17 + u64::from(udp_len), addrs);
+        sum = csum_add(sum, &hdrs[udp..]);
+        // `hdrs[udp..]` is 8 bytes, so the piece's words stay aligned.
+        sum = csum_add(sum, piece);
+        hdrs[udp + 6..udp + 8].copy_from_slice(&csum_field(sum));
+        out(hdrs, piece);
+        n += 1;
+    }
+    Ok(n)
 }
 
 #[cfg(test)]
@@ -331,5 +540,246 @@ mod tests {
         assert!(next_run::<Vec<u8>>(&[]).is_none());
         assert!(next_run(&[f(1, 1040)]).is_none());
         assert!(next_run(&[f(1, 1040), f(3, 1040)]).is_none());
+    }
+
+    /// `frames` as a tap with receive offloads hands over their run: the
+    /// `virtio_net_hdr` and the super-frame.
+    fn super_frame(frames: &[Vec<u8>]) -> ([u8; VNET_HDR_LEN], Vec<u8>) {
+        let (n, hdrs) = next_run(frames).unwrap();
+        assert_eq!(n, frames.len());
+        let mut vnet = [0u8; VNET_HDR_LEN];
+        vnet.copy_from_slice(&hdrs[..VNET_HDR_LEN]);
+        let mut f = hdrs[VNET_HDR_LEN..].to_vec();
+        for p in frames {
+            f.extend_from_slice(&p[HDRS_LEN..]);
+        }
+        (vnet, f)
+    }
+
+    /// What [`cut`] hands out, each frame joined.
+    fn cut_all(vnet: &[u8; VNET_HDR_LEN], f: &mut [u8]) -> Result<Vec<Vec<u8>>, CutError> {
+        let mut out = Vec::new();
+        let n = cut(vnet, f, &mut |h, p| out.push([h, p].concat()))?;
+        assert_eq!(n, out.len());
+        Ok(out)
+    }
+
+    /// Whether the UDP checksum of `f` (network header at `l3`, UDP at
+    /// `udp`) is right and not 0.
+    fn udp_checksum_ok(f: &[u8], l3: usize, udp: usize) -> bool {
+        let addrs = if udp - l3 == IPV6_HLEN {
+            &f[l3 + 8..l3 + 40]
+        } else {
+            &f[l3 + 12..l3 + 20]
+        };
+        let len = (f.len() - udp) as u16;
+        let mut pseudo = addrs.to_vec();
+        pseudo.extend_from_slice(&[0, 17]);
+        pseudo.extend_from_slice(&len.to_be_bytes());
+        pseudo.extend_from_slice(&f[udp..]);
+        f[udp + 6..udp + 8] != [0, 0] && inet_checksum(&pseudo) == 0
+    }
+
+    /// The virtio_net_hdr of a super-frame: UDP GSO, `gso_size` `seg`,
+    /// UDP at `udp`.
+    fn vnet(gso_type: u8, seg: u16, udp: u16) -> [u8; VNET_HDR_LEN] {
+        let mut h = [0u8; VNET_HDR_LEN];
+        h[0] = VIRTIO_NET_HDR_F_NEEDS_CSUM;
+        h[1] = gso_type;
+        h[4..6].copy_from_slice(&seg.to_ne_bytes());
+        h[6..8].copy_from_slice(&udp.to_ne_bytes());
+        h[8..10].copy_from_slice(&6u16.to_ne_bytes());
+        h
+    }
+
+    #[test]
+    fn a_super_frame_read_whole_is_cut_into_its_frames() {
+        let frames: Vec<_> = (0..7)
+            .map(|k| {
+                frame(
+                    0xfffd_u16.wrapping_add(k),
+                    if k == 6 { 333 } else { 1040 },
+                    k as u8,
+                )
+            })
+            .collect();
+        let (vnet, mut f) = super_frame(&frames);
+        let got = cut_all(&vnet, &mut f).unwrap();
+        assert_eq!(got.len(), frames.len());
+        for (g, want) in got.iter().zip(&frames) {
+            assert!(udp_checksum_ok(g, ETH_HLEN, ETH_HLEN + IPV4_HLEN));
+            assert_eq!(inet_checksum(&g[ETH_HLEN..ETH_HLEN + IPV4_HLEN]), 0);
+            // The engine's frames leave the UDP checksum 0; all else is
+            // the same byte for byte.
+            let mut g = g.clone();
+            g[ETH_HLEN + IPV4_HLEN + 6..ETH_HLEN + IPV4_HLEN + 8].fill(0);
+            assert_eq!(&g, want);
+        }
+    }
+
+    #[test]
+    fn tagged_and_ipv6_super_frames_are_cut() {
+        // IPv6 in one 802.1Q tag: Ethernet, tag, IPv6, UDP, 2500 bytes.
+        let l3 = ETH_HLEN + VLAN_HLEN;
+        let udp = l3 + IPV6_HLEN;
+        let mut f = vec![
+            2, 0, 0, 0, 0, 2, 2, 0, 0, 0, 0, 1, 0x81, 0x00, 0x20, 0x05, 0x86, 0xdd,
+        ];
+        f.extend_from_slice(&[0x60, 0, 0, 0]);
+        f.extend_from_slice(&((UDP_HLEN + 2500) as u16).to_be_bytes());
+        f.extend_from_slice(&[17, 64]);
+        f.extend((0..32u8).map(|i| i.wrapping_add(0xfe)));
+        f.extend_from_slice(&[0xc0, 0x01, 0x12, 0xb7, 0, 0, 0, 0]);
+        f.extend((0..2500).map(|i| (i * 13) as u8));
+        let payload = f[udp + UDP_HLEN..].to_vec();
+        let mut h = vnet(VIRTIO_NET_HDR_GSO_UDP_L4, 1000, udp as u16);
+        h[1] |= VIRTIO_NET_HDR_GSO_ECN;
+        let got = cut_all(&h, &mut f).unwrap();
+        assert_eq!(got.len(), 3);
+        for (k, g) in got.iter().enumerate() {
+            let len = if k == 2 { 500 } else { 1000 };
+            assert_eq!(g.len(), udp + UDP_HLEN + len);
+            assert_eq!(&g[..l3 + 4], &f[..l3 + 4]);
+            assert_eq!(&g[l3 + 4..l3 + 6], &((UDP_HLEN + len) as u16).to_be_bytes());
+            assert_eq!(&g[l3 + 6..udp + 4], &f[l3 + 6..udp + 4]);
+            assert_eq!(
+                &g[udp + 4..udp + 6],
+                &((UDP_HLEN + len) as u16).to_be_bytes()
+            );
+            assert!(udp_checksum_ok(g, l3, udp));
+            assert_eq!(&g[udp + UDP_HLEN..], &payload[k * 1000..k * 1000 + len]);
+        }
+        // IPv4 in two tags (802.1ad, then 802.1Q).
+        let mut frames: Vec<_> = (0..3).map(|k| frame(k, 512, 1)).collect();
+        for f in &mut frames {
+            f.splice(12..12, [0x88, 0xa8, 0, 7, 0x81, 0x00, 0, 5]);
+        }
+        let l3 = ETH_HLEN + 2 * VLAN_HLEN;
+        let mut sf = frames[0][..l3 + IPV4_HLEN + UDP_HLEN].to_vec();
+        for f in &frames {
+            sf.extend_from_slice(&f[l3 + IPV4_HLEN + UDP_HLEN..]);
+        }
+        let h = vnet(VIRTIO_NET_HDR_GSO_UDP_L4, 512, (l3 + IPV4_HLEN) as u16);
+        let got = cut_all(&h, &mut sf).unwrap();
+        for (g, want) in got.iter().zip(&frames) {
+            assert!(udp_checksum_ok(g, l3, l3 + IPV4_HLEN));
+            let mut g = g.clone();
+            g[l3 + IPV4_HLEN + 6..l3 + IPV4_HLEN + 8].fill(0);
+            assert_eq!(&g, want);
+        }
+    }
+
+    #[test]
+    fn a_frame_without_its_checksum_gets_it() {
+        // An IPv4 UDP frame of odd length, its checksum right...
+        let mut want = frame(9, 101, 0x5a);
+        let udp = ETH_HLEN + IPV4_HLEN;
+        let mut pseudo = want[ETH_HLEN + 12..ETH_HLEN + 20].to_vec();
+        pseudo.extend_from_slice(&[0, 17, 0, (UDP_HLEN + 101) as u8]);
+        pseudo.extend_from_slice(&want[udp..]);
+        let ck = inet_checksum(&pseudo);
+        want[udp + 6..udp + 8].copy_from_slice(&ck.to_be_bytes());
+        assert!(udp_checksum_ok(&want, ETH_HLEN, udp));
+        // ... and as a sender left it to the hardware: the pseudo-header's
+        // sum, not complemented.
+        let mut f = want.clone();
+        let mut sum = 17 + (UDP_HLEN + 101) as u64;
+        sum = csum_add(sum, &f[ETH_HLEN + 12..ETH_HLEN + 20]);
+        let partial = !u16::from_be_bytes(csum_field(sum));
+        f[udp + 6..udp + 8].copy_from_slice(&partial.to_be_bytes());
+        let mut h = vnet(VIRTIO_NET_HDR_GSO_NONE, 0, udp as u16);
+        assert_eq!(cut_all(&h, &mut f).unwrap(), [want.clone()]);
+        // Without NEEDS_CSUM the frame goes as it is.
+        h[0] = 0;
+        let mut g = want.clone();
+        g[udp + 6] ^= 1;
+        assert_eq!(cut_all(&h, &mut g.clone()).unwrap(), [g]);
+    }
+
+    #[test]
+    fn checksum_helpers_agree_with_the_ip_checksum() {
+        let data: Vec<u8> = (0..1031u32).map(|i| (i * 31 + 7) as u8).collect();
+        for len in [0, 1, 2, 3, 4, 5, 19, 20, 1031] {
+            let d = &data[..len];
+            assert_eq!(u16::from_be_bytes(csum_field(csum_add(0, d))), {
+                let c = inet_checksum(d);
+                if c == 0 {
+                    0xffff
+                } else {
+                    c
+                }
+            });
+        }
+        // A sum that folds to 0xffff is sent as 0xffff, never 0.
+        assert_eq!(csum_field(0xffff), [0xff, 0xff]);
+        assert_eq!(csum_field(0x1_fffe), [0xff, 0xff]);
+    }
+
+    #[test]
+    fn what_cannot_be_cut_is_refused() {
+        let frames: Vec<_> = (0..3).map(|k| frame(k, 1040, 3)).collect();
+        let (h, f) = super_frame(&frames);
+        let udp = ETH_HLEN + IPV4_HLEN;
+        let try_cut = |h: [u8; VNET_HDR_LEN], mut f: Vec<u8>| cut_all(&h, &mut f);
+        // TCP segmentation is not taken.
+        let mut t = h;
+        t[1] = 1;
+        assert_eq!(try_cut(t, f.clone()), Err(CutError::GsoType(1)));
+        // Offsets outside the frame.
+        let mut t = h;
+        t[6..8].copy_from_slice(&u16::MAX.to_ne_bytes());
+        assert_eq!(try_cut(t, f.clone()), Err(CutError::CsumOffsets));
+        let mut t = vnet(VIRTIO_NET_HDR_GSO_NONE, 0, 40);
+        t[8..10].copy_from_slice(&20u16.to_ne_bytes());
+        assert_eq!(try_cut(t, vec![0; 61]), Err(CutError::CsumOffsets));
+        // A checksum field other than UDP's, no NEEDS_CSUM, UDP elsewhere.
+        let mut t = h;
+        t[8..10].copy_from_slice(&16u16.to_ne_bytes());
+        assert_eq!(try_cut(t, f.clone()), Err(CutError::Headers));
+        let mut t = h;
+        t[0] = 0;
+        assert_eq!(try_cut(t, f.clone()), Err(CutError::Headers));
+        let t = vnet(VIRTIO_NET_HDR_GSO_UDP_L4, 1040, udp as u16 + 4);
+        assert_eq!(try_cut(t, f.clone()), Err(CutError::Headers));
+        // Not UDP, not IP, three tags.
+        let mut g = f.clone();
+        g[ETH_HLEN + 9] = 6;
+        assert_eq!(try_cut(h, g), Err(CutError::Headers));
+        let mut g = f.clone();
+        g[12] = 0x89;
+        assert_eq!(try_cut(h, g), Err(CutError::Headers));
+        let mut g = f.clone();
+        g.splice(12..12, [0x81, 0, 0, 1, 0x81, 0, 0, 2, 0x81, 0, 0, 3]);
+        let t = vnet(VIRTIO_NET_HDR_GSO_UDP_L4, 1040, (udp + 12) as u16);
+        assert_eq!(try_cut(t, g), Err(CutError::Headers));
+        // No payload, or no segment size.
+        assert_eq!(
+            try_cut(h, f[..udp + UDP_HLEN].to_vec()),
+            Err(CutError::NoSegments)
+        );
+        let t = vnet(VIRTIO_NET_HDR_GSO_UDP_L4, 0, udp as u16);
+        assert_eq!(try_cut(t, f.clone()), Err(CutError::NoSegments));
+        // Truncated headers and empty reads.
+        assert_eq!(
+            try_cut(h, f[..udp + 3].to_vec()),
+            Err(CutError::CsumOffsets)
+        );
+        assert!(try_cut(h, Vec::new()).is_err());
+        assert_eq!(
+            try_cut([0; VNET_HDR_LEN], Vec::new()).unwrap(),
+            [Vec::<u8>::new()]
+        );
+        // Segments longer than an IP packet.
+        let mut g = f.clone();
+        g.resize(udp + UDP_HLEN + 65_510, 0);
+        let t = vnet(VIRTIO_NET_HDR_GSO_UDP_L4, 65_508, udp as u16);
+        assert_eq!(try_cut(t, g.clone()), Err(CutError::SegmentTooLong));
+        let t = vnet(VIRTIO_NET_HDR_GSO_UDP_L4, 65_507, udp as u16);
+        assert_eq!(try_cut(t, g).map(|v| v.len()), Ok(2));
+        // And every prefix of a good super-frame is cut or refused,
+        // never a panic.
+        for len in 0..f.len() {
+            let _ = try_cut(h, f[..len].to_vec());
+        }
     }
 }
