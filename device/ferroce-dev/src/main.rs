@@ -3,7 +3,7 @@
 //!
 //! ```text
 //! ferroce-dev [--vfio-user PATH] --ctl PATH [--mac aa:bb:cc:dd:ee:ff] [--mtu N]
-//!             [--tap NAME] [--netdev-socket PATH] [--pcap FILE] [--no-tx-gso]
+//!             [--tap NAME] [--netdev-socket PATH] [--pcap FILE] [--no-tx-gso] [--no-rx-gso]
 //!             [--fault SPEC]
 //! ferroce-dev ctl --socket PATH gids|objects|counters|status|link up|link down
 //!                 |fault [SPEC]|stall on|stall off|kill
@@ -100,6 +100,12 @@ struct PortArgs {
     /// (`--pcap` records the packets either way).
     #[arg(long, requires = "tap")]
     no_tx_gso: bool,
+    /// Read every frame from the tap on its own. By default the tap hands
+    /// over UDP GSO super-frames whole (`TUNSETOFFLOAD`), and the device
+    /// cuts them into their packets and fills in the checksums the kernel
+    /// would have: one read per super-frame instead of per packet.
+    #[arg(long, requires = "tap")]
+    no_rx_gso: bool,
     /// Inject faults into the RDMA engine's egress frames, e.g.
     /// `drop=1%,dup=0.1%,reorder=1%,corrupt=0.1%,delay=1%:200us,seed=N`.
     #[arg(long, value_name = "SPEC", value_parser = FaultConfig::parse)]
@@ -296,7 +302,7 @@ fn start_port(dev: &Arc<Device>, a: &PortArgs) -> Result<(), String> {
             .map_err(|e| e.to_string())?;
         return Ok(());
     };
-    let link = Tap::open(tap, !a.no_tx_gso).map_err(|e| format!("tap {tap}: {e}"))?;
+    let link = Tap::open(tap, !a.no_tx_gso, !a.no_rx_gso).map_err(|e| format!("tap {tap}: {e}"))?;
     let pcap = match &a.pcap {
         Some(p) => Some(std::fs::File::create(p).map_err(|e| format!("{}: {e}", p.display()))?),
         None => None,

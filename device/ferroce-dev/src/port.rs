@@ -43,6 +43,9 @@ use crate::wire::{self, pcap::PcapWriter};
 
 /// Largest frame the port moves (jumbo MTU 9000 + headers, with margin).
 pub const MAX_FRAME: usize = 16384;
+/// Largest read from the wire: a UDP GSO super-frame (at most 64 KiB of
+/// IP packet) with its Ethernet header and VLAN tags.
+pub const MAX_READ: usize = 65536 + 64;
 /// Most frames read from the wire in one burst.
 pub const BURST: usize = 64;
 /// Longest wait (ms) for a frame before the wire thread looks whether it
@@ -80,13 +83,21 @@ pub fn steer(frame: &[u8], answers: impl Fn(&[u8; 6]) -> bool) -> Steer {
 
 /// A link that moves whole Ethernet frames.
 pub trait FrameLink: Send + Sync {
-    /// Receives one frame into `buf`; `WouldBlock`/`TimedOut` when idle.
-    fn recv(&self, buf: &mut [u8]) -> io::Result<usize>;
-    /// Receives one frame if one is queued, else `WouldBlock` at once.
-    fn try_recv(&self, _buf: &mut [u8]) -> io::Result<usize> {
-        Err(io::ErrorKind::WouldBlock.into())
-    }
-    /// Waits up to `ms` milliseconds for a frame, after [`Self::try_recv`]
+    /// Receives what one read of the link brings, using `buf` (at least
+    /// [`MAX_READ`] bytes): one frame, or the frames a tap with receive
+    /// offloads cuts a super-frame into ([`wire::gso::cut`]). Each frame
+    /// goes to `frame` as two parts to join (a frame read whole is all in
+    /// the first); returns how many. With `wait` it may wait a while for
+    /// one; without, or when none came, it fails with `WouldBlock` or
+    /// `TimedOut`. `InvalidData`: what was read was not a frame and is
+    /// dropped.
+    fn recv(
+        &self,
+        buf: &mut [u8],
+        wait: bool,
+        frame: &mut dyn FnMut(&[u8], &[u8]),
+    ) -> io::Result<usize>;
+    /// Waits up to `ms` milliseconds for a frame, after [`Self::recv`]
     /// found none: whether one may be queued now. The default does not
     /// wait (its [`Self::recv`] does).
     fn wait(&self, _ms: i32) -> bool {
@@ -128,15 +139,19 @@ impl Sent {
 }
 
 impl FrameLink for UnixDatagram {
-    fn recv(&self, buf: &mut [u8]) -> io::Result<usize> {
-        UnixDatagram::recv(self, buf)
-    }
-    fn try_recv(&self, buf: &mut [u8]) -> io::Result<usize> {
+    fn recv(
+        &self,
+        buf: &mut [u8],
+        wait: bool,
+        frame: &mut dyn FnMut(&[u8], &[u8]),
+    ) -> io::Result<usize> {
         // Only non-blocking sockets can be drained without waiting.
-        match self.read_timeout()? {
-            Some(_) => Err(io::ErrorKind::WouldBlock.into()),
-            None => UnixDatagram::recv(self, buf),
+        if !wait && self.read_timeout()?.is_some() {
+            return Err(io::ErrorKind::WouldBlock.into());
         }
+        let n = UnixDatagram::recv(self, buf)?;
+        frame(&buf[..n.min(buf.len())], &[]);
+        Ok(1)
     }
     fn send(&self, frame: &[u8]) -> io::Result<()> {
         UnixDatagram::send(self, frame).map(|_| ())
@@ -144,9 +159,10 @@ impl FrameLink for UnixDatagram {
 }
 
 /// A tap interface (`IFF_TAP | IFF_NO_PI`): one read or write per frame,
-/// or, opened with UDP GSO (`IFF_VNET_HDR`), a `virtio_net_hdr` before
-/// each frame and runs of RoCE v2 data packets written as one super-frame
-/// that the kernel cuts back into them ([`wire::gso`]).
+/// or, with a `virtio_net_hdr` before each frame (`IFF_VNET_HDR`), UDP GSO
+/// either way ([`wire::gso`]): runs of RoCE v2 data packets written as one
+/// super-frame that the kernel cuts back into them, and super-frames read
+/// whole and cut here.
 pub struct Tap {
     file: std::fs::File,
     /// Opened with `IFF_VNET_HDR`: each read and write starts with a
@@ -155,37 +171,71 @@ pub struct Tap {
     /// Runs go out as super-frames. Cleared for good when the kernel
     /// refuses one as invalid: taps take `GSO_UDP_L4` since Linux 6.2.
     runs: AtomicBool,
+    /// The tap hands over UDP GSO super-frames and frames without their
+    /// checksum (`TUNSETOFFLOAD`), which [`wire::gso::cut`] completes.
+    rx_offload: bool,
 }
 
 impl Tap {
     /// Opens (creating if needed) tap interface `name`, with UDP GSO for
-    /// the engine's frames if `gso`.
-    pub fn open(name: &str, gso: bool) -> io::Result<Self> {
+    /// the engine's frames if `tx_gso` and for the frames read if
+    /// `rx_gso`.
+    pub fn open(name: &str, tx_gso: bool, rx_gso: bool) -> io::Result<Self> {
         let file = std::fs::OpenOptions::new()
             .read(true)
             .write(true)
             .open("/dev/net/tun")?;
-        tap_ioctl::set_iff(&file, name, gso)?;
+        let vnet_hdr = tx_gso || rx_gso;
+        tap_ioctl::set_iff(&file, name, vnet_hdr)?;
         tap_ioctl::set_nonblocking(&file)?;
+        let rx_offload = rx_gso
+            && match tap_ioctl::set_offload(&file, tap_ioctl::RX_GSO) {
+                Ok(()) => true,
+                Err(e) => {
+                    log::warn!(
+                        "tap {name}: no UDP GSO on receive ({e}); reading every frame alone"
+                    );
+                    false
+                }
+            };
         Ok(Self {
             file,
-            vnet_hdr: gso,
-            runs: AtomicBool::new(gso),
+            vnet_hdr,
+            runs: AtomicBool::new(tx_gso),
+            rx_offload,
         })
     }
 
-    fn read_frame(&self, buf: &mut [u8]) -> io::Result<usize> {
+    /// Reads what the tap holds into `buf`, handing its frames to `frame`:
+    /// how many.
+    fn read_frames(
+        &self,
+        buf: &mut [u8],
+        frame: &mut dyn FnMut(&[u8], &[u8]),
+    ) -> io::Result<usize> {
         if !self.vnet_hdr {
-            return (&self.file).read(buf);
+            let n = (&self.file).read(buf)?;
+            frame(&buf[..n.min(buf.len())], &[]);
+            return Ok(1);
         }
-        // No offloads are enabled (TUNSETOFFLOAD): what the tap hands
-        // over is a whole frame with its checksums, and the header
-        // says nothing that matters here.
         let mut hdr = [0u8; wire::gso::VNET_HDR_LEN];
         let mut iov = [io::IoSliceMut::new(&mut hdr), io::IoSliceMut::new(buf)];
         let n = (&self.file).read_vectored(&mut iov)?;
-        n.checked_sub(wire::gso::VNET_HDR_LEN)
-            .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidData, "short tap read"))
+        let bad = |what: &str| io::Error::new(io::ErrorKind::InvalidData, format!("tap: {what}"));
+        let n = n
+            .checked_sub(wire::gso::VNET_HDR_LEN)
+            .ok_or_else(|| bad("short read"))?;
+        // The tap reports the length of a frame that did not fit.
+        let read = buf
+            .get_mut(..n)
+            .ok_or_else(|| bad("frame longer than the read"))?;
+        if !self.rx_offload {
+            // Without offloads the tap hands over whole frames with their
+            // checksums, and the header says nothing that matters here.
+            frame(read, &[]);
+            return Ok(1);
+        }
+        wire::gso::cut(&hdr, read, frame).map_err(|e| bad(&e.to_string()))
     }
 
     /// Writes `parts` (at most [`wire::gso::MAX_SEGS`] + 1) as one frame,
@@ -223,17 +273,19 @@ impl Tap {
 }
 
 impl FrameLink for Tap {
-    fn recv(&self, buf: &mut [u8]) -> io::Result<usize> {
-        match self.read_frame(buf) {
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+    fn recv(
+        &self,
+        buf: &mut [u8],
+        wait: bool,
+        frame: &mut dyn FnMut(&[u8], &[u8]),
+    ) -> io::Result<usize> {
+        match self.read_frames(buf, frame) {
+            Err(e) if wait && e.kind() == io::ErrorKind::WouldBlock => {
                 tap_ioctl::poll_in(&self.file, WIRE_WAIT_MS)?;
                 Err(io::ErrorKind::TimedOut.into())
             }
             r => r,
         }
-    }
-    fn try_recv(&self, buf: &mut [u8]) -> io::Result<usize> {
-        self.read_frame(buf)
     }
     fn wait(&self, ms: i32) -> bool {
         tap_ioctl::poll_in(&self.file, ms).unwrap_or(true)
@@ -293,6 +345,13 @@ mod tap_ioctl {
     use std::os::fd::AsRawFd;
 
     const TUNSETIFF: libc::c_ulong = 0x4004_54ca;
+    const TUNSETOFFLOAD: libc::c_ulong = 0x4004_54d0;
+    const TUN_F_CSUM: libc::c_ulong = 0x01;
+    const TUN_F_USO4: libc::c_ulong = 0x20;
+    const TUN_F_USO6: libc::c_ulong = 0x40;
+    /// Offloads for UDP GSO on receive: the kernel takes USO only with
+    /// both address families and checksum offload.
+    pub const RX_GSO: libc::c_ulong = TUN_F_CSUM | TUN_F_USO4 | TUN_F_USO6;
     const IFF_TAP: libc::c_short = 0x0002;
     const IFF_NO_PI: libc::c_short = 0x1000;
     const IFF_VNET_HDR: libc::c_short = 0x4000;
@@ -322,6 +381,18 @@ mod tap_ioctl {
         // repr(C); the pointer is valid for the call and `file` is an open
         // /dev/net/tun descriptor owned by the caller.
         let r = unsafe { libc::ioctl(file.as_raw_fd(), TUNSETIFF as _, &mut req as *mut IfReq) };
+        if r < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(())
+    }
+
+    /// Sets the offloads (`TUN_F_*`) the reader of `file`, an attached
+    /// tap, takes.
+    pub fn set_offload(file: &std::fs::File, flags: libc::c_ulong) -> io::Result<()> {
+        // SAFETY: TUNSETOFFLOAD takes its argument by value, no pointer;
+        // `file` is an open /dev/net/tun descriptor owned by the caller.
+        let r = unsafe { libc::ioctl(file.as_raw_fd(), TUNSETOFFLOAD as _, flags) };
         if r < 0 {
             return Err(io::Error::last_os_error());
         }
@@ -390,6 +461,12 @@ pub struct PortCounters {
     /// Writes of the engine's frames to the wire: fewer than the frames
     /// when runs went as UDP GSO super-frames.
     pub wire_tx_writes: AtomicU64,
+    /// Reads from the wire that brought frames: fewer than `wire_rx` when
+    /// UDP GSO super-frames came in whole.
+    pub wire_rx_reads: AtomicU64,
+    /// Reads from the wire that were dropped: a super-frame the port
+    /// could not cut into frames, or a frame that did not fit.
+    pub wire_rx_bad: AtomicU64,
 }
 
 /// A snapshot of [`PortCounters`].
@@ -413,6 +490,12 @@ pub struct PortStats {
     /// Writes of the engine's frames to the wire: fewer than the frames
     /// when runs went as UDP GSO super-frames.
     pub wire_tx_writes: u64,
+    /// Reads from the wire that brought frames: fewer than `wire_rx` when
+    /// UDP GSO super-frames came in whole.
+    pub wire_rx_reads: u64,
+    /// Reads from the wire that were dropped: a super-frame the port
+    /// could not cut into frames, or a frame that did not fit.
+    pub wire_rx_bad: u64,
 }
 
 /// The port of one device.
@@ -509,6 +592,8 @@ impl Port {
             from_netdev: load(&c.from_netdev),
             wire_errors: load(&c.wire_errors),
             wire_tx_writes: load(&c.wire_tx_writes),
+            wire_rx_reads: load(&c.wire_rx_reads),
+            wire_rx_bad: load(&c.wire_rx_bad),
         }
     }
 
@@ -692,16 +777,9 @@ impl Port {
 
     /// Reads the wire until stopped.
     pub fn wire_loop(&self) {
-        let mut buf = vec![0u8; MAX_FRAME];
+        let mut buf = vec![0u8; MAX_READ];
         // The burst's frames, their buffers kept from one burst to the next.
         let mut burst: Vec<Vec<u8>> = Vec::new();
-        let keep = |burst: &mut Vec<Vec<u8>>, k: usize, frame: &[u8]| {
-            if burst.len() <= k {
-                burst.push(Vec::new());
-            }
-            burst[k].clear();
-            burst[k].extend_from_slice(frame);
-        };
         // The last burst ended on an empty link: wait before reading again
         // (a read that finds nothing is a system call for nothing).
         let mut drained = false;
@@ -710,30 +788,42 @@ impl Port {
                 continue;
             }
             drained = false;
-            match self.wire.recv(&mut buf) {
-                Ok(n) => {
-                    keep(&mut burst, 0, &buf[..n.min(buf.len())]);
-                    let mut k = 1;
-                    while k < BURST {
-                        match self.wire.try_recv(&mut buf) {
-                            Ok(n) => keep(&mut burst, k, &buf[..n.min(buf.len())]),
-                            Err(_) => {
-                                drained = true;
-                                break;
-                            }
-                        }
-                        k += 1;
+            let mut k = 0;
+            // Read until the burst is full (a super-frame may overfill
+            // it) or the link has nothing more.
+            while k < BURST {
+                let wait = k == 0;
+                let mut keep = |head: &[u8], rest: &[u8]| {
+                    if burst.len() <= k {
+                        burst.push(Vec::new());
                     }
-                    self.from_wire_batch(&burst[..k]);
+                    let f = &mut burst[k];
+                    f.clear();
+                    f.extend_from_slice(head);
+                    f.extend_from_slice(rest);
+                    k += 1;
+                };
+                match self.wire.recv(&mut buf, wait, &mut keep) {
+                    Ok(_) => bump(&self.counters.wire_rx_reads),
+                    Err(e) if e.kind() == io::ErrorKind::InvalidData => {
+                        bump(&self.counters.wire_rx_bad);
+                        log::debug!("wire: dropped a read: {e}");
+                    }
+                    Err(e) => {
+                        match e.kind() {
+                            io::ErrorKind::WouldBlock => drained = true,
+                            io::ErrorKind::TimedOut | io::ErrorKind::Interrupted => {}
+                            // A failing link: hand on what was read, then
+                            // wait a little before reading again.
+                            _ if k > 0 => drained = true,
+                            _ => std::thread::sleep(Duration::from_millis(10)),
+                        }
+                        break;
+                    }
                 }
-                Err(e)
-                    if matches!(
-                        e.kind(),
-                        io::ErrorKind::WouldBlock
-                            | io::ErrorKind::TimedOut
-                            | io::ErrorKind::Interrupted
-                    ) => {}
-                Err(_) => std::thread::sleep(Duration::from_millis(10)),
+            }
+            if k > 0 {
+                self.from_wire_batch(&burst[..k]);
             }
         }
     }

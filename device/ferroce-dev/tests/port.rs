@@ -346,7 +346,12 @@ struct SlowLink {
 }
 
 impl ferroce_dev::port::FrameLink for SlowLink {
-    fn recv(&self, _buf: &mut [u8]) -> std::io::Result<usize> {
+    fn recv(
+        &self,
+        _buf: &mut [u8],
+        _wait: bool,
+        _frame: &mut dyn FnMut(&[u8], &[u8]),
+    ) -> std::io::Result<usize> {
         std::thread::sleep(Duration::from_millis(10));
         Err(std::io::ErrorKind::WouldBlock.into())
     }
