@@ -280,12 +280,18 @@ def collect_ferroce(run, r):
     r["device_lock"] = {k: vm_sum(per_vm, name) for k, name in
                         (("taken", "lock_taken"), ("contended", "lock_contended"),
                          ("wait_us", "lock_wait_us"))}
+    # The wire: frames, and the tap reads and writes that moved them
+    # (super-frames carry several).
+    r["wire"] = {k: vm_sum(per_vm, "port_" + k) for k in
+                 ("wire_rx", "wire_rx_reads", "wire_tx", "wire_tx_writes")}
     r["counters_note"] = ("retransmits/timeouts/rnr_naks (rnr_naks_rcvd): growth of the "
                           "device counters of both VMs (vm1 + vm2) over all of bench.guest's "
                           "tests; an RNR NAK (no receive posted) makes its sender rewind, and "
                           "counts as a retransmit too; device_lock: how often both devices' "
                           "entry points took their one lock (taken), found it held "
-                          "(contended) and waited for it (wait_us), over the same tests")
+                          "(contended) and waited for it (wait_us), over the same tests; "
+                          "wire: the frames both devices' ports received and sent, and the "
+                          "tap reads and writes that moved them (a UDP GSO super-frame is one)")
 
 
 def vm_sum(per_vm, name):
@@ -608,6 +614,10 @@ def table(b):
     p("ferroce device lock over the tests (vm1 + vm2): taken %s times, %s of them after "
       "waiting, %s us of waiting" % (show(lk["taken"], 0), show(lk["contended"], 0),
                                      show(lk["wait_us"], 0)))
+    w = b["ferroce"]["wire"]
+    p("ferroce wire over the tests (vm1 + vm2): %s frames received in %s reads, %s sent in "
+      "%s writes" % (show(w["wire_rx"], 0), show(w["wire_rx_reads"], 0),
+                     show(w["wire_tx"], 0), show(w["wire_tx_writes"], 0)))
     if b["missing"]:
         p("")
         p("missing or failed (null in bench.json):")
