@@ -149,14 +149,8 @@ fn super_headers<F: AsRef<[u8]>>(run: &[F]) -> [u8; VNET_HDR_LEN + HDRS_LEN] {
     h[udp + 4..udp + 6].copy_from_slice(&udp_len.to_be_bytes());
     // CHECKSUM_PARTIAL: the field holds the pseudo-header's sum, not
     // complemented; the kernel adds each segment's payload to it.
-    let mut sum = 17u32 + u32::from(udp_len);
-    for w in h[ETH_HLEN + 12..ETH_HLEN + 20].chunks_exact(2) {
-        sum += u32::from(u16::from_be_bytes([w[0], w[1]]));
-    }
-    while sum > 0xffff {
-        sum = (sum & 0xffff) + (sum >> 16);
-    }
-    h[udp + 6..udp + 8].copy_from_slice(&(sum as u16).to_be_bytes());
+    let sum = csum_add(17 + u64::from(udp_len), &h[ETH_HLEN + 12..ETH_HLEN + 20]);
+    h[udp + 6..udp + 8].copy_from_slice(&csum_fold(sum).to_be_bytes());
     out
 }
 
@@ -196,13 +190,18 @@ fn csum_add(mut sum: u64, data: &[u8]) -> u64 {
     sum + u64::from(u32::from_be_bytes(last))
 }
 
-/// `sum` folded to 16 bits and complemented: a checksum field's value,
-/// 0 sent as 0xffff (`CSUM_MANGLED_0`) as the kernel does.
-fn csum_field(mut sum: u64) -> [u8; 2] {
+/// `sum` folded to 16 bits, not complemented.
+fn csum_fold(mut sum: u64) -> u16 {
     while sum > 0xffff {
         sum = (sum & 0xffff) + (sum >> 16);
     }
-    match !(sum as u16) {
+    sum as u16
+}
+
+/// `sum` folded to 16 bits and complemented: a checksum field's value,
+/// 0 sent as 0xffff (`CSUM_MANGLED_0`) as the kernel does.
+fn csum_field(sum: u64) -> [u8; 2] {
+    match !csum_fold(sum) {
         0 => [0xff, 0xff],
         c => c.to_be_bytes(),
     }
@@ -604,6 +603,16 @@ mod tests {
             })
             .collect();
         let (vnet, mut f) = super_frame(&frames);
+        // The UDP checksum field holds the pseudo-header's sum (addresses,
+        // protocol, the super-frame's UDP length), not complemented.
+        let udp = ETH_HLEN + IPV4_HLEN;
+        let mut pseudo = f[ETH_HLEN + 12..udp].to_vec();
+        pseudo.extend_from_slice(&[0, 17]);
+        pseudo.extend_from_slice(&((f.len() - udp) as u16).to_be_bytes());
+        assert_eq!(
+            u16::from_be_bytes([f[udp + 6], f[udp + 7]]),
+            !inet_checksum(&pseudo)
+        );
         let got = cut_all(&vnet, &mut f).unwrap();
         assert_eq!(got.len(), frames.len());
         for (g, want) in got.iter().zip(&frames) {
