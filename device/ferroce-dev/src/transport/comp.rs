@@ -38,26 +38,30 @@ impl Exhausted {
 }
 
 impl State {
-    /// Posts the send CQE of `w` with `status` (a success only if it is
+    /// Posts the send CQE of `wqe` with `status` (a success only if it is
     /// signaled); counts the binds that failed.
-    pub(super) fn complete_send(&mut self, c: &QpCtx, w: &SendWqe, status: WcStatus) {
+    pub(super) fn complete_send(&mut self, qp: &QpCtx, wqe: &SendWqe, status: WcStatus) {
         if status == WcStatus::MwBindErr {
             self.data.mw_bind_errors += 1;
         }
-        let sig = w.signaled || c.flags & QP_FLAG_SQ_SIG_ALL != 0;
+        let sig = wqe.signaled || qp.flags & QP_FLAG_SQ_SIG_ALL != 0;
         if status == WcStatus::Success && !sig {
             return;
         }
-        let byte_len = if w.awaits_response() { w.len as u32 } else { 0 };
+        let byte_len = if wqe.awaits_response() {
+            wqe.len as u32
+        } else {
+            0
+        };
         self.post_data_cqe(
-            c.send_cqn,
+            qp.send_cqn,
             Cqe {
-                wr_id: w.wr_id,
+                wr_id: wqe.wr_id,
                 byte_len,
-                qpn: c.qpn,
-                opcode: wc_opcode(w.opcode),
+                qpn: qp.qpn,
+                opcode: wc_opcode(wqe.opcode),
                 status: status.to_hw(),
-                wqe_idx: w.idx,
+                wqe_idx: wqe.idx,
                 ..Cqe::zeroed()
             },
         );
@@ -68,74 +72,75 @@ impl State {
     /// WQE about to complete with the matching status, then fails the QP.
     /// The event goes out before the CQE, so a consumer that saw the CQE
     /// finds the event already in the AEQ.
-    fn retries_exceeded(&mut self, c: &QpCtx, e: &mut Engine, why: Exhausted) {
-        let failing = self.qps.get(c.qpn).is_some_and(|q| q.state != QPS_ERR);
-        if failing && !e.inflight.is_empty() {
-            self.post_async(EQE_QP_RETRY_EXCEEDED, c.qpn, why.event_data(), 0);
+    fn retries_exceeded(&mut self, qp: &QpCtx, engine: &mut Engine, why: Exhausted) {
+        let failing = self.qps.get(qp.qpn).is_some_and(|q| q.state != QPS_ERR);
+        if failing && !engine.inflight.is_empty() {
+            self.post_async(EQE_QP_RETRY_EXCEEDED, qp.qpn, why.event_data(), 0);
             match why {
                 Exhausted::AckRetries => self.data.retry_exceeded += 1,
                 Exhausted::RnrRetries => self.data.rnr_retry_exceeded += 1,
             }
         }
-        self.qp_fail(c, e, Some(why.status()));
+        self.qp_fail(qp, engine, Some(why.status()));
     }
 
     /// Go-back-N: retransmit everything from `psn` on.
-    pub(super) fn rewind(&mut self, e: &mut Engine, psn: u32) {
+    pub(super) fn rewind(&mut self, engine: &mut Engine, psn: u32) {
         self.data.retransmits += 1;
-        e.last_rewind = Some(psn);
-        for w in e.inflight.iter_mut() {
-            let end = psn_add(w.first_psn, w.npkts);
+        engine.last_rewind = Some(psn);
+        for wqe in engine.inflight.iter_mut() {
+            let end = psn_add(wqe.first_psn, wqe.npkts);
             if psn_diff(end, psn) <= 0 {
                 continue;
             }
-            if w.awaits_response() {
-                w.sent = 0;
+            if wqe.awaits_response() {
+                wqe.sent = 0;
             } else {
-                let d = psn_diff(psn, w.first_psn).max(0) as u32;
-                w.sent = w.sent.min(d);
+                let d = psn_diff(psn, wqe.first_psn).max(0) as u32;
+                wqe.sent = wqe.sent.min(d);
             }
         }
-        e.timer = None;
+        engine.timer = None;
     }
 
     /// Retires completed WQEs from the head, executes a local operation
     /// (REG_MR, LOCAL_INV, BIND_MW) that reached the head and reports a
     /// local error that did. True if a local operation executed.
-    pub(super) fn complete_head(&mut self, c: &QpCtx, e: &mut Engine) -> bool {
+    pub(super) fn complete_head(&mut self, qp: &QpCtx, engine: &mut Engine) -> bool {
         let mut executed = false;
-        while let Some(w) = e.inflight.front() {
-            if let Some(st) = w.error {
-                self.requester_failed(c, e, st);
+        while let Some(wqe) = engine.inflight.front() {
+            if let Some(st) = wqe.error {
+                self.requester_failed(qp, engine, st);
                 return executed;
             }
-            if let Some(local) = w.local {
-                if self.execute_local_op(c, &local).is_err() {
-                    self.qp_fail(c, e, Some(local.failure_status()));
+            if let Some(local) = wqe.local {
+                if self.execute_local_op(qp, &local).is_err() {
+                    self.qp_fail(qp, engine, Some(local.failure_status()));
                     return executed;
                 }
                 executed = true;
-                self.retire_head(c, e);
+                self.retire_head(qp, engine);
                 continue;
             }
-            let done = if c.uc() {
+            let done = if qp.uc() {
                 // UC: complete once its last packet went out.
-                w.sent >= w.npkts
-            } else if w.awaits_response() {
-                w.read_rcvd >= w.npkts
+                wqe.sent >= wqe.npkts
+            } else if wqe.awaits_response() {
+                wqe.read_rcvd >= wqe.npkts
             } else {
-                w.sent >= w.npkts && psn_diff(e.una, psn_add(w.first_psn, w.npkts)) >= 0
+                wqe.sent >= wqe.npkts
+                    && psn_diff(engine.una, psn_add(wqe.first_psn, wqe.npkts)) >= 0
             };
             if !done {
                 break;
             }
-            self.retire_head(c, e);
+            self.retire_head(qp, engine);
         }
-        if e.inflight.is_empty() {
-            e.timer = None;
-            if e.drain_notify && c.state == QPS_SQD {
-                e.drain_notify = false;
-                self.post_async(EQE_QP_SQ_DRAINED, c.qpn, 0, 0);
+        if engine.inflight.is_empty() {
+            engine.timer = None;
+            if engine.drain_notify && qp.state == QPS_SQD {
+                engine.drain_notify = false;
+                self.post_async(EQE_QP_SQ_DRAINED, qp.qpn, 0, 0);
             }
         }
         executed
@@ -143,74 +148,74 @@ impl State {
 
     /// Completes the SQ's oldest WQE successfully and drops it (it is
     /// completed where it lies, not moved out first).
-    fn retire_head(&mut self, c: &QpCtx, e: &mut Engine) {
-        if let Some(w) = e.inflight.front() {
-            e.sq_ci = w.idx.wrapping_add(1);
-            self.complete_send(c, w, WcStatus::Success);
+    fn retire_head(&mut self, qp: &QpCtx, engine: &mut Engine) {
+        if let Some(wqe) = engine.inflight.front() {
+            engine.sq_ci = wqe.idx.wrapping_add(1);
+            self.complete_send(qp, wqe, WcStatus::Success);
         }
-        e.inflight.pop_front();
+        engine.inflight.pop_front();
     }
 
-    pub(super) fn progress_made(&mut self, c: &QpCtx, e: &mut Engine) {
-        e.retry_left = c.attr.retry_cnt;
-        e.rnr_left = c.attr.rnr_retry;
-        e.last_rewind = None;
-        e.timer = ack_timeout_ns(c.attr.timeout).map(|t| self.now_ns.saturating_add(t));
+    pub(super) fn progress_made(&mut self, qp: &QpCtx, engine: &mut Engine) {
+        engine.retry_left = qp.attr.retry_cnt;
+        engine.rnr_left = qp.attr.rnr_retry;
+        engine.last_rewind = None;
+        engine.timer = ack_timeout_ns(qp.attr.timeout).map(|t| self.now_ns.saturating_add(t));
     }
 
     /// Marks PSNs before `psn` (exclusive) acknowledged.
-    pub(super) fn ack_before(&mut self, c: &QpCtx, e: &mut Engine, mut psn: u32) {
+    pub(super) fn ack_before(&mut self, qp: &QpCtx, engine: &mut Engine, mut psn: u32) {
         // Nothing past an incomplete READ counts as acknowledged: its
         // responses are the acknowledgement (an ACK beyond it is an implied NAK).
-        if let Some(w) = e
+        if let Some(wqe) = engine
             .inflight
             .iter()
             .find(|w| w.awaits_response() && w.read_rcvd < w.npkts)
         {
-            let exp = psn_add(w.first_psn, w.read_rcvd);
+            let exp = psn_add(wqe.first_psn, wqe.read_rcvd);
             if psn_diff(psn, exp) > 0 {
                 psn = exp;
             }
         }
-        if psn_diff(psn, e.una) > 0 && psn_diff(psn, e.next_psn) <= 0 {
-            e.una = psn;
-            self.progress_made(c, e);
+        if psn_diff(psn, engine.una) > 0 && psn_diff(psn, engine.next_psn) <= 0 {
+            engine.una = psn;
+            self.progress_made(qp, engine);
         }
     }
 
-    /// The completer: ACK, NAK or read response for QP `c`.
-    pub(super) fn rc_response(&mut self, c: &QpCtx, e: &mut Engine, p: &Packet<'_>) {
-        let psn = p.bth.psn;
+    /// The completer: ACK, NAK or read response for QP `qp`.
+    pub(super) fn rc_response(&mut self, qp: &QpCtx, engine: &mut Engine, pkt: &Packet<'_>) {
+        let psn = pkt.bth.psn;
         // Outside [una - WINDOW, next_psn): stale or bogus.
-        if psn_diff(psn, e.next_psn) >= 0 || psn_diff(psn, e.una) < -WINDOW {
+        if psn_diff(psn, engine.next_psn) >= 0 || psn_diff(psn, engine.una) < -WINDOW {
             self.data.stale_responses += 1;
             return;
         }
-        match p.bth.opcode {
+        match pkt.bth.opcode {
             op::RC_ACK => {
                 // A NAK names the PSN that failed: one behind `una` was
                 // already acted on (a duplicate or a stale NAK, IBTA
                 // 9.7.5.1.1; rxe `check_psn`). An ACK behind `una` is old.
-                if psn_diff(psn, e.una) < 0 {
+                if psn_diff(psn, engine.una) < 0 {
                     self.data.stale_responses += 1;
                     return;
                 }
-                match Syndrome::from_wire(p.aeth.syndrome) {
+                match Syndrome::from_wire(pkt.aeth.syndrome) {
                     Syndrome::Ack => {
-                        self.ack_before(c, e, psn_add(psn, 1));
+                        self.ack_before(qp, engine, psn_add(psn, 1));
                         // An ACK beyond an incomplete READ: its responses were lost.
                         let mut implied = None;
-                        for w in &e.inflight {
-                            if w.awaits_response() && w.read_rcvd < w.npkts {
-                                if w.sent >= w.npkts && psn_diff(psn, w.first_psn) >= 0 {
-                                    implied = Some(psn_add(w.first_psn, w.read_rcvd));
+                        for wqe in &engine.inflight {
+                            if wqe.awaits_response() && wqe.read_rcvd < wqe.npkts {
+                                if wqe.sent >= wqe.npkts && psn_diff(psn, wqe.first_psn) >= 0 {
+                                    implied = Some(psn_add(wqe.first_psn, wqe.read_rcvd));
                                 }
                                 break;
                             }
                         }
-                        if let Some(r) = implied {
-                            if e.last_rewind != Some(r) {
-                                self.rewind(e, r);
+                        if let Some(rewind_to) = implied {
+                            if engine.last_rewind != Some(rewind_to) {
+                                self.rewind(engine, rewind_to);
                             }
                         }
                     }
@@ -219,67 +224,73 @@ impl State {
                     // READ and its responses were lost. An implied NAK for
                     // the READ, as an ACK there is (rxe `check_psn`), never
                     // the READ's own error or RNR.
-                    Syndrome::RnrNak(_) | Syndrome::Nak(_) if e.lost_read_before(psn).is_some() => {
-                        self.ack_before(c, e, psn);
-                        if let Some(r) = e.lost_read_before(psn) {
-                            if e.last_rewind != Some(r) {
-                                self.rewind(e, r);
+                    Syndrome::RnrNak(_) | Syndrome::Nak(_)
+                        if engine.lost_read_before(psn).is_some() =>
+                    {
+                        self.ack_before(qp, engine, psn);
+                        if let Some(rewind_to) = engine.lost_read_before(psn) {
+                            if engine.last_rewind != Some(rewind_to) {
+                                self.rewind(engine, rewind_to);
                             }
                         }
                     }
                     Syndrome::RnrNak(timer) => {
                         self.data.rnr_naks_rcvd += 1;
-                        self.ack_before(c, e, psn);
-                        self.complete_head(c, e);
-                        if e.inflight.is_empty() {
+                        self.ack_before(qp, engine, psn);
+                        self.complete_head(qp, engine);
+                        if engine.inflight.is_empty() {
                             return;
                         }
-                        if e.rnr_left == 0 {
-                            self.retries_exceeded(c, e, Exhausted::RnrRetries);
+                        if engine.rnr_left == 0 {
+                            self.retries_exceeded(qp, engine, Exhausted::RnrRetries);
                             return;
                         }
-                        if e.rnr_left != 7 {
-                            e.rnr_left -= 1;
+                        if engine.rnr_left != 7 {
+                            engine.rnr_left -= 1;
                         }
-                        e.timer = None;
-                        e.rnr_wait = Some((self.now_ns.saturating_add(rnr_delay_ns(timer)), psn));
+                        engine.timer = None;
+                        engine.rnr_wait =
+                            Some((self.now_ns.saturating_add(rnr_delay_ns(timer)), psn));
                         // Nothing more goes out until the RNR timer expires.
-                        for w in e.inflight.iter_mut() {
-                            let end = psn_add(w.first_psn, w.npkts);
+                        for wqe in engine.inflight.iter_mut() {
+                            let end = psn_add(wqe.first_psn, wqe.npkts);
                             if psn_diff(end, psn) > 0 {
-                                w.sent = if w.awaits_response() {
+                                wqe.sent = if wqe.awaits_response() {
                                     0
                                 } else {
-                                    w.sent.min(psn_diff(psn, w.first_psn).max(0) as u32)
+                                    wqe.sent.min(psn_diff(psn, wqe.first_psn).max(0) as u32)
                                 };
                             }
                         }
                         return;
                     }
                     Syndrome::Nak(code) => {
-                        self.ack_before(c, e, psn);
-                        self.complete_head(c, e);
+                        self.ack_before(qp, engine, psn);
+                        self.complete_head(qp, engine);
                         // Only a PSN sequence error is retried; every other
                         // NAK completes the WQE in error (rxe `check_ack`).
                         if let Some(status) = code.completion_status() {
-                            self.qp_fail(c, e, Some(status));
+                            self.qp_fail(qp, engine, Some(status));
                             return;
                         }
                         self.data.seq_naks_rcvd += 1;
                         // The responder's answer to the packets that
                         // followed one it RNR NAKed names that packet's
                         // PSN: the RNR wait resends from there already.
-                        let rnr_gap = e.rnr_wait.is_some_and(|(_, p)| p == psn);
+                        let rnr_gap = engine.rnr_wait.is_some_and(|(_, p)| p == psn);
                         // Else a retry like a timeout's: it consumes one of
                         // retry_cnt (rxe COMPST_ERROR_RETRY).
-                        if !rnr_gap && e.last_rewind != Some(psn) && !e.inflight.is_empty() {
-                            if e.retry_left == 0 {
-                                self.retries_exceeded(c, e, Exhausted::AckRetries);
+                        if !rnr_gap
+                            && engine.last_rewind != Some(psn)
+                            && !engine.inflight.is_empty()
+                        {
+                            if engine.retry_left == 0 {
+                                self.retries_exceeded(qp, engine, Exhausted::AckRetries);
                                 return;
                             }
-                            e.retry_left -= 1;
+                            engine.retry_left -= 1;
                             self.data.ack_retries += 1;
-                            self.rewind(e, psn);
+                            self.rewind(engine, psn);
                         }
                     }
                     Syndrome::Reserved(_) => {
@@ -292,12 +303,12 @@ impl State {
             | op::RC_READ_RESPONSE_MIDDLE
             | op::RC_READ_RESPONSE_LAST
             | op::RC_READ_RESPONSE_ONLY => {
-                if !self.read_response(c, e, p) {
+                if !self.read_response(qp, engine, pkt) {
                     return;
                 }
             }
             op::RC_ATOMIC_ACK => {
-                if !self.atomic_ack(c, e, p) {
+                if !self.atomic_ack(qp, engine, pkt) {
                     return;
                 }
             }
@@ -306,17 +317,17 @@ impl State {
                 return;
             }
         }
-        self.complete_head(c, e);
-        if e.rnr_wait.is_none() {
-            self.fetch_and_send(c, e);
+        self.complete_head(qp, engine);
+        if engine.rnr_wait.is_none() {
+            self.fetch_and_send(qp, engine);
         }
     }
 
     /// The oldest in-flight WQE still awaiting response packets (a READ,
     /// an atomic, or (1.8) an ATOMIC_WRITE or FLUSH); `None` counts the
     /// response that arrived as stale.
-    fn awaiting_response(&mut self, e: &Engine) -> Option<usize> {
-        let i = e
+    fn awaiting_response(&mut self, engine: &Engine) -> Option<usize> {
+        let i = engine
             .inflight
             .iter()
             .position(|w| w.awaits_response() && w.read_rcvd < w.npkts);
@@ -332,88 +343,93 @@ impl State {
     /// (device.rst "Atomic write and flush"). False if it answers nothing
     /// outstanding (stale, counted; one beyond the expected PSN rewinds
     /// to it: the responses before were lost) or the QP failed.
-    fn read_response(&mut self, c: &QpCtx, e: &mut Engine, p: &Packet<'_>) -> bool {
-        let psn = p.bth.psn;
-        let Some(i) = self.awaiting_response(e) else {
+    fn read_response(&mut self, qp: &QpCtx, engine: &mut Engine, pkt: &Packet<'_>) -> bool {
+        let psn = pkt.bth.psn;
+        let Some(i) = self.awaiting_response(engine) else {
             return false;
         };
-        let w = &e.inflight[i];
-        if w.is_atomic() {
+        let wqe = &engine.inflight[i];
+        if wqe.is_atomic() {
             // The oldest outstanding response is an ATOMIC_ACKNOWLEDGE.
             self.data.stale_responses += 1;
             return false;
         }
-        let exp = psn_add(w.first_psn, w.read_rcvd);
+        let exp = psn_add(wqe.first_psn, wqe.read_rcvd);
         if psn != exp {
             self.data.stale_responses += 1;
-            if psn_diff(psn, exp) > 0 && w.sent >= w.npkts && e.last_rewind != Some(exp) {
-                self.rewind(e, exp);
-                self.fetch_and_send(c, e);
+            if psn_diff(psn, exp) > 0 && wqe.sent >= wqe.npkts && engine.last_rewind != Some(exp) {
+                self.rewind(engine, exp);
+                self.fetch_and_send(qp, engine);
             }
             return false;
         }
-        if w.is_placement() {
-            let answer = p.bth.opcode == op::RC_READ_RESPONSE_ONLY
-                && p.payload.is_empty()
-                && Syndrome::from_wire(p.aeth.syndrome) == Syndrome::Ack;
+        if wqe.is_placement() {
+            let answer = pkt.bth.opcode == op::RC_READ_RESPONSE_ONLY
+                && pkt.payload.is_empty()
+                && Syndrome::from_wire(pkt.aeth.syndrome) == Syndrome::Ack;
             if !answer {
                 self.data.stale_responses += 1;
                 return false;
             }
         } else {
-            let off = u64::from(w.read_rcvd) * w.mtu;
-            let want = (w.len - off.min(w.len)).min(w.mtu) as usize;
-            let last = w.read_rcvd + 1 == w.npkts;
-            let op_ok = match p.bth.opcode {
+            let off = u64::from(wqe.read_rcvd) * wqe.mtu;
+            let want = (wqe.len - off.min(wqe.len)).min(wqe.mtu) as usize;
+            let last = wqe.read_rcvd + 1 == wqe.npkts;
+            let op_ok = match pkt.bth.opcode {
                 op::RC_READ_RESPONSE_ONLY | op::RC_READ_RESPONSE_LAST => last,
                 _ => !last,
             };
-            if p.payload.len() != want || !op_ok {
+            if pkt.payload.len() != want || !op_ok {
                 self.data.stale_responses += 1;
                 return false;
             }
-            let fresh = self.refresh_send_segs(c.pdn, &mut e.inflight[i]);
-            let ok = fresh && self.scatter(&mut e.inflight[i].segs, off, p.payload);
+            let fresh = self.refresh_send_segs(qp.pdn, &mut engine.inflight[i]);
+            let ok = fresh && self.scatter(&mut engine.inflight[i].segs, off, pkt.payload);
             if !ok {
-                self.qp_fail(c, e, Some(WcStatus::LocProtErr));
+                self.qp_fail(qp, engine, Some(WcStatus::LocProtErr));
                 return false;
             }
         }
-        e.inflight[i].read_rcvd += 1;
-        if psn_diff(psn_add(psn, 1), e.una) > 0 {
-            e.una = psn_add(psn, 1);
+        engine.inflight[i].read_rcvd += 1;
+        if psn_diff(psn_add(psn, 1), engine.una) > 0 {
+            engine.una = psn_add(psn, 1);
         }
-        self.progress_made(c, e);
+        self.progress_made(qp, engine);
         true
     }
 
     /// An ATOMIC_ACKNOWLEDGE: the original value goes to the atomic's
     /// local SGE (8 bytes, little-endian as the remote word). False if it
     /// answers no outstanding atomic (stale, counted) or the QP failed.
-    fn atomic_ack(&mut self, c: &QpCtx, e: &mut Engine, p: &Packet<'_>) -> bool {
-        let psn = p.bth.psn;
-        let Some(i) = self.awaiting_response(e) else {
+    fn atomic_ack(&mut self, qp: &QpCtx, engine: &mut Engine, pkt: &Packet<'_>) -> bool {
+        let psn = pkt.bth.psn;
+        let Some(i) = self.awaiting_response(engine) else {
             return false;
         };
-        let w = &e.inflight[i];
-        if !w.is_atomic()
-            || psn != w.first_psn
-            || Syndrome::from_wire(p.aeth.syndrome) != Syndrome::Ack
+        let wqe = &engine.inflight[i];
+        if !wqe.is_atomic()
+            || psn != wqe.first_psn
+            || Syndrome::from_wire(pkt.aeth.syndrome) != Syndrome::Ack
         {
             self.data.stale_responses += 1;
             return false;
         }
-        let fresh = self.refresh_send_segs(c.pdn, &mut e.inflight[i]);
-        let ok = fresh && self.scatter(&mut e.inflight[i].segs, 0, &p.atomic_ack.to_le_bytes());
+        let fresh = self.refresh_send_segs(qp.pdn, &mut engine.inflight[i]);
+        let ok = fresh
+            && self.scatter(
+                &mut engine.inflight[i].segs,
+                0,
+                &pkt.atomic_ack.to_le_bytes(),
+            );
         if !ok {
-            self.qp_fail(c, e, Some(WcStatus::LocProtErr));
+            self.qp_fail(qp, engine, Some(WcStatus::LocProtErr));
             return false;
         }
-        e.inflight[i].read_rcvd = 1;
-        if psn_diff(psn_add(psn, 1), e.una) > 0 {
-            e.una = psn_add(psn, 1);
+        engine.inflight[i].read_rcvd = 1;
+        if psn_diff(psn_add(psn, 1), engine.una) > 0 {
+            engine.una = psn_add(psn, 1);
         }
-        self.progress_made(c, e);
+        self.progress_made(qp, engine);
         true
     }
 
@@ -435,34 +451,34 @@ impl State {
             .map(|(qpn, _)| qpn)
             .collect();
         for qpn in due {
-            self.with_engine(qpn, |st, c, e| st.timers_expired(c, e, now));
+            self.with_engine(qpn, |st, qp, engine| st.timers_expired(qp, engine, now));
         }
     }
 
     /// The retransmission or RNR timer of one QP expired at `now`.
-    fn timers_expired(&mut self, c: &QpCtx, e: &mut Engine, now: u64) {
-        if c.state != QPS_RTS && c.state != QPS_SQD {
-            e.timer = None;
-            e.rnr_wait = None;
-        } else if let Some((t, psn)) = e.rnr_wait {
+    fn timers_expired(&mut self, qp: &QpCtx, engine: &mut Engine, now: u64) {
+        if qp.state != QPS_RTS && qp.state != QPS_SQD {
+            engine.timer = None;
+            engine.rnr_wait = None;
+        } else if let Some((t, psn)) = engine.rnr_wait {
             if t <= now {
-                e.rnr_wait = None;
-                self.rewind(e, psn);
-                self.fetch_and_send(c, e);
+                engine.rnr_wait = None;
+                self.rewind(engine, psn);
+                self.fetch_and_send(qp, engine);
             }
-        } else if e.timer.is_some_and(|t| t <= now) {
-            e.timer = None;
+        } else if engine.timer.is_some_and(|t| t <= now) {
+            engine.timer = None;
             self.data.timeouts += 1;
-            if e.inflight.is_empty() {
+            if engine.inflight.is_empty() {
                 // nothing outstanding
-            } else if e.retry_left == 0 {
-                self.retries_exceeded(c, e, Exhausted::AckRetries);
+            } else if engine.retry_left == 0 {
+                self.retries_exceeded(qp, engine, Exhausted::AckRetries);
             } else {
-                e.retry_left -= 1;
+                engine.retry_left -= 1;
                 self.data.ack_retries += 1;
-                let una = e.una;
-                self.rewind(e, una);
-                self.fetch_and_send(c, e);
+                let una = engine.una;
+                self.rewind(engine, una);
+                self.fetch_and_send(qp, engine);
             }
         }
     }

@@ -15,15 +15,15 @@ use super::{
 
 impl State {
     /// Fetches and validates the send WQE at `idx`.
-    pub(super) fn fetch_wqe(&mut self, c: &QpCtx, idx: u16, mtu: u64) -> SendWqe {
+    pub(super) fn fetch_wqe(&mut self, qp: &QpCtx, idx: u16, mtu: u64) -> SendWqe {
         // CREATE_QP bounds the stride by SQ_WQE_SHIFT_MAX.
-        let len = 1usize << c.sq_shift.min(SQ_WQE_SHIFT_MAX);
-        self.with_wqe_buf(len, |s, buf| s.fetch_wqe_into(c, idx, mtu, buf))
+        let len = 1usize << qp.sq_shift.min(SQ_WQE_SHIFT_MAX);
+        self.with_wqe_buf(len, |s, buf| s.fetch_wqe_into(qp, idx, mtu, buf))
     }
 
     /// [`Self::fetch_wqe`], reading the WQE into `raw` (its stride).
-    fn fetch_wqe_into(&mut self, c: &QpCtx, idx: u16, mtu: u64, raw: &mut [u8]) -> SendWqe {
-        let mut w = SendWqe {
+    fn fetch_wqe_into(&mut self, qp: &QpCtx, idx: u16, mtu: u64, raw: &mut [u8]) -> SendWqe {
+        let mut wqe = SendWqe {
             idx,
             wr_id: 0,
             opcode: 0,
@@ -52,44 +52,44 @@ impl State {
             error: None,
             ud: None,
         };
-        if !self.wqe_read(c.qpn, true, idx, raw) {
+        if !self.wqe_read(qp.qpn, true, idx, raw) {
             self.counters.hw.bad_dma += 1;
-            w.error = Some(WcStatus::LocQpOpErr);
-            return w;
+            wqe.error = Some(WcStatus::LocQpOpErr);
+            return wqe;
         }
-        if let Err(status) = self.decode_send_wqe(c, raw, &mut w, mtu) {
+        if let Err(status) = self.decode_send_wqe(qp, raw, &mut wqe, mtu) {
             // Never sent: it takes no PSN and is no READ awaiting
             // responses (which would hold back the ACKs of the WQEs
             // before it).
-            w.error = Some(status);
-            w.npkts = 0;
+            wqe.error = Some(status);
+            wqe.npkts = 0;
         }
-        w
+        wqe
     }
 
-    /// Decodes and validates a send WQE into `w`; the error is the WQE's
+    /// Decodes and validates a send WQE into `wqe`; the error is the WQE's
     /// completion status (nothing is read or sent for it).
     pub(super) fn decode_send_wqe(
         &mut self,
-        c: &QpCtx,
+        qp: &QpCtx,
         raw: &[u8],
-        w: &mut SendWqe,
+        wqe: &mut SendWqe,
         mtu: u64,
     ) -> Result<(), WcStatus> {
         let hdr: SqWqeHdr = wqe_struct(raw, 0).ok_or(WcStatus::LocQpOpErr)?;
-        w.wr_id = hdr.wr_id;
-        w.opcode = hdr.opcode;
-        w.flags = hdr.flags;
-        w.signaled = hdr.flags & WQE_SIGNALED != 0;
-        w.imm = hdr.imm_data.to_le_bytes();
-        let ud = !c.connected();
+        wqe.wr_id = hdr.wr_id;
+        wqe.opcode = hdr.opcode;
+        wqe.flags = hdr.flags;
+        wqe.signaled = hdr.flags & WQE_SIGNALED != 0;
+        wqe.imm = hdr.imm_data.to_le_bytes();
+        let ud = !qp.connected();
         let common_flags = WQE_SIGNALED | WQE_SOLICITED | WQE_INLINE | WQE_FENCE;
         let (op_ok, known_flags) = if ud {
             (
                 matches!(hdr.opcode, WR_SEND | WR_SEND_IMM),
                 common_flags | WQE_AV,
             )
-        } else if c.uc() {
+        } else if qp.uc() {
             // UC has no READ, atomic or local operation (IBTA 9.8; 1.7
             // binds no memory window on UC either, 1.8 has no ATOMIC_WRITE
             // or FLUSH there): a local QP operation error, as for any
@@ -135,8 +135,8 @@ impl State {
                     return Err(WcStatus::MwBindErr);
                 }
                 let seg = wqe_struct(raw, SQ_WQE_SEG_OFFSET).ok_or(WcStatus::MwBindErr)?;
-                w.local = Some(LocalOp::BindMw { seg });
-                w.npkts = 0;
+                wqe.local = Some(LocalOp::BindMw { seg });
+                wqe.npkts = 0;
                 return Ok(());
             }
             WR_REG_MR | WR_LOCAL_INV => {
@@ -150,48 +150,48 @@ impl State {
                     }
                 } else {
                     LocalOp::LocalInv {
-                        key: u32::from_be_bytes(w.imm),
+                        key: u32::from_be_bytes(wqe.imm),
                     }
                 };
-                w.local = Some(local);
-                w.npkts = 0;
+                wqe.local = Some(local);
+                wqe.npkts = 0;
                 return Ok(());
             }
             WR_RDMA_WRITE | WR_RDMA_WRITE_IMM | WR_RDMA_READ => {
                 let rdma: SqWqeRdma =
                     wqe_struct(raw, SQ_WQE_SEG_OFFSET).ok_or(WcStatus::LocQpOpErr)?;
-                w.remote_addr = rdma.remote_addr;
-                w.rkey = rdma.rkey;
+                wqe.remote_addr = rdma.remote_addr;
+                wqe.rkey = rdma.rkey;
             }
             WR_ATOMIC_CMP_SWP | WR_ATOMIC_FETCH_ADD => {
                 let atomic: SqWqeAtomic =
                     wqe_struct(raw, SQ_WQE_SEG_OFFSET).ok_or(WcStatus::LocQpOpErr)?;
-                w.remote_addr = atomic.remote_addr;
-                w.rkey = atomic.rkey;
-                w.compare_add = atomic.compare_add;
-                w.swap = atomic.swap;
+                wqe.remote_addr = atomic.remote_addr;
+                wqe.rkey = atomic.rkey;
+                wqe.compare_add = atomic.compare_add;
+                wqe.swap = atomic.swap;
             }
             WR_ATOMIC_WRITE | WR_FLUSH => {
-                Self::decode_placement(raw, &hdr, w)?;
-                w.npkts = 1;
+                Self::decode_placement(raw, &hdr, wqe)?;
+                wqe.npkts = 1;
                 return Ok(());
             }
             _ => {}
         }
         let data = if ud {
-            self.decode_ud_dest(c, raw, w)?
+            self.decode_ud_dest(qp, raw, wqe)?
         } else {
             SQ_WQE_DATA_OFFSET
         };
         let room = raw.len().saturating_sub(data);
         if inline {
             let len = hdr.inline_len as usize;
-            if hdr.inline_len > c.max_inline || len > room {
+            if hdr.inline_len > qp.max_inline || len > room {
                 return Err(WcStatus::LocLenErr);
             }
             let bytes = raw.get(data..data + len).ok_or(WcStatus::LocLenErr)?;
-            w.len = u64::from(hdr.inline_len);
-            w.inline = Some(bytes.to_vec());
+            wqe.len = u64::from(hdr.inline_len);
+            wqe.inline = Some(bytes.to_vec());
         } else {
             let num_sge = usize::from(hdr.num_sge);
             let max_sge =
@@ -199,24 +199,26 @@ impl State {
             if num_sge > max_sge {
                 return Err(WcStatus::LocLenErr);
             }
-            w.need = if writes_local { ACCESS_LOCAL_WRITE } else { 0 };
+            wqe.need = if writes_local { ACCESS_LOCAL_WRITE } else { 0 };
             for i in 0..num_sge {
                 let at = data + i * core::mem::size_of::<Sge>();
-                w.sges.push(wqe_struct(raw, at).ok_or(WcStatus::LocLenErr)?);
+                wqe.sges
+                    .push(wqe_struct(raw, at).ok_or(WcStatus::LocLenErr)?);
             }
-            w.segs = Segments::new(
-                self.translate_sges(c.pdn, &w.sges, w.need)
+            wqe.segs = Segments::new(
+                self.translate_sges(qp.pdn, &wqe.sges, wqe.need)
                     .ok_or(WcStatus::LocProtErr)?,
             );
-            w.len = w.sges.iter().fold(0u64, |total, sge| {
+            wqe.len = wqe.sges.iter().fold(0u64, |total, sge| {
                 total.saturating_add(u64::from(sge.length))
             });
         }
-        if w.len > MAX_MSG || (ud && w.len > mtu) || (w.is_atomic() && w.len != ATOMIC_LEN) {
+        if wqe.len > MAX_MSG || (ud && wqe.len > mtu) || (wqe.is_atomic() && wqe.len != ATOMIC_LEN)
+        {
             return Err(WcStatus::LocLenErr);
         }
-        w.npkts = if ud { 1 } else { pkts_for(w.len, mtu) };
-        if w.npkts > MAX_MSG_PKTS {
+        wqe.npkts = if ud { 1 } else { pkts_for(wqe.len, mtu) };
+        if wqe.npkts > MAX_MSG_PKTS {
             return Err(WcStatus::LocLenErr);
         }
         Ok(())
@@ -227,7 +229,7 @@ impl State {
     /// fields 0, and a FLUSH's type `GLOBAL`, `PERSISTENT` or both and its
     /// level `RANGE` or `MR`; else a local QP operation error. The remote
     /// side (alignment, keys, rights) is the responder's to check.
-    fn decode_placement(raw: &[u8], hdr: &SqWqeHdr, w: &mut SendWqe) -> Result<(), WcStatus> {
+    fn decode_placement(raw: &[u8], hdr: &SqWqeHdr, wqe: &mut SendWqe) -> Result<(), WcStatus> {
         let inline = hdr.flags & WQE_INLINE != 0;
         if hdr.num_sge != 0 || inline || hdr.inline_len != 0 {
             return Err(WcStatus::LocQpOpErr);
@@ -238,11 +240,11 @@ impl State {
             if seg.reserved0 != 0 || seg.reserved1 != 0 {
                 return Err(WcStatus::LocQpOpErr);
             }
-            w.remote_addr = seg.remote_addr;
-            w.rkey = seg.rkey;
-            w.aw_data = seg.data;
+            wqe.remote_addr = seg.remote_addr;
+            wqe.rkey = seg.rkey;
+            wqe.aw_data = seg.data;
             // The CQE's byte_len.
-            w.len = ATOMIC_LEN;
+            wqe.len = ATOMIC_LEN;
         } else {
             let seg: SqWqeFlush = wqe_struct(raw, SQ_WQE_SEG_OFFSET).ok_or(WcStatus::LocQpOpErr)?;
             let types = FLUSH_GLOBAL | FLUSH_PERSISTENT;
@@ -252,84 +254,92 @@ impl State {
             if !type_ok || !level_ok || reserved {
                 return Err(WcStatus::LocQpOpErr);
             }
-            w.remote_addr = seg.remote_addr;
-            w.rkey = seg.rkey;
-            w.flush_len = seg.length;
-            w.flush_feth = feth::encode(seg.r#type, seg.level);
+            wqe.remote_addr = seg.remote_addr;
+            wqe.rkey = seg.rkey;
+            wqe.flush_len = seg.length;
+            wqe.flush_feth = feth::encode(seg.r#type, seg.level);
             // Nothing is transferred: byte_len 0.
-            w.len = 0;
+            wqe.len = 0;
         }
         Ok(())
     }
 
     /// SQ doorbell / state change: fetch new WQEs and transmit.
     pub(crate) fn sq_progress(&mut self, qpn: u32) {
-        self.with_engine(qpn, |st, c, e| {
+        self.with_engine(qpn, |st, qp, engine| {
             // In ERR and in SQE new send WQEs complete with flush error (IBTA
             // 10.3.1); after SQE -> RTS only WQEs posted later run.
-            if c.state == QPS_ERR || c.state == QPS_SQE {
-                st.flush_sq_posted(c, e);
-            } else if c.state == QPS_RTS {
-                st.fetch_and_send(c, e);
+            if qp.state == QPS_ERR || qp.state == QPS_SQE {
+                st.flush_sq_posted(qp, engine);
+            } else if qp.state == QPS_RTS {
+                st.fetch_and_send(qp, engine);
             }
         });
     }
 
-    pub(super) fn fetch_and_send(&mut self, c: &QpCtx, e: &mut Engine) {
-        let mtu = self.mtu_of(&c.attr);
+    pub(super) fn fetch_and_send(&mut self, qp: &QpCtx, engine: &mut Engine) {
+        let mtu = self.mtu_of(&qp.attr);
         loop {
-            self.fetch_new_wqes(c, e, mtu);
-            if c.uc() {
+            self.fetch_new_wqes(qp, engine, mtu);
+            if qp.uc() {
                 // Completed as sent: nothing waits for an ACK or a timer.
-                self.uc_transmit(c, e);
+                self.uc_transmit(qp, engine);
                 return;
             }
-            if !c.rc() {
-                self.ud_transmit(c, e);
+            if !qp.rc() {
+                self.ud_transmit(qp, engine);
                 return;
             }
-            self.rc_transmit(c, e);
+            self.rc_transmit(qp, engine);
             // A local operation that executed lets the WQEs after it in.
-            if !self.complete_head(c, e) {
+            if !self.complete_head(qp, engine) {
                 break;
             }
         }
         // Anything outstanding is covered by a timer.
-        if !e.inflight.is_empty() && e.timer.is_none() && e.rnr_wait.is_none() {
-            e.timer = ack_timeout_ns(c.attr.timeout).map(|t| self.now_ns.saturating_add(t));
+        if !engine.inflight.is_empty() && engine.timer.is_none() && engine.rnr_wait.is_none() {
+            engine.timer = ack_timeout_ns(qp.attr.timeout).map(|t| self.now_ns.saturating_add(t));
         }
     }
 
     /// Fetches posted WQEs while the window allows, up to a failed WQE or
     /// a local operation (nothing after one is fetched before it executed).
-    pub(super) fn fetch_new_wqes(&mut self, c: &QpCtx, e: &mut Engine, mtu: u64) {
-        let rc = c.rc();
-        let window = if rc { self.rc_window(c, e) } else { WINDOW };
-        let was_idle = e.next_psn == e.una;
+    pub(super) fn fetch_new_wqes(&mut self, qp: &QpCtx, engine: &mut Engine, mtu: u64) {
+        let rc = qp.rc();
+        let window = if rc {
+            self.rc_window(qp, engine)
+        } else {
+            WINDOW
+        };
+        let was_idle = engine.next_psn == engine.una;
         // New WQEs are started only in RTS (SQD drains what is outstanding).
-        let state = self.qps.get(c.qpn).map_or(c.state, |q| q.state);
-        while state == QPS_RTS && e.sq_next != c.sq_pi && e.inflight.len() < MAX_INFLIGHT_WQES {
-            if rc && psn_diff(e.next_psn, e.una) >= window {
+        let state = self.qps.get(qp.qpn).map_or(qp.state, |q| q.state);
+        while state == QPS_RTS
+            && engine.sq_next != qp.sq_pi
+            && engine.inflight.len() < MAX_INFLIGHT_WQES
+        {
+            if rc && psn_diff(engine.next_psn, engine.una) >= window {
                 break;
             }
-            if e.inflight
+            if engine
+                .inflight
                 .back()
                 .is_some_and(|w| w.error.is_some() || w.local.is_some())
             {
                 break;
             }
-            let mut w = self.fetch_wqe(c, e.sq_next, mtu);
-            e.sq_next = e.sq_next.wrapping_add(1);
-            if c.connected() && w.error.is_none() {
-                w.first_psn = e.next_psn;
-                e.next_psn = psn_add(e.next_psn, w.npkts);
+            let mut wqe = self.fetch_wqe(qp, engine.sq_next, mtu);
+            engine.sq_next = engine.sq_next.wrapping_add(1);
+            if qp.connected() && wqe.error.is_none() {
+                wqe.first_psn = engine.next_psn;
+                engine.next_psn = psn_add(engine.next_psn, wqe.npkts);
             }
-            e.inflight.push_back(w);
+            engine.inflight.push_back(wqe);
         }
         // A QP that becomes busy counts at once, so that QPs started
         // together share the budget from their first packets; the next
         // count (`rc_window`) also sees those that went idle.
-        if rc && was_idle && e.next_psn != e.una {
+        if rc && was_idle && engine.next_psn != engine.una {
             self.busy_rc = self.busy_rc.saturating_add(1);
         }
     }
@@ -339,60 +349,64 @@ impl State {
     /// UC QPs send through here too, with UC opcodes and no AckReq: their
     /// bound is not the window (nothing is acknowledged) but the room in
     /// the TX queue; a UC QP that finds none waits on `State::tx_waiters`.
-    pub(super) fn rc_transmit(&mut self, c: &QpCtx, e: &mut Engine) {
-        let uc = c.uc();
+    pub(super) fn rc_transmit(&mut self, qp: &QpCtx, engine: &mut Engine) {
+        let uc = qp.uc();
         // After an RNR NAK nothing goes out until the RNR timer fires, new
         // doorbells included (IBTA 9.7.5.2.8; rxe `wait_for_rnr_timer`).
-        if e.rnr_wait.is_some() {
+        if engine.rnr_wait.is_some() {
             return;
         }
-        let Some(path) = self.path_of(&c.attr.av, c.qpn, c.attr.dest_qp_num) else {
-            if e.inflight.iter().any(|w| w.error.is_none()) {
-                self.requester_failed(c, e, WcStatus::LocQpOpErr);
+        let Some(path) = self.path_of(&qp.attr.av, qp.qpn, qp.attr.dest_qp_num) else {
+            if engine.inflight.iter().any(|w| w.error.is_none()) {
+                self.requester_failed(qp, engine, WcStatus::LocQpOpErr);
             }
             return;
         };
         // READs, atomics, ATOMIC_WRITEs and FLUSHes together (IBTA 9.5:
         // the initiator depth; each takes a responder resource).
-        let max_reads = usize::from(c.attr.max_rd_atomic.max(1));
-        let window = if uc { WINDOW } else { self.rc_window(c, e) };
+        let max_reads = usize::from(qp.attr.max_rd_atomic.max(1));
+        let window = if uc {
+            WINDOW
+        } else {
+            self.rc_window(qp, engine)
+        };
         let mut sent_any = false;
         let mut reads_pending = 0usize;
-        for i in 0..e.inflight.len() {
-            let Some(w) = e.inflight.get(i) else {
+        for i in 0..engine.inflight.len() {
+            let Some(wqe) = engine.inflight.get(i) else {
                 break;
             };
-            if w.error.is_some() {
+            if wqe.error.is_some() {
                 break;
             }
-            if w.flags & WQE_FENCE != 0 && reads_pending > 0 {
+            if wqe.flags & WQE_FENCE != 0 && reads_pending > 0 {
                 break;
             }
-            if w.awaits_response() {
-                if w.read_rcvd >= w.npkts {
+            if wqe.awaits_response() {
+                if wqe.read_rcvd >= wqe.npkts {
                     continue;
                 }
-                if w.sent < w.npkts {
+                if wqe.sent < wqe.npkts {
                     if reads_pending >= max_reads {
                         break;
                     }
-                    let psn = psn_add(w.first_psn, w.read_rcvd);
-                    if psn_diff(psn, e.una) >= window {
+                    let psn = psn_add(wqe.first_psn, wqe.read_rcvd);
+                    if psn_diff(psn, engine.una) >= window {
                         break;
                     }
                     let mut bth = Bth {
                         opcode: op::RC_READ_REQUEST,
                         pkey: wire::DEFAULT_PKEY,
-                        dest_qp: c.attr.dest_qp_num,
+                        dest_qp: qp.attr.dest_qp_num,
                         ack_req: true,
                         psn,
                         ..Bth::default()
                     };
-                    if w.is_placement() {
+                    if wqe.is_placement() {
                         // Same PSN on a retransmission: the responder
                         // answers it from its resource (device.rst "Atomic
                         // write and flush").
-                        let write = w.opcode == WR_ATOMIC_WRITE;
+                        let write = wqe.opcode == WR_ATOMIC_WRITE;
                         bth.opcode = if write {
                             op::RC_ATOMIC_WRITE
                         } else {
@@ -400,45 +414,45 @@ impl State {
                         };
                         let (reth, feth, data) = if write {
                             let reth = Reth {
-                                va: w.remote_addr,
-                                rkey: w.rkey,
+                                va: wqe.remote_addr,
+                                rkey: wqe.rkey,
                                 len: ATOMIC_LEN as u32,
                             };
-                            (reth, 0, w.aw_data)
+                            (reth, 0, wqe.aw_data)
                         } else {
                             let reth = Reth {
-                                va: w.remote_addr,
-                                rkey: w.rkey,
-                                len: w.flush_len,
+                                va: wqe.remote_addr,
+                                rkey: wqe.rkey,
+                                len: wqe.flush_len,
                             };
-                            (reth, w.flush_feth, [0; 8])
+                            (reth, wqe.flush_feth, [0; 8])
                         };
                         let payload: &[u8] = if write { &data } else { &[] };
                         self.send_placement(&path, bth, reth, feth, payload);
-                    } else if w.is_atomic() {
+                    } else if wqe.is_atomic() {
                         // Same PSN on a retransmission: the responder
                         // answers it from its replay cache.
-                        let cmp_swap = w.opcode == WR_ATOMIC_CMP_SWP;
+                        let cmp_swap = wqe.opcode == WR_ATOMIC_CMP_SWP;
                         bth.opcode = if cmp_swap {
                             op::RC_CMP_SWAP
                         } else {
                             op::RC_FETCH_ADD
                         };
                         let atomic = AtomicEth {
-                            va: w.remote_addr,
-                            rkey: w.rkey,
-                            swap_add: if cmp_swap { w.swap } else { w.compare_add },
-                            compare: if cmp_swap { w.compare_add } else { 0 },
+                            va: wqe.remote_addr,
+                            rkey: wqe.rkey,
+                            swap_add: if cmp_swap { wqe.swap } else { wqe.compare_add },
+                            compare: if cmp_swap { wqe.compare_add } else { 0 },
                         };
                         self.send_atomic(&path, bth, atomic);
                     } else {
-                        let off = u64::from(w.read_rcvd) * w.mtu;
+                        let off = u64::from(wqe.read_rcvd) * wqe.mtu;
                         let reth = Reth {
-                            va: w.remote_addr.wrapping_add(off),
-                            rkey: w.rkey,
-                            len: w.len.saturating_sub(off) as u32,
+                            va: wqe.remote_addr.wrapping_add(off),
+                            rkey: wqe.rkey,
+                            len: wqe.len.saturating_sub(off) as u32,
                         };
-                        let p = self.data_packet(
+                        let pkt = self.data_packet(
                             &path,
                             bth,
                             reth,
@@ -447,34 +461,34 @@ impl State {
                             [0; 4],
                             &[],
                         );
-                        self.emit_packet(&p);
+                        self.emit_packet(&pkt);
                     }
-                    if let Some(w) = e.inflight.get_mut(i) {
-                        w.sent = w.npkts;
+                    if let Some(wqe) = engine.inflight.get_mut(i) {
+                        wqe.sent = wqe.npkts;
                     }
                     sent_any = true;
                 }
                 reads_pending += 1;
                 continue;
             }
-            let (npkts, first_psn, len, mtu) = (w.npkts, w.first_psn, w.len, w.mtu);
-            let write = matches!(w.opcode, WR_RDMA_WRITE | WR_RDMA_WRITE_IMM);
-            let with_imm = matches!(w.opcode, WR_RDMA_WRITE_IMM | WR_SEND_IMM);
-            let with_inv = w.opcode == WR_SEND_INV;
-            let mut k = w.sent;
+            let (npkts, first_psn, len, mtu) = (wqe.npkts, wqe.first_psn, wqe.len, wqe.mtu);
+            let write = matches!(wqe.opcode, WR_RDMA_WRITE | WR_RDMA_WRITE_IMM);
+            let with_imm = matches!(wqe.opcode, WR_RDMA_WRITE_IMM | WR_SEND_IMM);
+            let with_inv = wqe.opcode == WR_SEND_INV;
+            let mut k = wqe.sent;
             let mut blocked = false;
             while k < npkts {
                 let psn = psn_add(first_psn, k);
-                if !uc && psn_diff(psn, e.una) >= window {
+                if !uc && psn_diff(psn, engine.una) >= window {
                     blocked = true;
                     break;
                 }
                 if uc && self.tx_room() == 0 {
-                    self.wait_for_tx_room(c.qpn);
+                    self.wait_for_tx_room(qp.qpn);
                     blocked = true;
                     break;
                 }
-                let Some(w) = e.inflight.get(i) else {
+                let Some(wqe) = engine.inflight.get(i) else {
                     break;
                 };
                 let off = u64::from(k) * mtu;
@@ -500,9 +514,9 @@ impl State {
                 let opcode = if uc { op::uc_of(opcode) } else { opcode };
                 let bth = Bth {
                     opcode,
-                    se: last && w.flags & WQE_SOLICITED != 0 && (!write || with_imm),
+                    se: last && wqe.flags & WQE_SOLICITED != 0 && (!write || with_imm),
                     pkey: wire::DEFAULT_PKEY,
-                    dest_qp: c.attr.dest_qp_num,
+                    dest_qp: qp.attr.dest_qp_num,
                     // UC is never acknowledged: no AckReq.
                     ack_req: !uc && (last || (k + 1) % ACK_REQ_EVERY == 0),
                     psn,
@@ -510,37 +524,37 @@ impl State {
                 };
                 let reth = if write && first {
                     Reth {
-                        va: w.remote_addr,
-                        rkey: w.rkey,
+                        va: wqe.remote_addr,
+                        rkey: wqe.rkey,
                         len: len as u32,
                     }
                 } else {
                     Reth::default()
                 };
                 let (aeth, deth) = (Aeth::default(), Deth::default());
-                let p = self.data_packet(&path, bth, reth, aeth, deth, w.imm, &[]);
+                let pkt = self.data_packet(&path, bth, reth, aeth, deth, wqe.imm, &[]);
                 // The payload goes from guest memory straight into the frame.
-                let ok = match &w.inline {
+                let ok = match &wqe.inline {
                     Some(v) => {
                         let s = off as usize;
                         match v.get(s..s + n) {
                             Some(payload) => {
-                                self.emit_packet(&Packet { payload, ..p });
+                                self.emit_packet(&Packet { payload, ..pkt });
                                 true
                             }
                             None => false,
                         }
                     }
                     None => {
-                        let fresh = self.refresh_send_segs(c.pdn, &mut e.inflight[i]);
-                        fresh && self.emit_gathered(&p, &mut e.inflight[i].segs, off, n)
+                        let fresh = self.refresh_send_segs(qp.pdn, &mut engine.inflight[i]);
+                        fresh && self.emit_gathered(&pkt, &mut engine.inflight[i].segs, off, n)
                     }
                 };
                 if !ok {
                     // The local pages vanished under the WQE.
                     let head = i == 0;
                     if head {
-                        self.requester_failed(c, e, WcStatus::LocProtErr);
+                        self.requester_failed(qp, engine, WcStatus::LocProtErr);
                         return;
                     }
                     blocked = true;
@@ -548,19 +562,19 @@ impl State {
                 }
                 sent_any = true;
                 k += 1;
-                if let Some(w) = e.inflight.get_mut(i) {
-                    w.sent = k;
+                if let Some(wqe) = engine.inflight.get_mut(i) {
+                    wqe.sent = k;
                 }
             }
             if blocked {
                 break;
             }
         }
-        if !uc && sent_any && e.timer.is_none() && e.rnr_wait.is_none() {
-            e.timer = ack_timeout_ns(c.attr.timeout).map(|t| self.now_ns.saturating_add(t));
+        if !uc && sent_any && engine.timer.is_none() && engine.rnr_wait.is_none() {
+            engine.timer = ack_timeout_ns(qp.attr.timeout).map(|t| self.now_ns.saturating_add(t));
         }
         if !uc {
-            self.count_inflight(e);
+            self.count_inflight(engine);
         }
     }
 }
