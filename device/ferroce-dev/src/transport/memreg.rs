@@ -99,13 +99,13 @@ impl State {
         self.mr_epoch = self.mr_epoch.wrapping_add(1);
     }
 
-    /// Executes a REG_MR, LOCAL_INV or BIND_MW WQE of QP `c`.
-    pub(super) fn execute_local_op(&mut self, c: &QpCtx, op: &LocalOp) -> Result<(), MemOpError> {
+    /// Executes a REG_MR, LOCAL_INV or BIND_MW WQE of QP `qp`.
+    pub(super) fn execute_local_op(&mut self, qp: &QpCtx, op: &LocalOp) -> Result<(), MemOpError> {
         match op {
-            LocalOp::RegMr { seg, pbl } => self.fast_register(c.pdn, seg, pbl),
-            LocalOp::LocalInv { key } => self.invalidate_key(c.pdn, *key, None),
+            LocalOp::RegMr { seg, pbl } => self.fast_register(qp.pdn, seg, pbl),
+            LocalOp::LocalInv { key } => self.invalidate_key(qp.pdn, *key, None),
             LocalOp::BindMw { seg } => {
-                self.bind_mw(c.qpn, c.pdn, seg)?;
+                self.bind_mw(qp.qpn, qp.pdn, seg)?;
                 self.data.mw_binds += 1;
                 Ok(())
             }

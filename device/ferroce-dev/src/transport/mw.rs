@@ -135,25 +135,27 @@ impl State {
     }
 
     /// Translates `len` bytes at `addr` through R_Key `key` at the
-    /// responder of QP `c` (RDMA WRITE and READ, atomics), needing the
+    /// responder of QP `qp` (RDMA WRITE and READ, atomics), needing the
     /// remote right `need`: the key of an MR of the QP's PD, or (1.7) of a
     /// memory window. The QP's own access flags are the caller's to check.
     pub(super) fn translate_rkey(
         &self,
-        c: &QpCtx,
+        qp: &QpCtx,
         key: u32,
         addr: u64,
         len: u64,
         need: u32,
     ) -> Option<SegList> {
         match self.mrs.get(key >> KEY_INDEX_SHIFT) {
-            Some(mw) if mw.is_mw() && len > 0 => self.translate_window(c, mw, key, addr, len, need),
-            _ => self.translate(key, c.pdn, addr, len, need),
+            Some(mw) if mw.is_mw() && len > 0 => {
+                self.translate_window(qp, mw, key, addr, len, need)
+            }
+            _ => self.translate(key, qp.pdn, addr, len, need),
         }
     }
 
     /// Checks R_Key `key` of a FLUSH (1.8, device.rst "Atomic write and
-    /// flush") at the responder of QP `c`, needing the MR flush rights
+    /// flush") at the responder of QP `qp`, needing the MR flush rights
     /// `need` (`ACCESS_FLUSH_GLOBAL` / `ACCESS_FLUSH_PERSISTENT`): the key
     /// of an MR of the QP's PD with those rights and, for level `RANGE`
     /// (`range` = `(addr, len)`), whose range holds `[addr, addr + len)`,
@@ -167,12 +169,12 @@ impl State {
     /// use: a range may be as long as the MR.
     pub(super) fn flush_rkey(
         &self,
-        c: &QpCtx,
+        qp: &QpCtx,
         key: u32,
         range: Option<(u64, u64)>,
         need: u32,
     ) -> bool {
-        let Some(mr) = self.mr_for(key, c.pdn) else {
+        let Some(mr) = self.mr_for(key, qp.pdn) else {
             return false;
         };
         if mr.is_mw() || need & !MR_FLUSH_ACCESS != 0 || mr.access & need != need {
@@ -192,7 +194,7 @@ impl State {
     /// `need`; the bytes are those of the MR at the same addresses.
     fn translate_window(
         &self,
-        c: &QpCtx,
+        qp: &QpCtx,
         mw: &Mr,
         key: u32,
         addr: u64,
@@ -201,8 +203,8 @@ impl State {
     ) -> Option<SegList> {
         let w = mw.mw_window()?;
         let usable = mw.key == key
-            && mw.pdn == c.pdn
-            && w.qpn.is_none_or(|qpn| qpn == c.qpn)
+            && mw.pdn == qp.pdn
+            && w.qpn.is_none_or(|qpn| qpn == qp.qpn)
             && w.access & need == need
             && w.holds(addr, len);
         if !usable {
@@ -212,7 +214,7 @@ impl State {
         // while windows are bound, DEREG_MR and invalidation unbind them);
         // checked again all the same, as its rights for what the window
         // lets the peer do to it.
-        let mr = self.mrs.get(w.mr_index).filter(|m| m.pdn == c.pdn)?;
+        let mr = self.mrs.get(w.mr_index).filter(|m| m.pdn == qp.pdn)?;
         let local = if need & (ACCESS_REMOTE_WRITE | ACCESS_REMOTE_ATOMIC) != 0 {
             ACCESS_LOCAL_WRITE
         } else {

@@ -30,41 +30,41 @@ use super::{wqe_struct, Engine, QpCtx, RecvCtx, RecvWqe, Segments, SgeList};
 impl State {
     /// The producer index of the QP's RQ from its doorbell record (the
     /// last doorbell's if the record cannot be read).
-    pub(super) fn rq_pi(&mut self, c: &QpCtx) -> u16 {
+    pub(super) fn rq_pi(&mut self, qp: &QpCtx) -> u16 {
         let mut b = [0u8; 4];
-        if c.rq_depth == 0 {
+        if qp.rq_depth == 0 {
             return 0;
         }
-        if self.mem.read(c.rq_dbrec, &mut b).is_err() {
+        if self.mem.read(qp.rq_dbrec, &mut b).is_err() {
             self.counters.hw.bad_dma += 1;
-            return self.qps.get(c.qpn).map_or(0, |q| q.rq_pi);
+            return self.qps.get(qp.qpn).map_or(0, |q| q.rq_pi);
         }
         u32::from_le_bytes(b) as u16
     }
 
     /// Whether the QP's own RQ has a WQE posted at `rq_ci`.
-    fn rq_available(&mut self, c: &QpCtx, e: &Engine) -> bool {
-        let pi = self.rq_pi(c);
-        let n = u32::from(pi.wrapping_sub(e.rq_ci));
-        n != 0 && n <= c.rq_depth
+    fn rq_available(&mut self, qp: &QpCtx, engine: &Engine) -> bool {
+        let pi = self.rq_pi(qp);
+        let n = u32::from(pi.wrapping_sub(engine.rq_ci));
+        n != 0 && n <= qp.rq_depth
     }
 
-    /// The receive WQE for a new message of QP `c`, if one is there: the
+    /// The receive WQE for a new message of QP `qp`, if one is there: the
     /// one the QP holds, one taken from its SRQ, or the one at its RQ's
     /// consumer index (consumed by [`Self::recv_consumed`]). A WQE that
     /// cannot be read or is malformed comes back with its
     /// [`RecvWqe::error`]; it is the message's all the same.
-    pub(super) fn recv_take(&mut self, c: &QpCtx, e: &mut Engine) -> Option<RecvCtx> {
-        if c.srqn != 0 {
-            return e.held.take().or_else(|| self.srq_take(c));
+    pub(super) fn recv_take(&mut self, qp: &QpCtx, engine: &mut Engine) -> Option<RecvCtx> {
+        if qp.srqn != 0 {
+            return engine.held.take().or_else(|| self.srq_take(qp));
         }
-        if !self.rq_available(c, e) {
+        if !self.rq_available(qp, engine) {
             return None;
         }
-        let idx = e.rq_ci;
-        let wqe = self.with_wqe_buf(1usize << c.rq_shift, |s, raw| {
-            let read = s.wqe_read(c.qpn, false, idx, raw);
-            s.parse_recv_wqe(c.pdn, read.then_some(&*raw))
+        let idx = engine.rq_ci;
+        let wqe = self.with_wqe_buf(1usize << qp.rq_shift, |s, raw| {
+            let read = s.wqe_read(qp.qpn, false, idx, raw);
+            s.parse_recv_wqe(qp.pdn, read.then_some(&*raw))
         });
         Some(RecvCtx {
             idx,
@@ -77,63 +77,63 @@ impl State {
     /// Whether a receive WQE is at hand for a new message without placing
     /// anything in it yet (an RDMA WRITE with immediate checks this before
     /// it writes). An SRQ QP takes the WQE now and holds it.
-    pub(super) fn recv_ready(&mut self, c: &QpCtx, e: &mut Engine) -> bool {
-        if c.srqn == 0 {
-            return c.rq_depth != 0 && self.rq_available(c, e);
+    pub(super) fn recv_ready(&mut self, qp: &QpCtx, engine: &mut Engine) -> bool {
+        if qp.srqn == 0 {
+            return qp.rq_depth != 0 && self.rq_available(qp, engine);
         }
-        if e.held.is_none() {
-            e.held = self.srq_take(c);
+        if engine.held.is_none() {
+            engine.held = self.srq_take(qp);
         }
-        e.held.is_some()
+        engine.held.is_some()
     }
 
     /// Consumes the receive WQE of an RDMA WRITE with immediate, after
     /// [`Self::recv_ready`]: its `wr_id` and index. The WRITE placed no
     /// data in it, so its SGEs are not looked at (an RQ WQE's header alone
     /// is read).
-    pub(super) fn recv_imm(&mut self, c: &QpCtx, e: &mut Engine) -> Option<(u64, u16)> {
-        if c.srqn != 0 {
-            return self.recv_take(c, e).map(|r| (r.wqe.wr_id, r.idx));
+    pub(super) fn recv_imm(&mut self, qp: &QpCtx, engine: &mut Engine) -> Option<(u64, u16)> {
+        if qp.srqn != 0 {
+            return self.recv_take(qp, engine).map(|r| (r.wqe.wr_id, r.idx));
         }
-        let idx = e.rq_ci;
-        e.rq_ci = idx.wrapping_add(1);
-        Some((self.recv_wr_id(c.qpn, idx), idx))
+        let idx = engine.rq_ci;
+        engine.rq_ci = idx.wrapping_add(1);
+        Some((self.recv_wr_id(qp.qpn, idx), idx))
     }
 
-    /// The receive WQE `r` completes (successfully or not): an RQ WQE is
+    /// The receive WQE `recv` completes (successfully or not): an RQ WQE is
     /// consumed; an SRQ WQE was when it was taken.
-    pub(super) fn recv_consumed(e: &mut Engine, r: &RecvCtx) {
-        if !r.from_srq {
-            e.rq_ci = r.idx.wrapping_add(1);
+    pub(super) fn recv_consumed(engine: &mut Engine, recv: &RecvCtx) {
+        if !recv.from_srq {
+            engine.rq_ci = recv.idx.wrapping_add(1);
         }
     }
 
-    /// Receive WQE `r` could not be used (a local error of the WQE itself):
+    /// Receive WQE `recv` could not be used (a local error of the WQE itself):
     /// it is consumed and completes in error with `status`.
     pub(super) fn recv_failed(
         &mut self,
-        c: &QpCtx,
-        e: &mut Engine,
-        r: &RecvCtx,
+        qp: &QpCtx,
+        engine: &mut Engine,
+        recv: &RecvCtx,
         status: WcStatus,
         src_qp: u32,
     ) {
-        Self::recv_consumed(e, r);
+        Self::recv_consumed(engine, recv);
         self.post_data_cqe(
-            c.recv_cqn,
+            qp.recv_cqn,
             Cqe {
-                wr_id: r.wqe.wr_id,
-                qpn: c.qpn,
+                wr_id: recv.wqe.wr_id,
+                qpn: qp.qpn,
                 src_qp,
                 opcode: WC_RECV,
                 status: status.to_hw(),
-                wqe_idx: r.idx,
+                wqe_idx: recv.idx,
                 ..Cqe::zeroed()
             },
         );
     }
 
-    /// Takes the WQE at the consumer index of QP `c`'s SRQ if its record's
+    /// Takes the WQE at the consumer index of QP `qp`'s SRQ if its record's
     /// `pi` shows one (`pi - ci` in 1..depth): reads it whole, advances
     /// `ci` and writes it to the record, and posts SRQ_LIMIT_REACHED once
     /// if fewer WQEs than the armed limit remain. A record that cannot be
@@ -141,8 +141,8 @@ impl State {
     /// (pages, depth) is the SRQ's of this moment: RESIZE_SRQ may have
     /// replaced it since the last take, and nothing of it is kept between
     /// takes.
-    fn srq_take(&mut self, c: &QpCtx) -> Option<RecvCtx> {
-        let srqn = c.srqn;
+    fn srq_take(&mut self, qp: &QpCtx) -> Option<RecvCtx> {
+        let srqn = qp.srqn;
         let srq = self.srqs.get(srqn)?;
         let (dbrec, ci, depth) = (srq.dbrec, srq.ci, srq.depth);
         let mut b = [0u8; 4];
@@ -162,7 +162,7 @@ impl State {
                 .srqs
                 .get(srqn)
                 .is_some_and(|srq| s.pages_read(&srq.pages, page_shift, off, raw));
-            s.parse_recv_wqe(c.pdn, read.then_some(&*raw))
+            s.parse_recv_wqe(qp.pdn, read.then_some(&*raw))
         });
         let next = ci.wrapping_add(1);
         let srq = self.srqs.get_mut(srqn)?;
@@ -245,20 +245,20 @@ impl State {
 }
 
 impl Engine {
-    /// The message receive WQE `r` was taken for is dropped before it
+    /// The message receive WQE `recv` was taken for is dropped before it
     /// completes: an RQ WQE stays posted (`rq_ci` did not move), an SRQ WQE
     /// stays with the QP for its next message.
-    pub(super) fn recv_unused(&mut self, r: RecvCtx) {
-        if r.from_srq {
-            self.held = Some(RecvCtx { off: 0, ..r });
+    pub(super) fn recv_unused(&mut self, recv: RecvCtx) {
+        if recv.from_srq {
+            self.held = Some(RecvCtx { off: 0, ..recv });
         }
     }
 
     /// The message under way is dropped: its receive WQE, if it has one,
     /// is kept as [`Self::recv_unused`] says.
     pub(super) fn abandon_recv(&mut self) {
-        if let Some(r) = self.recv.take() {
-            self.recv_unused(r);
+        if let Some(recv) = self.recv.take() {
+            self.recv_unused(recv);
         }
     }
 }
