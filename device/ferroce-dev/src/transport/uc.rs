@@ -77,9 +77,9 @@ impl UcPkt {
 impl State {
     /// The UC requester: sends what the TX queue takes and completes every
     /// WQE whose last packet went out.
-    pub(super) fn uc_transmit(&mut self, c: &QpCtx, e: &mut Engine) {
-        self.rc_transmit(c, e);
-        self.complete_head(c, e);
+    pub(super) fn uc_transmit(&mut self, qp: &QpCtx, engine: &mut Engine) {
+        self.rc_transmit(qp, engine);
+        self.complete_head(qp, engine);
     }
 
     /// QP `qpn` (UC) has packets to send but the TX queue has no room.
@@ -100,14 +100,14 @@ impl State {
         }
     }
 
-    /// The UC responder: one request packet on UC QP `c`.
-    pub(super) fn uc_request(&mut self, c: &QpCtx, e: &mut Engine, p: &Packet<'_>) {
-        let Some(rc_op) = op::rc_of_uc(p.bth.opcode) else {
+    /// The UC responder: one request packet on UC QP `qp`.
+    pub(super) fn uc_request(&mut self, qp: &QpCtx, engine: &mut Engine, pkt: &Packet<'_>) {
+        let Some(rc_op) = op::rc_of_uc(pkt.bth.opcode) else {
             // Not reached: only UC opcodes are handed to a UC QP.
             self.data.rx_uc_dropped += 1;
             return;
         };
-        let d = psn_diff(p.bth.psn, e.epsn);
+        let d = psn_diff(pkt.bth.psn, engine.epsn);
         if d < 0 {
             // Behind the expected PSN: a duplicate the wire made. Never
             // executed twice.
@@ -115,145 +115,148 @@ impl State {
             self.data.rx_uc_dropped += 1;
             return;
         }
-        e.epsn = psn_add(p.bth.psn, 1);
-        if c.state == QPS_RTR && !e.comm_est_sent {
+        engine.epsn = psn_add(pkt.bth.psn, 1);
+        if qp.state == QPS_RTR && !engine.comm_est_sent {
             // First packet on a QP still in RTR (IBTA 11.6.3: COMM_EST).
-            e.comm_est_sent = true;
-            self.post_async(EQE_QP_COMM_EST, c.qpn, 0, 0);
+            engine.comm_est_sent = true;
+            self.post_async(EQE_QP_COMM_EST, qp.qpn, 0, 0);
         }
-        let pkt = UcPkt::of(rc_op);
-        let in_msg = e.recv.is_some() || e.write.is_some();
-        let continues = if pkt.send {
-            e.recv.is_some()
+        let shape = UcPkt::of(rc_op);
+        let in_msg = engine.recv.is_some() || engine.write.is_some();
+        let continues = if shape.send {
+            engine.recv.is_some()
         } else {
-            e.write.is_some()
+            engine.write.is_some()
         };
-        let in_order = d == 0 && if pkt.first { !in_msg } else { continues };
+        let in_order = d == 0 && if shape.first { !in_msg } else { continues };
         if !in_order {
             // A gap, or a packet that does not continue the message under
             // way: that message is lost (its receive WQE stays posted). A
             // packet of a message already being dropped is no new error.
-            if d > 0 || !e.uc_drop {
+            if d > 0 || !engine.uc_drop {
                 self.data.rx_uc_seq_err += 1;
             }
-            e.abandon_recv();
-            e.write = None;
-            if !pkt.first {
-                e.uc_drop = true;
+            engine.abandon_recv();
+            engine.write = None;
+            if !shape.first {
+                engine.uc_drop = true;
                 self.data.rx_uc_dropped += 1;
                 return;
             }
         }
         // A FIRST or ONLY packet starts a message whatever came before.
-        if pkt.first {
-            e.uc_drop = false;
+        if shape.first {
+            engine.uc_drop = false;
         }
         // The receive CQE is the one of the RC twin of the opcode.
-        let mut twin = p.clone();
+        let mut twin = pkt.clone();
         twin.bth.opcode = rc_op;
-        let mtu = self.mtu_of(&c.attr);
-        let r = if Self::check_seg_len(mtu, p.payload.len(), pkt.first, pkt.last).is_err() {
+        let mtu = self.mtu_of(&qp.attr);
+        let r = if Self::check_seg_len(mtu, pkt.payload.len(), shape.first, shape.last).is_err() {
             Err(UcDrop::BadRequest)
-        } else if pkt.send {
-            self.uc_send(c, e, &twin, pkt)
+        } else if shape.send {
+            self.uc_send(qp, engine, &twin, shape)
         } else {
-            self.uc_write(c, e, &twin, pkt)
+            self.uc_write(qp, engine, &twin, shape)
         };
         let Err(why) = r else {
             return;
         };
-        e.abandon_recv();
-        e.write = None;
-        e.uc_drop = !pkt.last;
+        engine.abandon_recv();
+        engine.write = None;
+        engine.uc_drop = !shape.last;
         self.data.rx_uc_dropped += 1;
         match why {
             UcDrop::NoWqe => self.data.rx_uc_no_wqe += 1,
             UcDrop::BadRequest => self.data.rx_uc_bad_req += 1,
-            UcDrop::Local(r, status) => self.recv_failed(c, e, &r, status, c.attr.dest_qp_num),
+            UcDrop::Local(r, status) => {
+                self.recv_failed(qp, engine, &r, status, qp.attr.dest_qp_num)
+            }
         }
     }
 
-    /// One in-order packet of a UC SEND (`p` carries the RC twin opcode),
+    /// One in-order packet of a UC SEND (`pkt` carries the RC twin opcode),
     /// its segment length checked by [`Self::uc_request`].
     fn uc_send(
         &mut self,
-        c: &QpCtx,
-        e: &mut Engine,
-        p: &Packet<'_>,
-        pkt: UcPkt,
+        qp: &QpCtx,
+        engine: &mut Engine,
+        pkt: &Packet<'_>,
+        shape: UcPkt,
     ) -> Result<(), UcDrop> {
-        if pkt.first {
-            let Some(r) = self.recv_take(c, e) else {
+        if shape.first {
+            let Some(recv) = self.recv_take(qp, engine) else {
                 return Err(UcDrop::NoWqe);
             };
-            if let Some(status) = r.wqe.error {
-                return Err(UcDrop::Local(Box::new(r), status));
+            if let Some(status) = recv.wqe.error {
+                return Err(UcDrop::Local(Box::new(recv), status));
             }
-            e.recv = Some(r);
+            engine.recv = Some(recv);
         }
-        let Some(mut r) = e.recv.take() else {
+        let Some(mut recv) = engine.recv.take() else {
             return Err(UcDrop::BadRequest);
         };
-        let end = r.off + p.payload.len() as u64;
-        if end > r.wqe.cap {
+        let end = recv.off + pkt.payload.len() as u64;
+        if end > recv.wqe.cap {
             // Longer than the receive WQE: dropped, the WQE stays posted
             // (rxe: UC class D).
-            e.recv_unused(r);
+            engine.recv_unused(recv);
             return Err(UcDrop::BadRequest);
         }
-        let fresh = self.refresh_recv_segs(c.pdn, &mut r.wqe);
-        if !fresh || !self.scatter(&mut r.wqe.segs, r.off, p.payload) {
-            return Err(UcDrop::Local(Box::new(r), WcStatus::LocProtErr));
+        let fresh = self.refresh_recv_segs(qp.pdn, &mut recv.wqe);
+        if !fresh || !self.scatter(&mut recv.wqe.segs, recv.off, pkt.payload) {
+            return Err(UcDrop::Local(Box::new(recv), WcStatus::LocProtErr));
         }
-        r.off = end;
-        if pkt.last {
-            Self::recv_consumed(e, &r);
-            self.rc_recv_cqe(c, p, r.wqe.wr_id, r.idx, r.off as u32);
+        recv.off = end;
+        if shape.last {
+            Self::recv_consumed(engine, &recv);
+            self.rc_recv_cqe(qp, pkt, recv.wqe.wr_id, recv.idx, recv.off as u32);
         } else {
-            e.recv = Some(r);
+            engine.recv = Some(recv);
         }
         Ok(())
     }
 
-    /// One in-order packet of a UC RDMA WRITE (`p` carries the RC twin
+    /// One in-order packet of a UC RDMA WRITE (`pkt` carries the RC twin
     /// opcode). The whole range is checked on the first packet; a later
     /// packet whose memory was invalidated meanwhile drops the rest.
     fn uc_write(
         &mut self,
-        c: &QpCtx,
-        e: &mut Engine,
-        p: &Packet<'_>,
-        pkt: UcPkt,
+        qp: &QpCtx,
+        engine: &mut Engine,
+        pkt: &Packet<'_>,
+        shape: UcPkt,
     ) -> Result<(), UcDrop> {
-        if c.attr.qp_access_flags & ACCESS_REMOTE_WRITE == 0 {
+        if qp.attr.qp_access_flags & ACCESS_REMOTE_WRITE == 0 {
             return Err(UcDrop::BadRequest);
         }
-        let Some(mut w) = self.write_start(e.write.take(), p, c) else {
+        let Some(mut write) = self.write_start(engine.write.take(), pkt, qp) else {
             return Err(UcDrop::BadRequest);
         };
-        let n = p.payload.len() as u64;
-        if !w.takes(n, pkt.last) {
+        let n = pkt.payload.len() as u64;
+        if !write.takes(n, shape.last) {
             return Err(UcDrop::BadRequest);
         }
         // The immediate needs a receive WQE before the last bytes land (an
         // SRQ QP takes it now and keeps it if the WRITE is dropped).
-        if pkt.imm && !self.recv_ready(c, e) {
+        if shape.imm && !self.recv_ready(qp, engine) {
             return Err(UcDrop::NoWqe);
         }
         if n > 0 {
-            let Some(segs) = self.translate_rkey(c, w.rkey, w.va, n, ACCESS_REMOTE_WRITE) else {
+            let Some(segs) = self.translate_rkey(qp, write.rkey, write.va, n, ACCESS_REMOTE_WRITE)
+            else {
                 return Err(UcDrop::BadRequest);
             };
-            if !self.scatter(&mut Segments::new(segs), 0, p.payload) {
+            if !self.scatter(&mut Segments::new(segs), 0, pkt.payload) {
                 return Err(UcDrop::BadRequest);
             }
         }
-        w.va = w.va.wrapping_add(n);
-        w.left -= n;
-        if !pkt.last {
-            e.write = Some(w);
-        } else if let Some((wr_id, idx)) = pkt.imm.then(|| self.recv_imm(c, e)).flatten() {
-            self.rc_recv_cqe(c, p, wr_id, idx, w.total as u32);
+        write.va = write.va.wrapping_add(n);
+        write.left -= n;
+        if !shape.last {
+            engine.write = Some(write);
+        } else if let Some((wr_id, idx)) = shape.imm.then(|| self.recv_imm(qp, engine)).flatten() {
+            self.rc_recv_cqe(qp, pkt, wr_id, idx, write.total as u32);
         }
         Ok(())
     }

@@ -21,11 +21,11 @@ use super::{wqe_struct, Engine, QpCtx, RecvCtx, RecvWqe, SendWqe, UdDest, GRH_LE
 
 impl State {
     /// The Q_Key of a UD/GSI QP: the GSI QP's is always 0x80010000.
-    pub(super) fn qp_qkey(c: &QpCtx) -> u32 {
-        if c.qp_type == QPT_GSI {
+    pub(super) fn qp_qkey(qp: &QpCtx) -> u32 {
+        if qp.qp_type == QPT_GSI {
             wire::GSI_QKEY
         } else {
-            c.attr.qkey
+            qp.attr.qkey
         }
     }
 
@@ -34,12 +34,12 @@ impl State {
     /// inline data start.
     pub(super) fn decode_ud_dest(
         &mut self,
-        c: &QpCtx,
+        qp: &QpCtx,
         raw: &[u8],
-        w: &mut SendWqe,
+        wqe: &mut SendWqe,
     ) -> Result<usize, WcStatus> {
         let dest: SqWqeUd = wqe_struct(raw, SQ_WQE_SEG_OFFSET).ok_or(WcStatus::LocQpOpErr)?;
-        let (av, data) = if w.flags & WQE_AV != 0 {
+        let (av, data) = if wqe.flags & WQE_AV != 0 {
             let av: Av = wqe_struct(raw, SQ_WQE_DATA_OFFSET).ok_or(WcStatus::LocQpOpErr)?;
             let av_end = SQ_WQE_DATA_OFFSET + core::mem::size_of::<Av>();
             let reserved = raw
@@ -53,92 +53,98 @@ impl State {
             let av = self
                 .ahs
                 .get(dest.ahn)
-                .filter(|ah| ah.pdn == c.pdn)
+                .filter(|ah| ah.pdn == qp.pdn)
                 .map(|ah| ah.av)
                 .ok_or(WcStatus::LocQpOpErr)?;
             (av, SQ_WQE_DATA_OFFSET)
         };
         let qpn = dest.remote_qpn & QPN_MASK;
         let qkey = if dest.remote_qkey & 0x8000_0000 != 0 {
-            Self::qp_qkey(c)
+            Self::qp_qkey(qp)
         } else {
             dest.remote_qkey
         };
-        let path = self.path_of(&av, c.qpn, qpn).ok_or(WcStatus::LocQpOpErr)?;
-        w.ud = Some(UdDest { path, qpn, qkey });
+        let path = self.path_of(&av, qp.qpn, qpn).ok_or(WcStatus::LocQpOpErr)?;
+        wqe.ud = Some(UdDest { path, qpn, qkey });
         Ok(data)
     }
 
-    pub(super) fn ud_transmit(&mut self, c: &QpCtx, e: &mut Engine) {
-        while let Some(mut w) = e.inflight.pop_front() {
-            e.sq_ci = w.idx.wrapping_add(1);
-            if let Some(status) = w.error {
-                self.send_queue_error(c, e, &w, status);
+    pub(super) fn ud_transmit(&mut self, qp: &QpCtx, engine: &mut Engine) {
+        while let Some(mut wqe) = engine.inflight.pop_front() {
+            engine.sq_ci = wqe.idx.wrapping_add(1);
+            if let Some(status) = wqe.error {
+                self.send_queue_error(qp, engine, &wqe, status);
                 return;
             }
-            let Some(d) = w.ud else {
+            let Some(dest) = wqe.ud else {
                 // Not reached: a UD WQE without a destination fails to decode.
-                self.send_queue_error(c, e, &w, WcStatus::LocQpOpErr);
+                self.send_queue_error(qp, engine, &wqe, WcStatus::LocQpOpErr);
                 return;
             };
             let mut payload = Vec::new();
-            let ok = match &w.inline {
+            let ok = match &wqe.inline {
                 Some(v) => {
                     payload.extend_from_slice(v);
                     true
                 }
-                None => self.gather(&mut w.segs, 0, w.len as usize, &mut payload),
+                None => self.gather(&mut wqe.segs, 0, wqe.len as usize, &mut payload),
             };
             if !ok {
                 // The local memory cannot be read (any more): the same
                 // local error as a refused SGE, nothing is sent.
-                self.send_queue_error(c, e, &w, WcStatus::LocProtErr);
+                self.send_queue_error(qp, engine, &wqe, WcStatus::LocProtErr);
                 return;
             }
-            let opcode = if w.opcode == WR_SEND_IMM {
+            let opcode = if wqe.opcode == WR_SEND_IMM {
                 op::UD_SEND_ONLY_IMM
             } else {
                 op::UD_SEND_ONLY
             };
             let bth = Bth {
                 opcode,
-                se: w.flags & WQE_SOLICITED != 0,
+                se: wqe.flags & WQE_SOLICITED != 0,
                 pkey: wire::DEFAULT_PKEY,
-                dest_qp: d.qpn,
-                psn: e.next_psn,
+                dest_qp: dest.qpn,
+                psn: engine.next_psn,
                 ..Bth::default()
             };
-            e.next_psn = psn_add(e.next_psn, 1);
+            engine.next_psn = psn_add(engine.next_psn, 1);
             let deth = Deth {
-                qkey: d.qkey,
-                src_qp: c.qpn,
+                qkey: dest.qkey,
+                src_qp: qp.qpn,
             };
-            let p = self.data_packet(
-                &d.path,
+            let pkt = self.data_packet(
+                &dest.path,
                 bth,
                 Reth::default(),
                 Aeth::default(),
                 deth,
-                w.imm,
+                wqe.imm,
                 &payload,
             );
-            self.emit_packet(&p);
-            self.complete_send(c, &w, WcStatus::Success);
+            self.emit_packet(&pkt);
+            self.complete_send(qp, &wqe, WcStatus::Success);
         }
     }
 
-    /// A unicast datagram for UD/GSI QP `c`: its Q_Key (else
+    /// A unicast datagram for UD/GSI QP `qp`: its Q_Key (else
     /// `rx_bad_key`), then the GID entry it is addressed to, the one of
     /// its destination GID on its encapsulation and VLAN (else
     /// `rx_bad_addr`), then its delivery.
-    pub(super) fn ud_receive(&mut self, c: &QpCtx, e: &mut Engine, p: &Packet<'_>, frame: &[u8]) {
-        if !self.ud_qkey_ok(c, p) {
+    pub(super) fn ud_receive(
+        &mut self,
+        qp: &QpCtx,
+        engine: &mut Engine,
+        pkt: &Packet<'_>,
+        frame: &[u8],
+    ) {
+        if !self.ud_qkey_ok(qp, pkt) {
             return;
         }
-        let Some(gid_index) = self.ud_gid_index(p, |g| g.gid == p.net.dgid) else {
+        let Some(gid_index) = self.ud_gid_index(pkt, |g| g.gid == pkt.net.dgid) else {
             return;
         };
-        self.ud_deliver(c, e, p, frame, gid_index);
+        self.ud_deliver(qp, engine, pkt, frame, gid_index);
     }
 
     /// A datagram to a multicast group (1.7, device.rst "Multicast"),
@@ -150,44 +156,44 @@ impl State {
     /// unicast datagram would: its state (`rx_no_qp`), its Q_Key
     /// (`rx_bad_key`) and its receive WQE (`rx_ud_no_wqe`) are its own,
     /// and a copy one QP cannot take is lost for that QP only.
-    pub(super) fn mcast_receive(&mut self, p: &Packet<'_>, frame: &[u8]) {
-        let ud_send = matches!(p.bth.opcode, op::UD_SEND_ONLY | op::UD_SEND_ONLY_IMM);
-        if !ud_send || p.bth.dest_qp != MCAST_QPN || !crate::gid::is_multicast(&p.net.dgid) {
+    pub(super) fn mcast_receive(&mut self, pkt: &Packet<'_>, frame: &[u8]) {
+        let ud_send = matches!(pkt.bth.opcode, op::UD_SEND_ONLY | op::UD_SEND_ONLY_IMM);
+        if !ud_send || pkt.bth.dest_qp != MCAST_QPN || !crate::gid::is_multicast(&pkt.net.dgid) {
             self.data.rx_no_qp += 1;
             return;
         }
         let Some(qpns) = self
             .mcast
             .iter()
-            .find(|g| g.gid == p.net.dgid)
+            .find(|g| g.gid == pkt.net.dgid)
             .map(|g| g.qpns.clone())
         else {
             self.data.rx_no_qp += 1;
             return;
         };
-        let Some(gid_index) = self.ud_gid_index(p, |_| true) else {
+        let Some(gid_index) = self.ud_gid_index(pkt, |_| true) else {
             return;
         };
         for qpn in qpns {
             let receives = self
                 .qp_ctx(qpn)
                 .filter(|c| c.qp_type == QPT_UD && c.takes_datagrams());
-            let Some(c) = receives else {
+            let Some(qp) = receives else {
                 self.data.rx_no_qp += 1;
                 continue;
             };
-            self.lend_engine(&c, |st, c, e| {
-                if st.ud_qkey_ok(c, p) {
-                    st.ud_deliver(c, e, p, frame, gid_index);
+            self.lend_engine(&qp, |st, qp, engine| {
+                if st.ud_qkey_ok(qp, pkt) {
+                    st.ud_deliver(qp, engine, pkt, frame, gid_index);
                 }
             });
         }
     }
 
-    /// Whether a datagram carries the Q_Key of QP `c` (else counted in
+    /// Whether a datagram carries the Q_Key of QP `qp` (else counted in
     /// `rx_bad_key`).
-    fn ud_qkey_ok(&mut self, c: &QpCtx, p: &Packet<'_>) -> bool {
-        let ok = p.deth.qkey == Self::qp_qkey(c);
+    fn ud_qkey_ok(&mut self, qp: &QpCtx, pkt: &Packet<'_>) -> bool {
+        let ok = pkt.deth.qkey == Self::qp_qkey(qp);
         if !ok {
             self.data.rx_bad_key += 1;
         }
@@ -200,7 +206,7 @@ impl State {
     /// `rx_bad_addr`) if there is none.
     fn ud_gid_index(
         &mut self,
-        p: &Packet<'_>,
+        pkt: &Packet<'_>,
         addressed: impl Fn(&GidEntry) -> bool,
     ) -> Option<u8> {
         let index = self
@@ -208,8 +214,8 @@ impl State {
             .iter()
             .flatten()
             .find(|g| {
-                g.network_type == p.net.kind.to_hw()
-                    && g.vid() == super::vid(p.vlan)
+                g.network_type == pkt.net.kind.to_hw()
+                    && g.vid() == super::vid(pkt.vlan)
                     && addressed(g)
             })
             .and_then(|g| u8::try_from(g.index).ok());
@@ -220,26 +226,26 @@ impl State {
     }
 
     /// Delivers a datagram whose Q_Key and address were checked to UD/GSI
-    /// QP `c`: into the receive WQE it takes (RQ or SRQ; none: dropped,
+    /// QP `qp`: into the receive WQE it takes (RQ or SRQ; none: dropped,
     /// `rx_ud_no_wqe`), the GRH area first, and a CQE naming GID entry
     /// `gid_index`.
     fn ud_deliver(
         &mut self,
-        c: &QpCtx,
-        e: &mut Engine,
-        p: &Packet<'_>,
+        qp: &QpCtx,
+        engine: &mut Engine,
+        pkt: &Packet<'_>,
         frame: &[u8],
         gid_index: u8,
     ) {
-        let Some(r) = self.recv_take(c, e) else {
+        let Some(recv) = self.recv_take(qp, engine) else {
             self.data.rx_ud_no_wqe += 1;
             return;
         };
-        if let Some(st) = r.wqe.error {
-            self.recv_failed(c, e, &r, st, 0);
+        if let Some(st) = recv.wqe.error {
+            self.recv_failed(qp, engine, &recv, st, 0);
             return;
         }
-        Self::recv_consumed(e, &r);
+        Self::recv_consumed(engine, &recv);
         let RecvCtx {
             idx,
             wqe:
@@ -250,10 +256,10 @@ impl State {
                     ..
                 },
             ..
-        } = r;
+        } = recv;
         let mut grh = [0u8; GRH_LEN as usize];
         let l3 = wire::l2_header(frame).map_or(wire::ETH_HLEN, |(_, _, l3)| l3);
-        match p.net.kind {
+        match pkt.net.kind {
             NetKind::Ipv4 => {
                 if let Some(h) = frame.get(l3..l3 + wire::IPV4_HLEN) {
                     grh[20..].copy_from_slice(h);
@@ -265,11 +271,11 @@ impl State {
                 }
             }
         }
-        let total = u64::from(GRH_LEN) + p.payload.len() as u64;
+        let total = u64::from(GRH_LEN) + pkt.payload.len() as u64;
         let mut cqe = Cqe {
             wr_id,
-            qpn: c.qpn,
-            src_qp: p.deth.src_qp,
+            qpn: qp.qpn,
+            src_qp: pkt.deth.src_qp,
             opcode: WC_RECV,
             wqe_idx: idx,
             ..Cqe::zeroed()
@@ -277,21 +283,21 @@ impl State {
         if total > cap {
             cqe.status = WcStatus::LocLenErr.to_hw();
         } else if !self.scatter(&mut segs, 0, &grh)
-            || !self.scatter(&mut segs, u64::from(GRH_LEN), p.payload)
+            || !self.scatter(&mut segs, u64::from(GRH_LEN), pkt.payload)
         {
             cqe.status = WcStatus::LocProtErr.to_hw();
         } else {
             cqe.byte_len = total as u32;
-            cqe.flags = CQE_GRH | CQE_GID_INDEX | (p.net.kind.to_hw() << CQE_NET_TYPE_SHIFT);
+            cqe.flags = CQE_GRH | CQE_GID_INDEX | (pkt.net.kind.to_hw() << CQE_NET_TYPE_SHIFT);
             cqe.gid_index = gid_index;
-            if p.bth.opcode == op::UD_SEND_ONLY_IMM {
+            if pkt.bth.opcode == op::UD_SEND_ONLY_IMM {
                 cqe.flags |= CQE_WITH_IMM;
-                cqe.imm_data = u32::from_le_bytes(p.imm);
+                cqe.imm_data = u32::from_le_bytes(pkt.imm);
             }
-            if p.bth.se {
+            if pkt.bth.se {
                 cqe.flags |= CQE_SOLICITED;
             }
         }
-        self.post_data_cqe(c.recv_cqn, cqe);
+        self.post_data_cqe(qp.recv_cqn, cqe);
     }
 }
