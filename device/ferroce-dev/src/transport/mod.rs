@@ -898,14 +898,14 @@ impl State {
 
     /// Redoes the translation of a fetched WQE's SGEs if an MR was
     /// invalidated since it was made; false if it is refused now.
-    fn refresh_send_segs(&self, pdn: u32, w: &mut SendWqe) -> bool {
-        if w.epoch == self.mr_epoch || w.inline.is_some() {
+    fn refresh_send_segs(&self, pdn: u32, wqe: &mut SendWqe) -> bool {
+        if wqe.epoch == self.mr_epoch || wqe.inline.is_some() {
             return true;
         }
-        match self.translate_sges(pdn, &w.sges, w.need) {
+        match self.translate_sges(pdn, &wqe.sges, wqe.need) {
             Some(segs) => {
-                w.segs = Segments::new(segs);
-                w.epoch = self.mr_epoch;
+                wqe.segs = Segments::new(segs);
+                wqe.epoch = self.mr_epoch;
                 true
             }
             None => false,
@@ -1020,14 +1020,14 @@ impl State {
         imm: [u8; 4],
         payload: &'a [u8],
     ) -> Packet<'a> {
-        let mut p = Self::packet_on(path, self.ip_id, bth, payload);
-        p.reth = reth;
-        p.aeth = aeth;
-        p.deth = deth;
-        p.imm = imm;
+        let mut pkt = Self::packet_on(path, self.ip_id, bth, payload);
+        pkt.reth = reth;
+        pkt.aeth = aeth;
+        pkt.deth = deth;
+        pkt.imm = imm;
         // SEND with invalidate: the key travels where ImmDt would.
-        p.ieth = u32::from_be_bytes(imm);
-        p
+        pkt.ieth = u32::from_be_bytes(imm);
+        pkt
     }
 
     /// A packet on `path` with `bth` and `payload`, other headers empty.
@@ -1050,11 +1050,11 @@ impl State {
         }
     }
 
-    /// Encodes `p` and queues it.
-    fn emit_packet(&mut self, p: &Packet<'_>) {
+    /// Encodes `pkt` and queues it.
+    fn emit_packet(&mut self, pkt: &Packet<'_>) {
         self.ip_id = self.ip_id.wrapping_add(1);
-        let mut frame = self.new_frame(p.payload.len());
-        if !wire::encode(p, &mut frame) {
+        let mut frame = self.new_frame(pkt.payload.len());
+        if !wire::encode(pkt, &mut frame) {
             self.recycle_frames([frame]);
             return;
         }
@@ -1077,14 +1077,20 @@ impl State {
         self.spare_frames.extend(frames.into_iter().take(room));
     }
 
-    /// Encodes `p` with the `len` payload bytes at offset `off` of a
+    /// Encodes `pkt` with the `len` payload bytes at offset `off` of a
     /// message's segments gathered straight into the frame, and queues it;
     /// false (nothing queued) if they cannot be read.
-    fn emit_gathered(&mut self, p: &Packet<'_>, segs: &mut Segments, off: u64, len: usize) -> bool {
+    fn emit_gathered(
+        &mut self,
+        pkt: &Packet<'_>,
+        segs: &mut Segments,
+        off: u64,
+        len: usize,
+    ) -> bool {
         let mut frame = self.new_frame(len);
         let (mem, steps, mut dma_failed) = (&*self.mem, &mut self.data.sg_steps, false);
         let ok = wire::encode_with(
-            p,
+            pkt,
             len,
             |dst| Self::gather_into(mem, steps, segs, off, dst, &mut dma_failed),
             &mut frame,
@@ -1103,34 +1109,34 @@ impl State {
 
     /// Sends an atomic request (`bth` carries its opcode and PSN).
     fn send_atomic(&mut self, path: &Path, bth: Bth, atomic: AtomicEth) {
-        let mut p = Self::packet_on(path, self.ip_id, bth, &[]);
-        p.atomic = atomic;
-        self.emit_packet(&p);
+        let mut pkt = Self::packet_on(path, self.ip_id, bth, &[]);
+        pkt.atomic = atomic;
+        self.emit_packet(&pkt);
     }
 
     /// Sends an ATOMIC_WRITE or FLUSH request (1.8; `bth` carries its
     /// opcode and PSN): the RETH, the FETH word `feth` (FLUSH only) and
     /// `payload` (ATOMIC_WRITE only, the encoder drops it for a FLUSH).
     fn send_placement(&mut self, path: &Path, bth: Bth, reth: Reth, feth: u32, payload: &[u8]) {
-        let mut p = Self::packet_on(path, self.ip_id, bth, payload);
-        p.reth = reth;
-        p.feth = feth;
-        self.emit_packet(&p);
+        let mut pkt = Self::packet_on(path, self.ip_id, bth, payload);
+        pkt.reth = reth;
+        pkt.feth = feth;
+        self.emit_packet(&pkt);
     }
 
     /// Sends an ATOMIC_ACKNOWLEDGE carrying the original value `orig`.
     fn send_atomic_ack(&mut self, path: &Path, bth: Bth, aeth: Aeth, orig: u64) {
-        let mut p = Self::packet_on(path, self.ip_id, bth, &[]);
-        p.aeth = aeth;
-        p.atomic_ack = orig;
-        self.emit_packet(&p);
+        let mut pkt = Self::packet_on(path, self.ip_id, bth, &[]);
+        pkt.aeth = aeth;
+        pkt.atomic_ack = orig;
+        self.emit_packet(&pkt);
     }
 
     /// Encodes and queues a responder packet (ACK/NAK or READ response).
     fn send_response(&mut self, path: &Path, bth: Bth, aeth: Aeth, payload: &[u8]) {
         let (reth, deth) = (Reth::default(), Deth::default());
-        let p = self.data_packet(path, bth, reth, aeth, deth, [0; 4], payload);
-        self.emit_packet(&p);
+        let pkt = self.data_packet(path, bth, reth, aeth, deth, [0; 4], payload);
+        self.emit_packet(&pkt);
     }
 
     /// Queues a frame: to the loopback queue if it is for our own MAC.
@@ -1204,22 +1210,22 @@ impl State {
         qpn: u32,
         f: impl FnOnce(&mut Self, &QpCtx, &mut Engine) -> R,
     ) -> Option<R> {
-        let c = self.qp_ctx(qpn)?;
-        self.lend_engine(&c, f)
+        let qp = self.qp_ctx(qpn)?;
+        self.lend_engine(&qp, f)
     }
 
-    /// [`Self::with_engine`] for a QP whose scalars `c` were just read.
+    /// [`Self::with_engine`] for a QP whose scalars `qp` were just read.
     fn lend_engine<R>(
         &mut self,
-        c: &QpCtx,
+        qp: &QpCtx,
         f: impl FnOnce(&mut Self, &QpCtx, &mut Engine) -> R,
     ) -> Option<R> {
         // None if lent out already: no engine path lends a QP's engine
         // twice.
-        let mut engine = self.qps.get_mut(c.qpn)?.engine.0.take()?;
-        let r = f(self, c, &mut engine);
-        if let Some(qp) = self.qps.get_mut(c.qpn) {
-            qp.engine.0 = Some(engine);
+        let mut engine = self.qps.get_mut(qp.qpn)?.engine.0.take()?;
+        let r = f(self, qp, &mut engine);
+        if let Some(slot) = self.qps.get_mut(qp.qpn) {
+            slot.engine.0 = Some(engine);
         }
         Some(r)
     }
@@ -1234,37 +1240,37 @@ impl State {
             }
             return;
         }
-        let modified = self.with_engine(qpn, |st, c, e| {
+        let modified = self.with_engine(qpn, |st, qp, engine| {
             if cur != next && next == QPS_RTR {
-                e.epsn = c.attr.rq_psn & 0xff_ffff;
-                e.msn = 0;
-                e.reads.clear();
+                engine.epsn = qp.attr.rq_psn & 0xff_ffff;
+                engine.msn = 0;
+                engine.reads.clear();
             }
             if cur == QPS_RTR && next == QPS_RTS {
-                e.next_psn = c.attr.sq_psn & 0xff_ffff;
-                e.una = e.next_psn;
-                e.retry_left = c.attr.retry_cnt;
-                e.rnr_left = c.attr.rnr_retry;
+                engine.next_psn = qp.attr.sq_psn & 0xff_ffff;
+                engine.una = engine.next_psn;
+                engine.retry_left = qp.attr.retry_cnt;
+                engine.rnr_left = qp.attr.rnr_retry;
             }
             if cur == QPS_SQD && next == QPS_SQD {
                 // SQD -> SQD may change the retry counts (IBTA 11.2.4.2): they
                 // apply to what is outstanding at once.
-                e.retry_left = c.attr.retry_cnt;
-                e.rnr_left = c.attr.rnr_retry;
+                engine.retry_left = qp.attr.retry_cnt;
+                engine.rnr_left = qp.attr.rnr_retry;
             }
             if next == QPS_ERR && cur != QPS_ERR {
-                st.flush_all(c, e, None);
+                st.flush_all(qp, engine, None);
             }
-            if cur != QPS_SQD && next == QPS_SQD && c.attr.en_sqd_async_notify != 0 {
+            if cur != QPS_SQD && next == QPS_SQD && qp.attr.en_sqd_async_notify != 0 {
                 // SQ_DRAINED once nothing is outstanding any more.
-                if e.inflight.is_empty() {
+                if engine.inflight.is_empty() {
                     st.post_async(EQE_QP_SQ_DRAINED, qpn, 0, 0);
                 } else {
-                    e.drain_notify = true;
+                    engine.drain_notify = true;
                 }
             }
             if next != QPS_SQD {
-                e.drain_notify = false;
+                engine.drain_notify = false;
             }
         });
         if modified.is_some() && next == QPS_RTS {
@@ -1281,17 +1287,17 @@ impl State {
             self.data.rx_stalled += 1;
             return;
         }
-        let p = match wire::decode(frame) {
-            Ok(p) => p,
+        let pkt = match wire::decode(frame) {
+            Ok(pkt) => pkt,
             Err(err) => {
                 use wire::ParseError as E;
-                let c = &mut self.data;
+                let counters = &mut self.data;
                 match err {
-                    E::Truncated => c.rx_truncated += 1,
-                    E::NotRoce => c.rx_not_roce += 1,
-                    E::BadNetHdr | E::BadIpChecksum | E::BadUdp => c.rx_bad_header += 1,
-                    E::BadBth => c.rx_bad_bth += 1,
-                    E::BadIcrc => c.rx_bad_icrc += 1,
+                    E::Truncated => counters.rx_truncated += 1,
+                    E::NotRoce => counters.rx_not_roce += 1,
+                    E::BadNetHdr | E::BadIpChecksum | E::BadUdp => counters.rx_bad_header += 1,
+                    E::BadBth => counters.rx_bad_bth += 1,
+                    E::BadIcrc => counters.rx_bad_icrc += 1,
                 }
                 return;
             }
@@ -1300,17 +1306,17 @@ impl State {
         self.data.rx_bytes += frame.len() as u64;
         // Only frames for this port's MACs and (1.7) for group MACs, which
         // only datagrams to multicast groups use.
-        let to_group_mac = wire::is_multicast_mac(&p.dmac);
-        if !to_group_mac && !self.answers_mac(&p.dmac) {
+        let to_group_mac = wire::is_multicast_mac(&pkt.dmac);
+        if !to_group_mac && !self.answers_mac(&pkt.dmac) {
             self.data.rx_no_qp += 1;
             return;
         }
-        if p.bth.pkey & 0x7fff != 0x7fff {
+        if pkt.bth.pkey & 0x7fff != 0x7fff {
             self.data.rx_bad_key += 1;
             return;
         }
-        if crate::gid::is_multicast(&p.net.dgid) || p.bth.dest_qp == MCAST_QPN {
-            self.mcast_receive(&p, frame);
+        if crate::gid::is_multicast(&pkt.net.dgid) || pkt.bth.dest_qp == MCAST_QPN {
+            self.mcast_receive(&pkt, frame);
             return;
         }
         if to_group_mac {
@@ -1319,23 +1325,23 @@ impl State {
             self.data.rx_no_qp += 1;
             return;
         }
-        let qpn = p.bth.dest_qp;
-        let Some(c) = self.qp_ctx(qpn) else {
+        let qpn = pkt.bth.dest_qp;
+        let Some(qp) = self.qp_ctx(qpn) else {
             self.data.rx_no_qp += 1;
             return;
         };
         // The transport of the opcode (bits 7:5: 0 RC, 1 UC, 3 UD) must be
         // the QP's.
-        let transport = p.bth.opcode >> 5;
-        let own_transport = (c.rc() && transport == 0) || (c.uc() && transport == 1);
-        let connected = matches!(c.state, QPS_RTR | QPS_RTS | QPS_SQD);
-        let uc_sqe = c.uc() && c.state == QPS_SQE;
-        if own_transport && (connected || uc_sqe) && !self.is_from_peer(&c, &p) {
+        let transport = pkt.bth.opcode >> 5;
+        let own_transport = (qp.rc() && transport == 0) || (qp.uc() && transport == 1);
+        let connected = matches!(qp.state, QPS_RTR | QPS_RTS | QPS_SQD);
+        let uc_sqe = qp.uc() && qp.state == QPS_SQE;
+        if own_transport && (connected || uc_sqe) && !self.is_from_peer(&qp, &pkt) {
             self.data.rx_bad_addr += 1;
             return;
         }
         let response = matches!(
-            p.bth.opcode,
+            pkt.bth.opcode,
             op::RC_ACK
                 | op::RC_READ_RESPONSE_FIRST
                 | op::RC_READ_RESPONSE_MIDDLE
@@ -1345,27 +1351,27 @@ impl State {
         );
         // Which part of the engine takes the packet, in which QP states. A
         // UC QP in SQE still receives (only its send queue stopped).
-        let accepted = match (c.qp_type, transport) {
-            (QPT_RC, 0) if response => matches!(c.state, QPS_RTS | QPS_SQD),
+        let accepted = match (qp.qp_type, transport) {
+            (QPT_RC, 0) if response => matches!(qp.state, QPS_RTS | QPS_SQD),
             (QPT_RC, 0) => connected,
             (QPT_UC, 1) => connected || uc_sqe,
-            (QPT_UD | QPT_GSI, 3) => c.takes_datagrams(),
+            (QPT_UD | QPT_GSI, 3) => qp.takes_datagrams(),
             _ => false,
         };
         if !accepted {
             self.data.rx_no_qp += 1;
             return;
         }
-        self.lend_engine(&c, |st, c, e| {
-            if c.uc() {
-                st.uc_request(c, e, &p);
-            } else if !c.rc() {
-                st.ud_receive(c, e, &p, frame);
+        self.lend_engine(&qp, |st, qp, engine| {
+            if qp.uc() {
+                st.uc_request(qp, engine, &pkt);
+            } else if !qp.rc() {
+                st.ud_receive(qp, engine, &pkt, frame);
             } else if response {
                 st.data.responses_rcvd += 1;
-                st.rc_response(c, e, &p);
+                st.rc_response(qp, engine, &pkt);
             } else {
-                st.rc_request(c, e, &p);
+                st.rc_request(qp, engine, &pkt);
             }
         });
     }
@@ -1373,17 +1379,17 @@ impl State {
     /// An RC or UC packet comes from the QP's peer to the QP's own address: its
     /// encapsulation, source and destination GID/IP are those of the QP's
     /// address vector (rxe `check_addr`).
-    fn is_from_peer(&self, c: &QpCtx, p: &Packet<'_>) -> bool {
-        self.path_of(&c.attr.av, c.qpn, c.attr.dest_qp_num)
+    fn is_from_peer(&self, qp: &QpCtx, pkt: &Packet<'_>) -> bool {
+        self.path_of(&qp.attr.av, qp.qpn, qp.attr.dest_qp_num)
             .is_some_and(|path| {
-                p.net.kind == path.kind
-                    && p.net.sgid == path.dgid
-                    && p.net.dgid == path.sgid
-                    && vid(p.vlan) == vid(path.vlan)
+                pkt.net.kind == path.kind
+                    && pkt.net.sgid == path.dgid
+                    && pkt.net.dgid == path.sgid
+                    && vid(pkt.vlan) == vid(path.vlan)
             })
     }
 
-    /// The window of RC requester `c` (its engine `e` lent out of the QP):
+    /// The window of RC requester `qp` (its engine lent out of the QP):
     /// [`WINDOW`], or its equal share of [`INFLIGHT_BUDGET`] among the RC
     /// QPs in RTS or SQD with packets unacknowledged if that is smaller, and
     /// no more than the other QPs' packets in flight leave of the budget,
@@ -1391,11 +1397,11 @@ impl State {
     /// flight are counted again at most every [`BUSY_RECOUNT_NS`], so that
     /// no path that resets, errors or destroys a QP can leak budget; in
     /// between, each QP brings its own count up to date when it transmits.
-    fn rc_window(&mut self, c: &QpCtx, e: &mut Engine) -> i32 {
+    fn rc_window(&mut self, qp: &QpCtx, engine: &mut Engine) -> i32 {
         if self.now_ns.saturating_sub(self.busy_counted_ns) >= BUSY_RECOUNT_NS {
             self.busy_counted_ns = self.now_ns;
-            let sending = |t: u8, state: u8, e: &Engine| {
-                t == QPT_RC && matches!(state, QPS_RTS | QPS_SQD) && e.next_psn != e.una
+            let sending = |t: u8, state: u8, engine: &Engine| {
+                t == QPT_RC && matches!(state, QPS_RTS | QPS_SQD) && engine.next_psn != engine.una
             };
             let mut busy = 0usize;
             let mut inflight = 0u32;
@@ -1415,31 +1421,31 @@ impl State {
             });
             // The QP being served holds its engine out of the table; its
             // packets in flight are added just below.
-            let state = self.qps.get(c.qpn).map_or(c.state, |q| q.state);
-            self.busy_rc = busy.saturating_add(usize::from(sending(c.qp_type, state, e)));
-            e.inflight_counted = 0;
+            let state = self.qps.get(qp.qpn).map_or(qp.state, |q| q.state);
+            self.busy_rc = busy.saturating_add(usize::from(sending(qp.qp_type, state, engine)));
+            engine.inflight_counted = 0;
             self.rc_inflight = inflight;
         }
-        self.count_inflight(e);
+        self.count_inflight(engine);
         let share = INFLIGHT_BUDGET as usize / self.busy_rc.max(1);
-        let others = self.rc_inflight.saturating_sub(e.inflight_counted);
+        let others = self.rc_inflight.saturating_sub(engine.inflight_counted);
         let left = INFLIGHT_BUDGET.saturating_sub(others) as usize;
         i32::try_from(share.min(left))
             .unwrap_or(WINDOW)
             .clamp(MIN_WINDOW, WINDOW)
     }
 
-    /// Brings `State::rc_inflight` up to date with RC requester `e`'s
+    /// Brings `State::rc_inflight` up to date with RC requester `engine`'s
     /// packets in flight. Those of the other QPs are what they last
     /// reported, refreshed for all at each recount in [`Self::rc_window`],
     /// which also forgets QPs that were destroyed or reset.
-    pub(super) fn count_inflight(&mut self, e: &mut Engine) {
-        let n = e.unacked_sent();
+    pub(super) fn count_inflight(&mut self, engine: &mut Engine) {
+        let n = engine.unacked_sent();
         self.rc_inflight = self
             .rc_inflight
-            .saturating_sub(e.inflight_counted)
+            .saturating_sub(engine.inflight_counted)
             .saturating_add(n);
-        e.inflight_counted = n;
+        engine.inflight_counted = n;
     }
 
     /// Frames the TX and loopback queues still take before producers that
