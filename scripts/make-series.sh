@@ -50,7 +50,8 @@ declare -A part=(
 	[dev.rs]=7 [dev/events.rs]=7 [dev/counters.rs]=7 [pairing.rs]=7 [port.rs]=7
 	[diag.rs]=7 [hw_stats.rs]=7
 	[ib.rs]=8 [gid.rs]=8
-	[verbs.rs]=9 [srq.rs]=9
+	[verbs.rs]=9 [verbs/ucontext.rs]=9 [verbs/cq.rs]=9 [verbs/qp.rs]=9 [verbs/mr.rs]=9
+	[verbs/ah.rs]=9 [srq.rs]=9
 	[kqueue.rs]=10
 	[ferroce_main.rs]=11 [Kbuild]=11
 	# Not driver files in tree: ferroce_helpers.c is rust/helpers/ (cpu.c,

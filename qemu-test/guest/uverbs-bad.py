@@ -7,7 +7,7 @@ and closing the fd with objects still open must be clean.  CREATE_CQ is
 also sent as RDMA_VERBS_IOCTL (UVERBS_METHOD_CQ_CREATE), the way
 libibverbs sends it, and its checks run through every path that works.
 Driver data layouts: include/uapi/rdma/ferroce-abi.h; the checks the
-driver does: drivers/infiniband/hw/ferroce/verbs.rs; the core structs:
+driver does: drivers/infiniband/hw/ferroce/verbs/*.rs; the core structs:
 include/uapi/rdma/ib_user_verbs.h, rdma_user_ioctl_cmds.h.
 
 Prints one "ok - ..." / "not ok - ..." line per check and exits with the
