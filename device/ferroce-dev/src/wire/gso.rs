@@ -262,34 +262,34 @@ pub fn cut(
     frame: &mut [u8],
     out: &mut dyn FnMut(&[u8], &[u8]),
 ) -> Result<usize, CutError> {
-    let h = VnetHdr::parse(hdr);
-    let field = h.csum_start + h.csum_offset;
-    if h.needs_csum && (h.csum_start > frame.len() || field + 2 > frame.len()) {
+    let vnet = VnetHdr::parse(hdr);
+    let field = vnet.csum_start + vnet.csum_offset;
+    if vnet.needs_csum && (vnet.csum_start > frame.len() || field + 2 > frame.len()) {
         return Err(CutError::CsumOffsets);
     }
-    match h.gso_type {
+    match vnet.gso_type {
         VIRTIO_NET_HDR_GSO_NONE => {
-            if h.needs_csum {
-                let sum = csum_add(0, &frame[h.csum_start..]);
+            if vnet.needs_csum {
+                let sum = csum_add(0, &frame[vnet.csum_start..]);
                 frame[field..field + 2].copy_from_slice(&csum_field(sum));
             }
             out(frame, &[]);
             Ok(1)
         }
-        VIRTIO_NET_HDR_GSO_UDP_L4 => cut_udp(&h, frame, out),
+        VIRTIO_NET_HDR_GSO_UDP_L4 => cut_udp(&vnet, frame, out),
         t => Err(CutError::GsoType(t)),
     }
 }
 
 /// [`cut`] for a UDP GSO super-frame.
 fn cut_udp(
-    h: &VnetHdr,
+    vnet: &VnetHdr,
     frame: &[u8],
     out: &mut dyn FnMut(&[u8], &[u8]),
 ) -> Result<usize, CutError> {
     /// Longest headers taken: two VLAN tags, IPv4 with options, UDP.
     const MAX_HDRS: usize = ETH_HLEN + 2 * VLAN_HLEN + 60 + UDP_HLEN;
-    let udp = h.csum_start;
+    let udp = vnet.csum_start;
     let (l3, et) = l3_start(frame).ok_or(CutError::Headers)?;
     let ip_ok = match et {
         ETH_P_IPV4 => {
@@ -305,15 +305,15 @@ fn cut_udp(
         _ => false,
     };
     let hdrs_len = udp + UDP_HLEN;
-    if !h.needs_csum || h.csum_offset != 6 || !ip_ok || hdrs_len > MAX_HDRS {
+    if !vnet.needs_csum || vnet.csum_offset != 6 || !ip_ok || hdrs_len > MAX_HDRS {
         return Err(CutError::Headers);
     }
     let payload = frame.get(hdrs_len..).ok_or(CutError::Headers)?;
-    if payload.is_empty() || h.gso_size == 0 {
+    if payload.is_empty() || vnet.gso_size == 0 {
         return Err(CutError::NoSegments);
     }
     // The longest segment's IPv4 total length or IPv6 payload length.
-    if udp - l3 + UDP_HLEN + h.gso_size.min(payload.len()) > usize::from(u16::MAX) {
+    if udp - l3 + UDP_HLEN + vnet.gso_size.min(payload.len()) > usize::from(u16::MAX) {
         return Err(CutError::SegmentTooLong);
     }
     let mut hdrs = [0u8; MAX_HDRS];
@@ -322,7 +322,7 @@ fn cut_udp(
     let v4 = et == ETH_P_IPV4;
     let id0 = u16::from_be_bytes([hdrs[l3 + 4], hdrs[l3 + 5]]);
     let mut n = 0;
-    for (k, piece) in payload.chunks(h.gso_size).enumerate() {
+    for (k, piece) in payload.chunks(vnet.gso_size).enumerate() {
         let udp_len = (UDP_HLEN + piece.len()) as u16;
         if v4 {
             let total = (udp - l3) as u16 + udp_len;
