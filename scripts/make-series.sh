@@ -199,7 +199,7 @@ python3 - "$drv/rdma/kext.rs" "$tree/rust/kernel/pci/msix.rs" <<-'PY'
 	            '//! driver adapter that sets the DMA masks before the driver\'s probe.\n\n', s, 1)
 	s = cpus.sub('', s)
 	# rustfmt orders `crate` before `core`.
-	core = 'use core::marker::{PhantomData, PhantomPinned};\n'
+	core = 'use core::marker::{\n    PhantomData,\n    PhantomPinned, //\n};\n'
 	imports = re.compile(r'^use kernel::\{.*?\n\};\n', re.S | re.M)
 	assert s.count(core) == 1 and len(imports.findall(s)) == 1
 	s = s.replace(core, '')
@@ -329,14 +329,14 @@ mkdir -p "$tree/$kdrv"
 # crate's (patches 2 and 3).
 kext_paths() {
 	python3 - "$1" <<-'PY'
-		import sys
+		import re, sys
 		path = sys.argv[1]
 		s = open(path).read()
 		if 'kext' not in s:
 		    sys.exit(0)
 		s = s.replace('rdma::kext::MaskedPciDriver', 'pci::MaskedPciDriver')
 		s = s.replace('rdma::kext::DmaMasked', 'pci::DmaMasked')
-		s = s.replace('rdma::{self, kext, ', 'rdma::{self, ')
+		s = re.sub(r'(rdma::\{\n( +)self,\n)\2kext,\n', r'\1', s)
 		s = s.replace('kext::MsixIrqs', 'pci::MsixIrqs')
 		if 'kext::num_online_cpus' in s:
 		    imports = 'use kernel::{\n    device::'

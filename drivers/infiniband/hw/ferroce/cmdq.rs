@@ -13,17 +13,40 @@
 #![forbid(unsafe_code)]
 
 use crate::{
-    bindings::{self as hw, Command},
-    regs::{self, DevresBar0},
+    bindings::{
+        self as hw,
+        Command, //
+    },
+    regs::{
+        self,
+        DevresBar0, //
+    }, //
 };
-use core::mem::{offset_of, size_of};
+use core::mem::{
+    offset_of,
+    size_of, //
+};
 use kernel::{
-    device::{Bound, Device},
-    dma::{Coherent, DmaAddress},
-    io::{io_read, io_write, poll::read_poll_timeout, Io},
+    device::{
+        Bound,
+        Device, //
+    },
+    dma::{
+        Coherent,
+        DmaAddress, //
+    },
+    io::{
+        io_read,
+        io_write,
+        poll::read_poll_timeout,
+        Io, //
+    },
     prelude::*,
-    sync::barrier::{dma_mb, Read},
-    time::Delta,
+    sync::barrier::{
+        dma_mb,
+        Read, //
+    },
+    time::Delta, //
 };
 
 /// Entries of both admin rings.

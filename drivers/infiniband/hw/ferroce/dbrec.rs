@@ -11,13 +11,22 @@
 
 use crate::bindings as hw;
 use kernel::{
-    device::{Bound, Device},
+    device::{
+        Bound,
+        Device, //
+    },
     dma::Coherent,
-    io::{io_read, io_write},
+    io::{
+        io_read,
+        io_write, //
+    },
     new_mutex,
     num::casts::FromSafeCast,
     prelude::*,
-    sync::{Arc, Mutex},
+    sync::{
+        Arc,
+        Mutex, //
+    }, //
 };
 
 /// Records per page (4 KiB of 8-byte records).

@@ -16,32 +16,87 @@ pub(crate) use counters::Stats;
 pub(crate) use events::EqHandler;
 
 use crate::{
-    bindings::{self as hw, Command},
-    cmdq::{self, CmdQ, Completion},
+    bindings::{
+        self as hw,
+        Command, //
+    },
+    cmdq::{
+        self,
+        CmdQ,
+        Completion, //
+    },
     dbrec::DbRecPool,
     diag::RateLimit,
-    eq::{self, Eq},
-    ib::{self, IbDev},
+    eq::{
+        self,
+        Eq, //
+    },
+    ib::{
+        self,
+        IbDev, //
+    },
     pairing::PortWatch,
-    pbl::{PblBuilder, PblScratch},
-    port::{self, PortState},
-    rdma::{self, kext, CqTable, EventRef, NetdevNotifier, PortEvent, QpTable, SrqTable},
-    regs::{self, Bar0, DevresBar0},
-    verbs::{self, DbPages},
+    pbl::{
+        PblBuilder,
+        PblScratch, //
+    },
+    port::{
+        self,
+        PortState, //
+    },
+    rdma::{
+        self,
+        kext,
+        CqTable,
+        EventRef,
+        NetdevNotifier,
+        PortEvent,
+        QpTable,
+        SrqTable, //
+    },
+    regs::{
+        self,
+        Bar0,
+        DevresBar0, //
+    },
+    verbs::{
+        self,
+        DbPages, //
+    }, //
 };
-use core::sync::atomic::{AtomicBool, AtomicU16, AtomicU32, AtomicU8, Ordering};
+use core::sync::atomic::{
+    AtomicBool,
+    AtomicU16,
+    AtomicU32,
+    AtomicU8,
+    Ordering, //
+};
 use kernel::{
-    device::{Bound, Core},
-    io::{poll::read_poll_timeout, Io},
-    new_mutex, new_spinlock_irq,
+    device::{
+        Bound,
+        Core, //
+    },
+    io::{
+        poll::read_poll_timeout,
+        Io, //
+    },
+    new_mutex,
+    new_spinlock_irq,
     num::casts::FromSafeCast,
     pci,
     prelude::*,
     sync::aref::ARef,
-    sync::barrier::{dma_mb, Read},
-    sync::{Arc, Mutex, SpinLockIrq},
+    sync::barrier::{
+        dma_mb,
+        Read, //
+    },
+    sync::{
+        Arc,
+        Mutex,
+        SpinLockIrq, //
+    },
     time::Delta,
-    transmute::FromBytes,
+    transmute::FromBytes, //
 };
 
 /// What QUERY_CAPS reported (`struct ferroce_caps`).

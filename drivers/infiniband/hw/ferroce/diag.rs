@@ -16,18 +16,32 @@
 #![forbid(unsafe_code)]
 
 use crate::{
-    gid::{Gid, GidKind},
-    rdma::{GidEntry, GidType},
+    gid::{
+        Gid,
+        GidKind, //
+    },
+    rdma::{
+        GidEntry,
+        GidType, //
+    }, //
 };
 use core::{
     fmt,
-    sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering},
+    sync::atomic::{
+        AtomicBool,
+        AtomicU32,
+        AtomicU64,
+        Ordering, //
+    }, //
 };
 use kernel::{
     new_spinlock_irq,
     prelude::*,
     sync::SpinLockIrq,
-    time::{Instant, Monotonic},
+    time::{
+        Instant,
+        Monotonic, //
+    }, //
 };
 
 /// Why a path does not cross an IP router.
@@ -245,7 +259,10 @@ impl fmt::Display for PairWarning {
 #[kunit_tests(ferroce_diag)]
 mod tests {
     use super::*;
-    use crate::gid::{ipv4_mapped_gid, link_local_gid};
+    use crate::gid::{
+        ipv4_mapped_gid,
+        link_local_gid, //
+    };
 
     const MAC: [u8; 6] = [0x52, 0x54, 0x00, 0x12, 0x34, 0x56];
 

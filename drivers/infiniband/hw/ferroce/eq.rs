@@ -7,18 +7,36 @@
 
 #![forbid(unsafe_code)]
 
-use crate::{bindings as hw, regs};
+use crate::{
+    bindings as hw,
+    regs, //
+};
 use core::{
-    mem::{offset_of, size_of},
-    sync::atomic::{AtomicU16, Ordering},
+    mem::{
+        offset_of,
+        size_of, //
+    },
+    sync::atomic::{
+        AtomicU16,
+        Ordering, //
+    }, //
 };
 use kernel::{
-    device::{Bound, Device},
-    dma::{Coherent, DmaAddress},
+    device::{
+        Bound,
+        Device, //
+    },
+    dma::{
+        Coherent,
+        DmaAddress, //
+    },
     io::io_read,
     prelude::*,
     str::CString,
-    sync::barrier::{dma_mb, Read},
+    sync::barrier::{
+        dma_mb,
+        Read, //
+    }, //
 };
 
 /// The name of MSI-X vector `index` of PCI function `dev` in

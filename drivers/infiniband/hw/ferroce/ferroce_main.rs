@@ -18,7 +18,10 @@
 //! * `gid`, `port`: GID conversions, port state and MTU rules, with their
 //!   KUnit suites.
 
-use kernel::{pci, prelude::*};
+use kernel::{
+    pci,
+    prelude::*, //
+};
 
 mod bindings;
 mod cmdq;

@@ -6,7 +6,10 @@
 
 #![forbid(unsafe_code)]
 
-use crate::{bindings as hw, rdma::StatDesc};
+use crate::{
+    bindings as hw,
+    rdma::StatDesc, //
+};
 
 macro_rules! port_stats {
     ($($name:literal => $field:ident,)*) => {

@@ -8,18 +8,57 @@
 
 use crate::{
     bindings as hw,
-    dev::{Caps, PortInfo, Shared},
-    gid::{self, Gid, GidKind},
-    hw_stats, port,
-    rdma::{self, AhAttr, GidAttr, GidType, LinkLayer, QpAttr, QpInit, UData},
-    srq::{self, Srq},
-    verbs::{self, Ah, Cq, DbPages, Mr, Mw, Qp, UContext},
+    dev::{
+        Caps,
+        PortInfo,
+        Shared, //
+    },
+    gid::{
+        self,
+        Gid,
+        GidKind, //
+    },
+    hw_stats,
+    port,
+    rdma::{
+        self,
+        AhAttr,
+        GidAttr,
+        GidType,
+        LinkLayer,
+        QpAttr,
+        QpInit,
+        UData, //
+    },
+    srq::{
+        self,
+        Srq, //
+    },
+    verbs::{
+        self,
+        Ah,
+        Cq,
+        DbPages,
+        Mr,
+        Mw,
+        Qp,
+        UContext, //
+    }, //
 };
-use core::sync::atomic::{AtomicU16, AtomicU32, AtomicU8, Ordering};
+use core::sync::atomic::{
+    AtomicU16,
+    AtomicU32,
+    AtomicU8,
+    Ordering, //
+};
 use kernel::{
-    num::casts::{u32_into_u16, u32_into_u8, FromSafeCast},
+    num::casts::{
+        u32_into_u16,
+        u32_into_u8,
+        FromSafeCast, //
+    },
     prelude::*,
-    sync::Arc,
+    sync::Arc, //
 };
 
 /// Driver state of the ferroce `ib_device`.

@@ -14,22 +14,60 @@
 #![forbid(unsafe_code)]
 
 use crate::{
-    bindings::{self as hw},
-    dbrec::{DbRec, DbRecPool},
-    ib::{IbDev, VLAN_ID_MASK, VLAN_VALID},
-    rdma::{self, NetType, RecvWr, RecvWrs, SendOp, SendWr, SendWrs, Sge, Wc, WcOp, WcOut},
-    regs,
+    bindings::{
+        self as hw, //
+    },
+    dbrec::{
+        DbRec,
+        DbRecPool, //
+    },
+    ib::{
+        IbDev,
+        VLAN_ID_MASK,
+        VLAN_VALID, //
+    },
+    rdma::{
+        self,
+        NetType,
+        RecvWr,
+        RecvWrs,
+        SendOp,
+        SendWr,
+        SendWrs,
+        Sge,
+        Wc,
+        WcOp,
+        WcOut, //
+    },
+    regs, //
 };
-use core::{mem::size_of, sync::atomic::Ordering};
+use core::{
+    mem::size_of,
+    sync::atomic::Ordering, //
+};
 use kernel::{
     dma::Coherent,
-    io::{io_read, io_write},
+    io::{
+        io_read,
+        io_write, //
+    },
     new_spinlock_irq,
-    num::casts::{self, u32_into_u8, FromSafeCast},
+    num::casts::{
+        self,
+        u32_into_u8,
+        FromSafeCast, //
+    },
     prelude::*,
-    sync::barrier::{dma_mb, Read, Write},
+    sync::barrier::{
+        dma_mb,
+        Read,
+        Write, //
+    },
     sync::SpinLockIrq,
-    transmute::{AsBytes, FromBytes},
+    transmute::{
+        AsBytes,
+        FromBytes, //
+    }, //
 };
 
 /// 4 KiB: the page size of the rings' page lists.

@@ -6,11 +6,25 @@
 #![forbid(unsafe_code)]
 
 use crate::{
-    dev::{Mac, Shared},
-    rdma::{EventRef, NetDev, NetdevEvent, NetdevHandler},
+    dev::{
+        Mac,
+        Shared, //
+    },
+    rdma::{
+        EventRef,
+        NetDev,
+        NetdevEvent,
+        NetdevHandler, //
+    }, //
 };
-use core::sync::atomic::{AtomicBool, Ordering};
-use kernel::{prelude::*, sync::Arc};
+use core::sync::atomic::{
+    AtomicBool,
+    Ordering, //
+};
+use kernel::{
+    prelude::*,
+    sync::Arc, //
+};
 
 /// The netdev notifier's handler: pairs the port with the netdev whose
 /// permanent MAC is the port's, follows its state and MTU, and drops it on

@@ -12,11 +12,20 @@
 
 use crate::bindings as hw;
 use kernel::{
-    device::{Bound, Device},
+    device::{
+        Bound,
+        Device, //
+    },
     dma::Coherent,
-    io::{io_read, io_write},
-    num::casts::{u32_into_u8, FromSafeCast},
-    prelude::*,
+    io::{
+        io_read,
+        io_write, //
+    },
+    num::casts::{
+        u32_into_u8,
+        FromSafeCast, //
+    },
+    prelude::*, //
 };
 
 /// Entries of one 4 KiB list page.

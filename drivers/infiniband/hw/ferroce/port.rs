@@ -13,7 +13,10 @@
 
 #![forbid(unsafe_code)]
 
-use crate::{bindings as hw, rdma::PortEvent};
+use crate::{
+    bindings as hw,
+    rdma::PortEvent, //
+};
 use kernel::prelude::*;
 
 /// Bytes of an Ethernet MTU that are not RoCE payload (`iboe_get_mtu`).

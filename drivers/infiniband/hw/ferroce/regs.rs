@@ -11,8 +11,11 @@
 
 use crate::bindings as hw;
 use kernel::{
-    io::{register, register::Register},
-    pci,
+    io::{
+        register,
+        register::Register, //
+    },
+    pci, //
 };
 
 /// The register window of BAR0 the driver maps with compile-time checked

@@ -10,12 +10,33 @@
 
 use crate::{
     bindings as hw,
-    ib::{IbDev, Pd},
+    ib::{
+        IbDev,
+        Pd, //
+    },
     kqueue::KernelSrq,
-    rdma::{self, RecvWrs, SrqAttr, UData, Umem},
-    verbs::{is_pow2_in, pin_dbrec, pin_ring, rq_wqe_sges, stride_shift, UContext, PAGE_SHIFT},
+    rdma::{
+        self,
+        RecvWrs,
+        SrqAttr,
+        UData,
+        Umem, //
+    },
+    verbs::{
+        is_pow2_in,
+        pin_dbrec,
+        pin_ring,
+        rq_wqe_sges,
+        stride_shift,
+        UContext,
+        PAGE_SHIFT, //
+    }, //
 };
-use kernel::{new_mutex, prelude::*, sync::Mutex};
+use kernel::{
+    new_mutex,
+    prelude::*,
+    sync::Mutex, //
+};
 
 /// A user SRQ's ring (which a resize replaces) and record, pinned.
 struct UserRing {

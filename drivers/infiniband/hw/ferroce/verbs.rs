@@ -16,23 +16,60 @@ mod mr;
 mod qp;
 mod ucontext;
 
-pub(crate) use ah::{create_ah, create_kernel_ah, destroy_ah, Ah};
-pub(crate) use cq::{create_cq, create_kernel_cq, destroy_cq, resize_user_cq, Cq};
+pub(crate) use ah::{
+    create_ah,
+    create_kernel_ah,
+    destroy_ah,
+    Ah, //
+};
+pub(crate) use cq::{
+    create_cq,
+    create_kernel_cq,
+    destroy_cq,
+    resize_user_cq,
+    Cq, //
+};
 pub(crate) use mr::{
-    alloc_mr, alloc_mw, dealloc_mw, dereg_mr, get_dma_mr, map_mr_sg_page, map_mr_sg_start,
-    reg_mr_wqe, reg_user_mr, rereg_user_mr, Mr, Mw,
+    alloc_mr,
+    alloc_mw,
+    dealloc_mw,
+    dereg_mr,
+    get_dma_mr,
+    map_mr_sg_page,
+    map_mr_sg_start,
+    reg_mr_wqe,
+    reg_user_mr,
+    rereg_user_mr,
+    Mr,
+    Mw, //
 };
 pub(crate) use qp::{
-    create_kernel_qp, create_qp, destroy_qp, mcast, modify_qp, post_recv, post_send, query_qp, Qp,
+    create_kernel_qp,
+    create_qp,
+    destroy_qp,
+    mcast,
+    modify_qp,
+    post_recv,
+    post_send,
+    query_qp,
+    Qp, //
 };
 pub(crate) use ucontext::{
-    alloc_ucontext, dealloc_ucontext, query_device_udata, DbPages, UContext, DB_PAGES_PER_MAPPING,
+    alloc_ucontext,
+    dealloc_ucontext,
+    query_device_udata,
+    DbPages,
+    UContext,
+    DB_PAGES_PER_MAPPING, //
 };
 
 use crate::{
     bindings as hw,
     ib::IbDev,
-    rdma::{self, Umem},
+    rdma::{
+        self,
+        Umem, //
+    }, //
 };
 use kernel::prelude::*;
 

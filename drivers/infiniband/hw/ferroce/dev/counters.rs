@@ -5,9 +5,19 @@
 #![forbid(unsafe_code)]
 
 use super::Shared;
-use crate::{bindings as hw, dbrec::DbRecPool};
-use core::sync::atomic::{AtomicU64, Ordering};
-use kernel::{debugfs, prelude::*, sync::Arc};
+use crate::{
+    bindings as hw,
+    dbrec::DbRecPool, //
+};
+use core::sync::atomic::{
+    AtomicU64,
+    Ordering, //
+};
+use kernel::{
+    debugfs,
+    prelude::*,
+    sync::Arc, //
+};
 
 /// Driver counters.
 #[derive(Default)]

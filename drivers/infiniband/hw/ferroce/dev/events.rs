@@ -11,15 +11,22 @@ use crate::{
     bindings as hw,
     diag::RetryWarning,
     eq::Eqe,
-    rdma::{CqEvent, QpEvent, SrqEvent},
-    regs,
+    rdma::{
+        CqEvent,
+        QpEvent,
+        SrqEvent, //
+    },
+    regs, //
 };
 use core::sync::atomic::Ordering;
 use kernel::{
     io::Io,
-    irq::{self, IrqReturn},
+    irq::{
+        self,
+        IrqReturn, //
+    },
     prelude::*,
-    sync::Arc,
+    sync::Arc, //
 };
 
 impl Shared {

@@ -4,11 +4,20 @@
 
 use super::unions;
 use crate::bindings as b;
-use core::{marker::PhantomData, ptr::NonNull};
+use core::{
+    marker::PhantomData,
+    ptr::NonNull, //
+};
 use kernel::{
-    error::{to_result, Result},
+    error::{
+        to_result,
+        Result, //
+    },
     num::casts::u32_into_u8,
-    str::{CStr, CStrExt},
+    str::{
+        CStr,
+        CStrExt, //
+    }, //
 };
 
 /// Device attributes (`struct ib_device_attr`), zeroed by ib_core before

@@ -6,22 +6,46 @@
 //! [`Driver`] methods.
 
 use super::{
-    attr::{GidAttr, NetDev},
+    attr::{
+        GidAttr,
+        NetDev, //
+    },
     device::{
-        ctx_of, Adapter, CqObj, Device, Driver, MrObj, MwObj, MwType, PdObj, QpObj, UContextInit,
-        UContextObj, UCtx,
+        ctx_of,
+        Adapter,
+        CqObj,
+        Device,
+        Driver,
+        MrObj,
+        MwObj,
+        MwType,
+        PdObj,
+        QpObj,
+        UContextInit,
+        UContextObj,
+        UCtx, //
     },
     mmap,
     srq::srq_data,
-    stats::{FwStr, ResMsg, StatDesc},
-    udata::UData,
+    stats::{
+        FwStr,
+        ResMsg,
+        StatDesc, //
+    },
+    udata::UData, //
 };
 use crate::bindings as b;
 use core::{
-    ffi::{c_int, c_void},
-    ptr::NonNull,
+    ffi::{
+        c_int,
+        c_void, //
+    },
+    ptr::NonNull, //
 };
-use kernel::{error::from_result, prelude::*};
+use kernel::{
+    error::from_result,
+    prelude::*, //
+};
 
 /// Trampolines of the device-level verbs.
 impl<T: Driver> Adapter<T> {

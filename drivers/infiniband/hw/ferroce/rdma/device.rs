@@ -6,28 +6,65 @@
 //! allocation and registration in `registration`.
 
 use super::{
-    attr::{DeviceAttr, GidAttr, LinkLayer, NetDev, NetDevRef, NodeType, PortAttr, PortImmutable},
-    mmap::{MmapIo, MmioRegion},
-    objects::{AhAttr, CqTable, QpAttr, QpInit, QpTable},
+    attr::{
+        DeviceAttr,
+        GidAttr,
+        LinkLayer,
+        NetDev,
+        NetDevRef,
+        NodeType,
+        PortAttr,
+        PortImmutable, //
+    },
+    mmap::{
+        MmapIo,
+        MmioRegion, //
+    },
+    objects::{
+        AhAttr,
+        CqTable,
+        QpAttr,
+        QpInit,
+        QpTable, //
+    },
     registration::netdev_of,
-    srq::{SrqAttr, SrqObj, SrqTable},
-    stats::{FwStr, ResMsg, StatDesc},
+    srq::{
+        SrqAttr,
+        SrqObj,
+        SrqTable, //
+    },
+    stats::{
+        FwStr,
+        ResMsg,
+        StatDesc, //
+    },
     udata::UData,
     unions,
-    wr::{RecvWrs, SendWrs, WcOut},
+    wr::{
+        RecvWrs,
+        SendWrs,
+        WcOut, //
+    }, //
 };
 use crate::bindings as b;
 use core::{
     marker::PhantomData,
-    mem::{offset_of, size_of, MaybeUninit},
-    ops::Deref,
+    mem::{
+        offset_of,
+        size_of,
+        MaybeUninit, //
+    },
+    ops::Deref, //
 };
 use kernel::{
-    error::{to_result, VTABLE_DEFAULT_ERROR},
+    error::{
+        to_result,
+        VTABLE_DEFAULT_ERROR, //
+    },
     prelude::*,
     str::CStr,
     sync::Arc,
-    types::Opaque,
+    types::Opaque, //
 };
 
 /// The operations of an RDMA device driver; ib_core calls them through the

@@ -5,11 +5,17 @@
 
 use super::{
     attr::GidType,
-    device::{Device, Driver},
+    device::{
+        Device,
+        Driver, //
+    }, //
 };
 use crate::bindings as b;
 use core::fmt;
-use kernel::{prelude::*, str::CStrExt};
+use kernel::{
+    prelude::*,
+    str::CStrExt, //
+};
 
 /// A valid entry of a port's GID table, as `rdma_query_gid_table` copies it
 /// (`struct ib_uverbs_gid_entry`).

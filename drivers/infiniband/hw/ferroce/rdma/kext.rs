@@ -7,14 +7,26 @@
 //! paths into it into paths into those modules.
 
 use crate::bindings as b;
-use core::marker::{PhantomData, PhantomPinned};
+use core::marker::{
+    PhantomData,
+    PhantomPinned, //
+};
 use kernel::{
-    device::{Bound, Core},
-    dma::{Device as _, DmaMask},
-    irq::{self, Handler},
+    device::{
+        Bound,
+        Core, //
+    },
+    dma::{
+        Device as _,
+        DmaMask, //
+    },
+    irq::{
+        self,
+        Handler, //
+    },
     pci,
     prelude::*,
-    str::CString,
+    str::CString, //
 };
 
 /// The number of online CPUs (`num_online_cpus()`).

@@ -6,13 +6,32 @@
 //! (`kverbs_provider`) and attaches ib_mad, the CM and rdma_cm to it.
 
 use super::{
-    device::{ptr_result, Adapter, AhObj, CqObj, Device, Driver, MrObj, PdObj, QpObj},
+    device::{
+        ptr_result,
+        Adapter,
+        AhObj,
+        CqObj,
+        Device,
+        Driver,
+        MrObj,
+        PdObj,
+        QpObj, //
+    },
     objects::AhAttr,
-    wr::{RecvWrs, SendWrs, WcOut},
+    wr::{
+        RecvWrs,
+        SendWrs,
+        WcOut, //
+    }, //
 };
 use crate::bindings as b;
 use core::ffi::c_int;
-use kernel::{device::Bound, error::from_result, prelude::*, types::Opaque};
+use kernel::{
+    device::Bound,
+    error::from_result,
+    prelude::*,
+    types::Opaque, //
+};
 
 /// The driver state of a live AH of a device of driver `T`.
 ///

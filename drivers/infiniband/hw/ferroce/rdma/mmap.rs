@@ -8,10 +8,13 @@ use kernel::{
     device::Bound,
     error::to_result,
     num::casts::FromSafeCast,
-    page::{PAGE_SHIFT, PAGE_SIZE},
+    page::{
+        PAGE_SHIFT,
+        PAGE_SIZE, //
+    },
     pci,
     prelude::*,
-    types::Opaque,
+    types::Opaque, //
 };
 
 /// A page-aligned range of a BAR of a bound PCI function, the only MMIO a

@@ -48,21 +48,76 @@ mod unions;
 pub mod wr;
 
 pub use attr::{
-    DeviceAttr, GidAttr, GidType, LinkLayer, NetDev, NodeType, PortAttr, PortImmutable,
+    DeviceAttr,
+    GidAttr,
+    GidType,
+    LinkLayer,
+    NetDev,
+    NodeType,
+    PortAttr,
+    PortImmutable, //
 };
 pub use device::{
-    destroy_or_leak, Device, Driver, MrRereg, MwType, QpAttrOut, RoceAv, UContextInit,
+    destroy_or_leak,
+    Device,
+    Driver,
+    MrRereg,
+    MwType,
+    QpAttrOut,
+    RoceAv,
+    UContextInit, //
 };
 pub use gids::GidEntry;
 pub use mmap::MmioRegion;
-pub use notifier::{NetdevEvent, NetdevHandler, NetdevNotifier};
-pub use objects::{AhAttr, CqEvent, CqTable, QpAttr, QpEvent, QpInit, QpTable, QpType};
-pub use registration::{Builder, EventRef, PortEvent, Registration};
-pub use srq::{SrqAttr, SrqEvent, SrqTable};
-pub use stats::{FwStr, ResMsg, StatDesc};
-pub use udata::{UData, UserRequest};
+pub use notifier::{
+    NetdevEvent,
+    NetdevHandler,
+    NetdevNotifier, //
+};
+pub use objects::{
+    AhAttr,
+    CqEvent,
+    CqTable,
+    QpAttr,
+    QpEvent,
+    QpInit,
+    QpTable,
+    QpType, //
+};
+pub use registration::{
+    Builder,
+    EventRef,
+    PortEvent,
+    Registration, //
+};
+pub use srq::{
+    SrqAttr,
+    SrqEvent,
+    SrqTable, //
+};
+pub use stats::{
+    FwStr,
+    ResMsg,
+    StatDesc, //
+};
+pub use udata::{
+    UData,
+    UserRequest, //
+};
 pub use umem::Umem;
-pub use wr::{NetType, RecvWr, RecvWrs, RegSeg, SendOp, SendWr, SendWrs, Sge, Wc, WcOp, WcOut};
+pub use wr::{
+    NetType,
+    RecvWr,
+    RecvWrs,
+    RegSeg,
+    SendOp,
+    SendWr,
+    SendWrs,
+    Sge,
+    Wc,
+    WcOp,
+    WcOut, //
+};
 
 /// The bits of an `int` flag set or mask of ib_core as a `u32` (bit for bit:
 /// never lossy, whatever the sign).

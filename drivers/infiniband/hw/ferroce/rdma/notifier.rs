@@ -6,10 +6,17 @@
 use super::attr::NetDev;
 use crate::bindings as b;
 use core::{
-    ffi::{c_int, c_void},
-    ptr::NonNull,
+    ffi::{
+        c_int,
+        c_void, //
+    },
+    ptr::NonNull, //
 };
-use kernel::{ffi::c_ulong, prelude::*, types::Opaque};
+use kernel::{
+    ffi::c_ulong,
+    prelude::*,
+    types::Opaque, //
+};
 
 /// The netdev events a handler is told about.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

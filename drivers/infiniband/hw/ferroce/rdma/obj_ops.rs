@@ -5,16 +5,36 @@
 
 use super::{
     device::{
-        bundle_udata, ctx_of, destroy_or_leak, ptr_result, Adapter, AhObj, CqObj, Device, Driver,
-        MrObj, MrRereg, PdObj, QpAttrOut, QpObj,
+        bundle_udata,
+        ctx_of,
+        destroy_or_leak,
+        ptr_result,
+        Adapter,
+        AhObj,
+        CqObj,
+        Device,
+        Driver,
+        MrObj,
+        MrRereg,
+        PdObj,
+        QpAttrOut,
+        QpObj, //
     },
-    objects::{AhAttr, QpAttr, QpInit, QpType},
+    objects::{
+        AhAttr,
+        QpAttr,
+        QpInit,
+        QpType, //
+    },
     srq::srq_data,
-    udata::UData,
+    udata::UData, //
 };
 use crate::bindings as b;
 use core::ffi::c_int;
-use kernel::{error::from_result, prelude::*};
+use kernel::{
+    error::from_result,
+    prelude::*, //
+};
 
 /// Trampolines of the object verbs (CQ, QP, MR, AH); user objects only.
 impl<T: Driver> Adapter<T> {

@@ -5,22 +5,35 @@
 
 use super::{
     attr::GidAttr,
-    device::{Device, Driver},
-    gids::{query_gid_table, GidEntry},
-    unions,
+    device::{
+        Device,
+        Driver, //
+    },
+    gids::{
+        query_gid_table,
+        GidEntry, //
+    },
+    unions, //
 };
 use crate::bindings as b;
 use core::{
     marker::PhantomData,
     ptr::NonNull,
-    sync::atomic::{AtomicU32, Ordering},
+    sync::atomic::{
+        AtomicU32,
+        Ordering, //
+    }, //
 };
 use kernel::{
     bindings as kb,
     error::to_result,
     prelude::*,
-    sync::{rcu, Arc, Completion},
-    types::Opaque,
+    sync::{
+        rcu,
+        Arc,
+        Completion, //
+    },
+    types::Opaque, //
 };
 
 /// QP transport types the layer passes on.

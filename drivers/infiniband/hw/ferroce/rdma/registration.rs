@@ -5,15 +5,36 @@
 //! ([`EventRef`]).
 
 use super::{
-    attr::{NetDev, NetDevRef},
-    device::{Adapter, Device, Driver},
-    objects::{CqTable, QpTable},
+    attr::{
+        NetDev,
+        NetDevRef, //
+    },
+    device::{
+        Adapter,
+        Device,
+        Driver, //
+    },
+    objects::{
+        CqTable,
+        QpTable, //
+    },
     srq::SrqTable,
-    unions,
+    unions, //
 };
 use crate::bindings as b;
-use core::{marker::PhantomData, mem::size_of, ptr::NonNull};
-use kernel::{device::Bound, error::to_result, prelude::*, str::CStr, sync::Arc, ThisModule};
+use core::{
+    marker::PhantomData,
+    mem::size_of,
+    ptr::NonNull, //
+};
+use kernel::{
+    device::Bound,
+    error::to_result,
+    prelude::*,
+    str::CStr,
+    sync::Arc,
+    ThisModule, //
+};
 
 /// The netdev of `port` of `ibdev`, held (`ib_device_get_netdev`).
 pub(super) fn netdev_of(ibdev: *mut b::ib_device, port: u32) -> Option<NetDevRef> {

@@ -4,14 +4,25 @@
 //! trampolines of the SRQ verbs (user and kernel) and their async events.
 
 use super::{
-    device::{ctx_of, destroy_or_leak, Adapter, Device, Driver, Obj, PdObj},
+    device::{
+        ctx_of,
+        destroy_or_leak,
+        Adapter,
+        Device,
+        Driver,
+        Obj,
+        PdObj, //
+    },
     objects::ObjTable,
     udata::UData,
-    wr::RecvWrs,
+    wr::RecvWrs, //
 };
 use crate::bindings as b;
 use core::ffi::c_int;
-use kernel::{error::from_result, prelude::*};
+use kernel::{
+    error::from_result,
+    prelude::*, //
+};
 
 /// The size and limit of an SRQ (`struct ib_srq_attr`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

@@ -5,11 +5,18 @@
 //! ... -dd`).
 
 use crate::bindings as b;
-use core::{ffi::c_int, marker::PhantomData};
+use core::{
+    ffi::c_int,
+    marker::PhantomData, //
+};
 use kernel::{
     error::to_result,
     prelude::*,
-    str::{as_char_ptr_in_const_context, CStr, CStrExt},
+    str::{
+        as_char_ptr_in_const_context,
+        CStr,
+        CStrExt, //
+    }, //
 };
 
 /// `RDMA_NLDEV_ATTR_DRIVER` as `nla_nest_start()` takes it (checked to fit).

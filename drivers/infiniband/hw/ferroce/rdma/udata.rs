@@ -3,11 +3,19 @@
 //! Driver data of uverbs commands (`struct ib_udata`).
 
 use crate::bindings as b;
-use core::{ffi::c_void, marker::PhantomData, mem::size_of, ptr::NonNull};
+use core::{
+    ffi::c_void,
+    marker::PhantomData,
+    mem::size_of,
+    ptr::NonNull, //
+};
 use kernel::{
     error::to_result,
     prelude::*,
-    transmute::{AsBytes, FromBytes},
+    transmute::{
+        AsBytes,
+        FromBytes, //
+    }, //
 };
 
 /// A driver request of a uverbs command: plain data that may grow at its

@@ -2,10 +2,17 @@
 
 //! Pinned user memory (`struct ib_umem`).
 
-use super::device::{Device, Driver};
+use super::device::{
+    Device,
+    Driver, //
+};
 use crate::bindings as b;
 use core::ptr::NonNull;
-use kernel::{error::from_err_ptr, num::casts::FromSafeCast, prelude::*};
+use kernel::{
+    error::from_err_ptr,
+    num::casts::FromSafeCast,
+    prelude::*, //
+};
 
 /// User memory pinned and DMA-mapped for the device; unpinned on drop.
 ///

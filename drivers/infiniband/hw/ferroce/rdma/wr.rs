@@ -5,14 +5,23 @@
 //! work completions a driver hands back (`struct ib_wc`).
 
 use super::{
-    device::{Device, Driver},
-    unions,
+    device::{
+        Device,
+        Driver, //
+    },
+    unions, //
 };
 use crate::bindings as b;
-use core::{marker::PhantomData, ptr::NonNull};
+use core::{
+    marker::PhantomData,
+    ptr::NonNull, //
+};
 use kernel::{
-    num::casts::{u32_into_u8, FromSafeCast},
-    prelude::*,
+    num::casts::{
+        u32_into_u8,
+        FromSafeCast, //
+    },
+    prelude::*, //
 };
 
 /// One scatter/gather element of a work request.

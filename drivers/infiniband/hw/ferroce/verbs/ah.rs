@@ -7,10 +7,22 @@
 
 use crate::{
     bindings as hw,
-    diag::{self, PairWarning, PathNote},
+    diag::{
+        self,
+        PairWarning,
+        PathNote, //
+    },
     gid::Gid,
-    ib::{gid_network_type, IbDev, VLAN_VALID},
-    rdma::{self, AhAttr, UData},
+    ib::{
+        gid_network_type,
+        IbDev,
+        VLAN_VALID, //
+    },
+    rdma::{
+        self,
+        AhAttr,
+        UData, //
+    }, //
 };
 use core::sync::atomic::Ordering;
 use kernel::prelude::*;

@@ -6,15 +6,33 @@
 
 #![forbid(unsafe_code)]
 
-use super::{is_pow2_in, pin_dbrec, pin_ring, ucontext::UContext, KERNEL_DB_PAGE, PAGE_SHIFT};
+use super::{
+    is_pow2_in,
+    pin_dbrec,
+    pin_ring,
+    ucontext::UContext,
+    KERNEL_DB_PAGE,
+    PAGE_SHIFT, //
+};
 use crate::{
     bindings as hw,
     ib::IbDev,
     kqueue::KernelCq,
-    rdma::{self, UData, Umem},
+    rdma::{
+        self,
+        UData,
+        Umem, //
+    }, //
 };
-use core::sync::atomic::{AtomicU32, Ordering};
-use kernel::{new_mutex, prelude::*, sync::Mutex};
+use core::sync::atomic::{
+    AtomicU32,
+    Ordering, //
+};
+use kernel::{
+    new_mutex,
+    prelude::*,
+    sync::Mutex, //
+};
 
 /// Where a CQ's ring and doorbell record live.
 enum CqMem {

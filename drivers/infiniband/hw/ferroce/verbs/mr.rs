@@ -8,14 +8,24 @@ use crate::{
     bindings as hw,
     ib::IbDev,
     pbl,
-    rdma::{self, RegSeg, Umem},
+    rdma::{
+        self,
+        RegSeg,
+        Umem, //
+    }, //
 };
-use core::sync::atomic::{AtomicU32, Ordering};
+use core::sync::atomic::{
+    AtomicU32,
+    Ordering, //
+};
 use kernel::{
     dma::Coherent,
     io::io_write,
-    num::casts::{u32_into_u8, FromSafeCast},
-    prelude::*,
+    num::casts::{
+        u32_into_u8,
+        FromSafeCast, //
+    },
+    prelude::*, //
 };
 
 /// The page list of a fast-register MR, which `map_mr_sg` fills and an

@@ -6,21 +6,42 @@
 #![forbid(unsafe_code)]
 
 use super::{
-    ah::{av_of, check_path},
+    ah::{
+        av_of,
+        check_path, //
+    },
     cq::Cq,
-    is_pow2_in, pin_dbrec, pin_ring, rq_wqe_sges, stride_shift,
+    is_pow2_in,
+    pin_dbrec,
+    pin_ring,
+    rq_wqe_sges,
+    stride_shift,
     ucontext::UContext,
-    KERNEL_DB_PAGE, PAGE_SHIFT,
+    KERNEL_DB_PAGE,
+    PAGE_SHIFT, //
 };
 use crate::{
     bindings as hw,
     diag::PathDiag,
     ib::IbDev,
-    kqueue::{KernelQp, QpGeometry},
-    rdma::{self, QpAttr, QpInit, QpType, UData, Umem},
-    srq::Srq,
+    kqueue::{
+        KernelQp,
+        QpGeometry, //
+    },
+    rdma::{
+        self,
+        QpAttr,
+        QpInit,
+        QpType,
+        UData,
+        Umem, //
+    },
+    srq::Srq, //
 };
-use kernel::{num::casts::u32_into_u8, prelude::*};
+use kernel::{
+    num::casts::u32_into_u8,
+    prelude::*, //
+};
 
 /// What a QP was created with.
 #[derive(Clone, Copy, Debug, Default)]

@@ -8,13 +8,22 @@
 use crate::{
     bindings as hw,
     ib::IbDev,
-    rdma::{self, UData},
+    rdma::{
+        self,
+        UData, //
+    }, //
 };
 use core::{
     num::NonZeroU32,
-    sync::atomic::{AtomicU32, Ordering},
+    sync::atomic::{
+        AtomicU32,
+        Ordering, //
+    }, //
 };
-use kernel::{num::casts::FromSafeCast, prelude::*};
+use kernel::{
+    num::casts::FromSafeCast,
+    prelude::*, //
+};
 
 /// Doorbell pages in one kernel page: a user context maps (and reserves) a
 /// group of this many consecutive pages, aligned to the group size, and
