@@ -67,6 +67,23 @@ impl Cq {
     }
 }
 
+/// Checks the depth of a user CQ's ring, which holds `depth` CQEs
+/// (device.rst, "CQ ring, overflow"): a power of two from 2 to `max_cqe`,
+/// room for the `cqe` asked for. Pins the ring at `va` and returns it with
+/// its pages.
+fn pin_user_ring(
+    dev: &rdma::Device<IbDev>,
+    depth: u32,
+    cqe: u32,
+    va: u64,
+) -> Result<(Umem, KVVec<u64>)> {
+    if !is_pow2_in(depth, 2, dev.caps.max_cqe) || depth < cqe {
+        return Err(EINVAL);
+    }
+    let len = u64::from(depth) * u64::from(hw::FERROCE_CQE_SIZE);
+    pin_ring(dev, va, len, rdma::umem::access::LOCAL_WRITE)
+}
+
 /// `create_cq` of a user CQ.
 pub(crate) fn create_cq(
     dev: &rdma::Device<IbDev>,
@@ -80,16 +97,11 @@ pub(crate) fn create_cq(
     if req.comp_mask != 0 {
         return Err(EINVAL);
     }
-    let depth = req.depth;
-    // A CQ holds `depth` CQEs (device.rst, "CQ ring, overflow").
-    if !is_pow2_in(depth, 2, dev.caps.max_cqe) || depth < cqe {
-        return Err(EINVAL);
-    }
     if comp_vector >= dev.num_ceqs {
         return Err(EINVAL);
     }
-    let len = u64::from(depth) * u64::from(hw::FERROCE_CQE_SIZE);
-    let (ring, pages) = pin_ring(dev, req.buf_va, len, rdma::umem::access::LOCAL_WRITE)?;
+    let depth = req.depth;
+    let (ring, pages) = pin_user_ring(dev, depth, cqe, req.buf_va)?;
     let (dbrec, dbrec_addr) = pin_dbrec(dev, req.dbrec_va, 0)?;
     // Allocated before the device has the CQ: nothing fails after it.
     let ring = KBox::pin_init(new_mutex!(ring), GFP_KERNEL)?;
@@ -148,12 +160,8 @@ pub(crate) fn resize_user_cq(
         return Err(EINVAL);
     }
     let depth = req.depth;
-    if !is_pow2_in(depth, 2, dev.caps.max_cqe) || depth < cqe {
-        return Err(EINVAL);
-    }
+    let (new, pages) = pin_user_ring(dev, depth, cqe, req.buf_va)?;
     let mut cur = ring.lock();
-    let len = u64::from(depth) * u64::from(hw::FERROCE_CQE_SIZE);
-    let (new, pages) = pin_ring(dev, req.buf_va, len, rdma::umem::access::LOCAL_WRITE)?;
     let (out, new) = dev.shared.exec_create(new, |lists, _| {
         Ok(hw::ferroce_cmd_resize_cq {
             buf: lists.add(&pages, PAGE_SHIFT)?,
