@@ -23,12 +23,13 @@ use crate::{
         Umem, //
     },
     verbs::{
-        is_pow2_in,
         pin_dbrec,
         pin_ring,
         rq_wqe_sges,
         stride_shift,
+        user_wq_len,
         UContext,
+        Wq,
         PAGE_SHIFT, //
     }, //
 };
@@ -121,17 +122,11 @@ fn create_user_srq(
         return Err(EINVAL);
     }
     let shift = u32::from(req.wqe_shift);
-    if !is_pow2_in(req.depth, 1, c.max_qp_wr)
-        || req.depth < attr.max_wr
-        || !(hw::FERROCE_RQ_WQE_SHIFT_MIN..=hw::FERROCE_RQ_WQE_SHIFT_MAX).contains(&shift)
-    {
-        return Err(EINVAL);
-    }
+    let len = user_wq_len(dev, Wq::Rq, req.depth, attr.max_wr, shift)?;
     let max_sge = rq_wqe_sges(shift, c.max_sge);
     if attr.max_sge > max_sge {
         return Err(EINVAL);
     }
-    let len = u64::from(req.depth) << shift;
     let (ring, pages) = pin_ring(dev, req.buf_va, len, 0)?;
     // The device writes its consumer index into the record.
     let (dbrec, dbrec_addr) = pin_dbrec(dev, req.dbrec_va, rdma::umem::access::LOCAL_WRITE)?;
@@ -182,8 +177,7 @@ fn create_kernel_srq(dev: &rdma::Device<IbDev>, pd: &Pd, attr: &mut SrqAttr) -> 
     }
     let shift = stride_shift(
         hw::FERROCE_RQ_WQE_DATA_OFFSET + attr.max_sge.max(1) * 16,
-        hw::FERROCE_RQ_WQE_SHIFT_MIN,
-        hw::FERROCE_RQ_WQE_SHIFT_MAX,
+        Wq::Rq,
     )?;
     let max_sge = rq_wqe_sges(shift, c.max_sge);
     let (ring, pages, dbrec_addr) = KernelSrq::new(dev, u16::try_from(depth)?, shift, max_sge)?;
@@ -252,11 +246,12 @@ fn resize_srq(
     if req.comp_mask != 0 {
         return Err(EINVAL);
     }
-    if max_wr == 0 || !is_pow2_in(req.depth, 1, dev.caps.max_qp_wr) || req.depth < max_wr {
+    if max_wr == 0 {
         return Err(EINVAL);
     }
+    let len = user_wq_len(dev, Wq::Rq, req.depth, max_wr, srq.shift)?;
     let mut cur = user.lock();
-    let (ring, pages) = pin_ring(dev, req.buf_va, u64::from(req.depth) << srq.shift, 0)?;
+    let (ring, pages) = pin_ring(dev, req.buf_va, len, 0)?;
     let r = dev.shared.exec_with_lists(|lists| {
         Ok(hw::ferroce_cmd_resize_srq {
             buf: lists.add(&pages, PAGE_SHIFT)?,

@@ -71,6 +71,7 @@ use crate::{
         Umem, //
     }, //
 };
+use core::ops::RangeInclusive;
 use kernel::prelude::*;
 
 /// Pages of the kernel's 4 KiB page size as the device sees them.
@@ -108,6 +109,41 @@ pub(crate) fn is_pow2_in(v: u32, min: u32, max: u32) -> bool {
     v.is_power_of_two() && (min..=max).contains(&v)
 }
 
+/// The two kinds of work queue ring, whose WQE strides differ (device.rst,
+/// "SQ WQE" and "RQ WQE"; an SRQ's WQEs are RQ WQEs).
+#[derive(Clone, Copy)]
+pub(crate) enum Wq {
+    Sq,
+    Rq,
+}
+
+impl Wq {
+    /// log2 of the smallest and of the largest WQE stride.
+    fn shifts(self) -> RangeInclusive<u32> {
+        match self {
+            Self::Sq => hw::FERROCE_SQ_WQE_SHIFT_MIN..=hw::FERROCE_SQ_WQE_SHIFT_MAX,
+            Self::Rq => hw::FERROCE_RQ_WQE_SHIFT_MIN..=hw::FERROCE_RQ_WQE_SHIFT_MAX,
+        }
+    }
+}
+
+/// Checks the ring a provider laid out for a user SQ, RQ or SRQ: `depth`
+/// WQEs, a power of two up to `max_qp_wr` and room for the `wanted` WRs, of
+/// stride `1 << shift` in `wq`'s range. Returns the ring's length in bytes.
+pub(crate) fn user_wq_len(
+    dev: &rdma::Device<IbDev>,
+    wq: Wq,
+    depth: u32,
+    wanted: u32,
+    shift: u32,
+) -> Result<u64> {
+    if !is_pow2_in(depth, 1, dev.caps.max_qp_wr) || depth < wanted || !wq.shifts().contains(&shift)
+    {
+        return Err(EINVAL);
+    }
+    Ok(u64::from(depth) << shift)
+}
+
 /// SGEs an RQ or SRQ WQE of stride `1 << shift` holds, at most `max_sge`.
 pub(crate) fn rq_wqe_sges(shift: u32, max_sge: u32) -> u32 {
     (((1u32 << shift) - hw::FERROCE_RQ_WQE_DATA_OFFSET) / 16).min(max_sge)
@@ -117,15 +153,16 @@ pub(crate) fn rq_wqe_sges(shift: u32, max_sge: u32) -> u32 {
 const KERNEL_DB_PAGE: u32 = 0;
 const _: () = assert!(KERNEL_DB_PAGE < hw::FERROCE_DB_KERNEL_PAGES);
 
-/// The smallest `shift` in `min..=max` with `1 << shift >= bytes`.
-pub(crate) fn stride_shift(bytes: u32, min: u32, max: u32) -> Result<u32> {
+/// The smallest stride shift of `wq` with `1 << shift >= bytes`.
+pub(crate) fn stride_shift(bytes: u32, wq: Wq) -> Result<u32> {
+    let shifts = wq.shifts();
     let shift = bytes
         .max(1)
         .checked_next_power_of_two()
         .ok_or(EINVAL)?
         .trailing_zeros()
-        .max(min);
-    if shift > max {
+        .max(*shifts.start());
+    if shift > *shifts.end() {
         return Err(EINVAL);
     }
     Ok(shift)

@@ -11,12 +11,13 @@ use super::{
         check_path, //
     },
     cq::Cq,
-    is_pow2_in,
     pin_dbrec,
     pin_ring,
     rq_wqe_sges,
     stride_shift,
     ucontext::UContext,
+    user_wq_len,
+    Wq,
     KERNEL_DB_PAGE,
     PAGE_SHIFT, //
 };
@@ -132,12 +133,7 @@ pub(crate) fn create_qp(
     }
     // SQ: depth, stride, SGEs and inline data as device.rst "SQ WQE" says.
     let sq_shift = u32::from(req.sq_wqe_shift);
-    if !is_pow2_in(req.sq_depth, 1, c.max_qp_wr)
-        || req.sq_depth < cap.max_send_wr
-        || !(hw::FERROCE_SQ_WQE_SHIFT_MIN..=hw::FERROCE_SQ_WQE_SHIFT_MAX).contains(&sq_shift)
-    {
-        return Err(EINVAL);
-    }
+    let sq_len = user_wq_len(dev, Wq::Sq, req.sq_depth, cap.max_send_wr, sq_shift)?;
     let sq_room = (1u32 << sq_shift) - hw::FERROCE_SQ_WQE_DATA_OFFSET;
     let max_send_sge = (sq_room / 16).min(c.max_sge);
     let max_inline = sq_room.min(c.max_inline);
@@ -146,18 +142,13 @@ pub(crate) fn create_qp(
     }
     // RQ: absent (all zero) or as the SQ.
     let rq_shift = u32::from(req.rq_wqe_shift);
-    let max_recv_sge = if req.rq_depth == 0 {
+    let (rq_len, max_recv_sge) = if req.rq_depth == 0 {
         if rq_shift != 0 || req.rq_buf_va != 0 || req.rq_dbrec_va != 0 || cap.max_recv_wr != 0 {
             return Err(EINVAL);
         }
-        0
+        (0, 0)
     } else {
-        if !is_pow2_in(req.rq_depth, 1, c.max_qp_wr)
-            || req.rq_depth < cap.max_recv_wr
-            || !(hw::FERROCE_RQ_WQE_SHIFT_MIN..=hw::FERROCE_RQ_WQE_SHIFT_MAX).contains(&rq_shift)
-        {
-            return Err(EINVAL);
-        }
+        let len = user_wq_len(dev, Wq::Rq, req.rq_depth, cap.max_recv_wr, rq_shift)?;
         if init.srq.is_some() {
             return Err(EINVAL);
         }
@@ -165,14 +156,12 @@ pub(crate) fn create_qp(
         if cap.max_recv_sge > m {
             return Err(EINVAL);
         }
-        m
+        (len, m)
     };
 
-    let sq_len = u64::from(req.sq_depth) << sq_shift;
     let (sq, sq_pages) = pin_ring(dev, req.sq_buf_va, sq_len, 0)?;
     let (sq_dbrec, sq_dbrec_addr) = pin_dbrec(dev, req.sq_dbrec_va, 0)?;
     let rq = if req.rq_depth != 0 {
-        let rq_len = u64::from(req.rq_depth) << rq_shift;
         let (rq, rq_pages) = pin_ring(dev, req.rq_buf_va, rq_len, 0)?;
         let (rq_dbrec, rq_dbrec_addr) = pin_dbrec(dev, req.rq_dbrec_va, 0)?;
         Some((rq, rq_pages, rq_dbrec, rq_dbrec_addr))
@@ -429,11 +418,7 @@ fn kernel_qp_geometry(
     }
     // Room for a REG_MR's page list on RC, one SGE at least.
     let room = (cap.max_send_sge.max(1) * 16).max(cap.max_inline_data);
-    let sq_shift = stride_shift(
-        data + room,
-        hw::FERROCE_SQ_WQE_SHIFT_MIN,
-        hw::FERROCE_SQ_WQE_SHIFT_MAX,
-    )?;
+    let sq_shift = stride_shift(data + room, Wq::Sq)?;
     let sq_room = (1 << sq_shift) - data;
     // A consumer may ask for any count: `EINVAL` past 2^31, not an overflow.
     let depth = |wr: u32| wr.max(1).checked_next_power_of_two().ok_or(EINVAL);
@@ -445,8 +430,7 @@ fn kernel_qp_geometry(
             depth(cap.max_recv_wr)?,
             stride_shift(
                 hw::FERROCE_RQ_WQE_DATA_OFFSET + cap.max_recv_sge.max(1) * 16,
-                hw::FERROCE_RQ_WQE_SHIFT_MIN,
-                hw::FERROCE_RQ_WQE_SHIFT_MAX,
+                Wq::Rq,
             )?,
         )
     };
