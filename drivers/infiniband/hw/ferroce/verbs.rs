@@ -144,10 +144,20 @@ pub(crate) fn user_wq_len(
     Ok(u64::from(depth) << shift)
 }
 
-/// SGEs an RQ or SRQ WQE of stride `1 << shift` holds, at most `max_sge`.
+/// SGEs an RQ or SRQ WQE of stride `1 << shift` holds, at most `max_sge`;
+/// none for a stride outside the RQ range.
 pub(crate) fn rq_wqe_sges(shift: u32, max_sge: u32) -> u32 {
+    if !Wq::Rq.shifts().contains(&shift) {
+        return 0;
+    }
     (((1u32 << shift) - hw::FERROCE_RQ_WQE_DATA_OFFSET) / 16).min(max_sge)
 }
+
+// The smallest WQEs hold one SGE: the data offsets fit every stride.
+const _: () = assert!(1 << hw::FERROCE_RQ_WQE_SHIFT_MIN >= hw::FERROCE_RQ_WQE_DATA_OFFSET + 16);
+const _: () = assert!(1 << hw::FERROCE_SQ_WQE_SHIFT_MIN >= hw::FERROCE_SQ_WQE_AV_DATA_OFFSET + 16);
+const _: () = assert!(hw::FERROCE_SQ_WQE_AV_DATA_OFFSET >= hw::FERROCE_SQ_WQE_DATA_OFFSET);
+const _: () = assert!(hw::FERROCE_SQ_WQE_SHIFT_MAX < 32 && hw::FERROCE_RQ_WQE_SHIFT_MAX < 32);
 
 /// The doorbell page of kernel queues (device.rst, "Doorbell pages").
 const KERNEL_DB_PAGE: u32 = 0;
@@ -166,4 +176,55 @@ pub(crate) fn stride_shift(bytes: u32, wq: Wq) -> Result<u32> {
         return Err(EINVAL);
     }
     Ok(shift)
+}
+
+#[kunit_tests(ferroce_wq_geometry)]
+mod wq_geometry_tests {
+    use super::*;
+
+    const RQ_DATA: u32 = hw::FERROCE_RQ_WQE_DATA_OFFSET;
+
+    #[test]
+    fn stride_shift_is_the_smallest_fit() {
+        let rq_min = hw::FERROCE_RQ_WQE_SHIFT_MIN;
+        assert_eq!(stride_shift(0, Wq::Rq).ok(), Some(rq_min));
+        assert_eq!(stride_shift(RQ_DATA + 16, Wq::Rq).ok(), Some(rq_min));
+        assert_eq!(
+            stride_shift((1 << rq_min) + 1, Wq::Rq).ok(),
+            Some(rq_min + 1)
+        );
+        let rq_max = hw::FERROCE_RQ_WQE_SHIFT_MAX;
+        assert_eq!(stride_shift(1 << rq_max, Wq::Rq).ok(), Some(rq_max));
+        assert!(stride_shift((1 << rq_max) + 1, Wq::Rq).is_err());
+        assert!(stride_shift(u32::MAX, Wq::Rq).is_err());
+        let sq_data = hw::FERROCE_SQ_WQE_DATA_OFFSET;
+        assert_eq!(
+            stride_shift(sq_data + 16, Wq::Sq).ok(),
+            Some(hw::FERROCE_SQ_WQE_SHIFT_MIN)
+        );
+        let sq_max = hw::FERROCE_SQ_WQE_SHIFT_MAX;
+        assert!(stride_shift((1 << sq_max) + 1, Wq::Sq).is_err());
+    }
+
+    /// The stride chosen for `n` SGEs holds them, and any shift, even one
+    /// no queue has, gives an answer rather than an overflow.
+    #[test]
+    fn rq_wqe_sges_fit_and_total() {
+        let most = rq_wqe_sges(hw::FERROCE_RQ_WQE_SHIFT_MAX, u32::MAX);
+        assert_eq!(most, ((1 << hw::FERROCE_RQ_WQE_SHIFT_MAX) - RQ_DATA) / 16);
+        for n in 1..=most {
+            let shift = stride_shift(RQ_DATA + n * 16, Wq::Rq).unwrap();
+            assert!(rq_wqe_sges(shift, u32::MAX) >= n);
+            assert_eq!(rq_wqe_sges(shift, n), n);
+        }
+        for shift in [
+            0,
+            hw::FERROCE_RQ_WQE_SHIFT_MIN - 1,
+            hw::FERROCE_RQ_WQE_SHIFT_MAX + 1,
+            32,
+            u32::MAX,
+        ] {
+            assert_eq!(rq_wqe_sges(shift, u32::MAX), 0);
+        }
+    }
 }
