@@ -1115,7 +1115,9 @@ fn reads_beyond_max_dest_rd_atomic_are_naked_invalid_request() {
 /// (max_dest_rd_atomic 1), a duplicate of the old READ is dropped.
 #[test]
 fn duplicate_reads_are_served_from_responder_resources() {
-    use ferroce_dev::wire::{aeth::ACK_UNLIMITED as ACK, decode, encode, op};
+    // The AETH of a READ response carries the responder's credit count
+    // (device.rst "RC responder"): b has no receive WQE posted, code 0.
+    use ferroce_dev::wire::{aeth::ACK, decode, encode, op};
     let (mut a, mut b) = read_pair(1, 1);
     let local = a.reg_mr(16384, ACCESS_LOCAL_WRITE);
     let remote = b.reg_mr(16384, ALL_ACCESS);

@@ -82,12 +82,36 @@ impl NakCode {
     }
 }
 
+/// The credit count of an ACK's AETH (IBTA 9.7.7.2, device.rst "RC
+/// responder"): a 5-bit code for the receive WQEs the responder has
+/// posted, or [`Credit::UNLIMITED`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Credit(u8);
+
+impl Credit {
+    /// Code 0x1F, "invalid": the requester is not limited (an SRQ's QPs,
+    /// rxe).
+    pub(crate) const UNLIMITED: Self = Self(0x1f);
+
+    /// The receive WQEs that codes 0 to 0x1E stand for.
+    const WQES: [u32; 31] = [
+        0, 1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512, 768, 1024, 1536,
+        2048, 3072, 4096, 6144, 8192, 12288, 16384, 24576, 32768,
+    ];
+
+    /// The largest code that stands for no more than `wqes` WQEs.
+    pub(crate) fn of_wqes(wqes: u32) -> Self {
+        let code = Self::WQES.partition_point(|&n| n <= wqes).saturating_sub(1);
+        // At most 30: the table has 31 entries.
+        Self(code as u8)
+    }
+}
+
 /// An AETH syndrome: type in bits 7:5, value in bits 4:0.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Syndrome {
-    /// ACK. ferroce uses no end-to-end credits: it sends the credit count
-    /// "invalid" (0x1f, unlimited) and ignores the one it receives.
-    Ack,
+    /// ACK with the responder's credit count.
+    Ack(Credit),
     /// RNR NAK with its 5-bit RNR timer code (IBTA table 45).
     RnrNak(u8),
     /// NAK.
@@ -100,7 +124,7 @@ impl Syndrome {
     /// The syndrome of a received AETH.
     pub(crate) const fn from_wire(syndrome: u8) -> Self {
         match syndrome & aeth::TYPE_MASK {
-            aeth::ACK => Self::Ack,
+            aeth::ACK => Self::Ack(Credit(syndrome & 0x1f)),
             aeth::RNR_NAK => Self::RnrNak(syndrome & 0x1f),
             aeth::NAK => Self::Nak(match syndrome {
                 aeth::NAK_PSN_SEQ => NakCode::PsnSeqErr,
@@ -116,7 +140,7 @@ impl Syndrome {
     /// The AETH syndrome byte.
     pub(crate) const fn to_wire(self) -> u8 {
         match self {
-            Self::Ack => aeth::ACK_UNLIMITED,
+            Self::Ack(Credit(code)) => aeth::ACK | (code & 0x1f),
             Self::RnrNak(timer) => aeth::RNR_NAK | (timer & 0x1f),
             Self::Nak(code) => match code {
                 NakCode::PsnSeqErr => aeth::NAK_PSN_SEQ,
@@ -138,12 +162,34 @@ mod tests {
     fn syndromes_round_trip() {
         for byte in 0..=u8::MAX {
             let syndrome = Syndrome::from_wire(byte);
-            // Received ACK credits are ignored; everything else survives.
-            if byte & aeth::TYPE_MASK == aeth::ACK {
-                assert_eq!(syndrome, Syndrome::Ack);
-            } else {
-                assert_eq!(syndrome.to_wire(), byte, "{byte:#x}");
+            assert_eq!(syndrome.to_wire(), byte, "{byte:#x}");
+            let ack = byte & aeth::TYPE_MASK == aeth::ACK;
+            assert_eq!(matches!(syndrome, Syndrome::Ack(_)), ack, "{byte:#x}");
+        }
+        assert_eq!(
+            Syndrome::Ack(Credit::UNLIMITED).to_wire(),
+            aeth::ACK_UNLIMITED
+        );
+    }
+
+    #[test]
+    fn credit_codes() {
+        // IBTA's table: 0-4 exact, then 1.5 and 2 times powers of two.
+        for code in 0..=30u8 {
+            let n = Credit::WQES[usize::from(code)];
+            let want = match code {
+                0..=4 => u32::from(code),
+                _ => (2 + u32::from(code & 1)) << ((code - 2) / 2),
+            };
+            assert_eq!(n, want, "code {code}");
+            assert_eq!(Credit::of_wqes(n), Credit(code));
+            if n > 0 {
+                // One WQE short of a code's count rounds down to the code below.
+                assert_eq!(Credit::of_wqes(n - 1), Credit(code - 1), "{n}");
             }
         }
+        assert_eq!(Credit::of_wqes(5), Credit(4));
+        assert_eq!(Credit::of_wqes(32767), Credit(29));
+        assert_eq!(Credit::of_wqes(u32::MAX), Credit(30));
     }
 }

@@ -201,7 +201,7 @@ impl State {
                     return;
                 }
                 match Syndrome::from_wire(pkt.aeth.syndrome) {
-                    Syndrome::Ack => {
+                    Syndrome::Ack(_) => {
                         self.ack_before(qp, engine, psn_add(psn, 1));
                         // An ACK beyond an incomplete READ: its responses were lost.
                         let mut implied = None;
@@ -366,7 +366,7 @@ impl State {
         if wqe.is_placement() {
             let answer = pkt.bth.opcode == op::RC_READ_RESPONSE_ONLY
                 && pkt.payload.is_empty()
-                && Syndrome::from_wire(pkt.aeth.syndrome) == Syndrome::Ack;
+                && matches!(Syndrome::from_wire(pkt.aeth.syndrome), Syndrome::Ack(_));
             if !answer {
                 self.data.stale_responses += 1;
                 return false;
@@ -409,7 +409,7 @@ impl State {
         let wqe = &engine.inflight[i];
         if !wqe.is_atomic()
             || psn != wqe.first_psn
-            || Syndrome::from_wire(pkt.aeth.syndrome) != Syndrome::Ack
+            || !matches!(Syndrome::from_wire(pkt.aeth.syndrome), Syndrome::Ack(_))
         {
             self.data.stale_responses += 1;
             return false;

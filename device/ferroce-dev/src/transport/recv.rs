@@ -20,7 +20,7 @@
 //! (it completes), [`State::recv_failed`] (it completes in error) and
 //! [`Engine::recv_unused`] (the message is dropped, the WQE is kept).
 
-use super::codes::WcStatus;
+use super::codes::{Credit, WcStatus};
 use crate::device::State;
 use crate::hw::*;
 use crate::objects::Srq;
@@ -40,6 +40,18 @@ impl State {
             return self.qps.get(qp.qpn).map_or(0, |q| q.rq_pi);
         }
         u32::from_le_bytes(b) as u16
+    }
+
+    /// The credit count of the QP's next ACK (IBTA 9.7.7.2, device.rst
+    /// "RC responder"): the WQEs posted to its own RQ and not consumed
+    /// yet; no limit for a QP attached to an SRQ. A record more than
+    /// `rq_depth` ahead counts none, as [`Self::recv_take`] takes none.
+    pub(super) fn credit(&mut self, qp: &QpCtx, engine: &Engine) -> Credit {
+        if qp.srqn != 0 {
+            return Credit::UNLIMITED;
+        }
+        let n = u32::from(self.rq_pi(qp).wrapping_sub(engine.rq_ci));
+        Credit::of_wqes(if n <= qp.rq_depth { n } else { 0 })
     }
 
     /// Whether the QP's own RQ has a WQE posted at `rq_ci`.

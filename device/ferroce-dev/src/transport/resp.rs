@@ -4,7 +4,7 @@
 //! resources of READs, atomics, ATOMIC_WRITEs and FLUSHes (the replay
 //! cache), ACKs and NAKs.
 
-use super::codes::{NakCode, Syndrome, WcStatus};
+use super::codes::{Credit, NakCode, Syndrome, WcStatus};
 use crate::device::State;
 use crate::hw::*;
 use crate::objects::SegList;
@@ -65,7 +65,7 @@ impl State {
             msn,
         };
         match syndrome {
-            Syndrome::Ack => self.data.acks_sent += 1,
+            Syndrome::Ack(_) => self.data.acks_sent += 1,
             Syndrome::RnrNak(_) => self.data.rnr_naks_sent += 1,
             Syndrome::Nak(NakCode::PsnSeqErr) => self.data.seq_naks_sent += 1,
             _ => self.data.err_naks_sent += 1,
@@ -94,7 +94,8 @@ impl State {
         if engine.ack_pending {
             engine.ack_pending = false;
             let (psn, msn) = (psn_add(engine.epsn, 0xff_ffff), engine.msn);
-            self.send_ack(qp, psn, Syndrome::Ack, msn);
+            let credit = self.credit(qp, engine);
+            self.send_ack(qp, psn, Syndrome::Ack(credit), msn);
         }
     }
 
@@ -499,7 +500,8 @@ impl State {
             };
             // A READ whose memory vanished is NAKed by `answer_reads` at
             // the end of the batch, from where this left it.
-            let ok = self.read_responses(qp, &mut res);
+            let credit = self.credit(qp, engine);
+            let ok = self.read_responses(qp, &mut res, credit);
             if let Some(front) = engine.reads.front_mut() {
                 *front = res;
             }
@@ -749,11 +751,13 @@ impl State {
     /// has room; true once every READ is answered. A READ whose memory
     /// vanished NAKs remote operational error and moves the QP to ERR.
     pub(super) fn answer_reads(&mut self, qp: &QpCtx, engine: &mut Engine) -> bool {
+        let mut credit = None;
         for i in 0..engine.reads.len() {
             let Some(mut res) = engine.reads.get(i).copied().filter(|r| r.unanswered()) else {
                 continue;
             };
-            let ok = self.read_responses(qp, &mut res);
+            let credit = *credit.get_or_insert_with(|| self.credit(qp, engine));
+            let ok = self.read_responses(qp, &mut res, credit);
             if let Some(slot) = engine.reads.get_mut(i) {
                 *slot = res;
             }
@@ -778,11 +782,11 @@ impl State {
     /// queue has room; false if its memory cannot be read. Only what is
     /// about to be sent is translated, as much as the queue has room for,
     /// so a long READ answered over many calls walks its pages once.
-    pub(super) fn read_responses(&mut self, qp: &QpCtx, res: &mut ReadRes) -> bool {
+    pub(super) fn read_responses(&mut self, qp: &QpCtx, res: &mut ReadRes, credit: Credit) -> bool {
         match res.kind {
             ResKind::Read => {}
             ResKind::Atomic(_) | ResKind::Placement(_) => {
-                self.single_response(qp, res);
+                self.single_response(qp, res, credit);
                 return true;
             }
         }
@@ -826,7 +830,7 @@ impl State {
                 ..Bth::default()
             };
             let aeth = Aeth {
-                syndrome: Syndrome::Ack.to_wire(),
+                syndrome: Syndrome::Ack(credit).to_wire(),
                 msn: res.msn,
             };
             let mut pkt = Self::packet_on(&path, self.ip_id, bth, &[]);
@@ -845,7 +849,7 @@ impl State {
     /// room: for an atomic its ATOMIC_ACKNOWLEDGE, from the cached original
     /// value; for an ATOMIC_WRITE or FLUSH (1.8) a zero-length
     /// RDMA_READ_RESPONSE_ONLY with the AETH.
-    fn single_response(&mut self, qp: &QpCtx, res: &mut ReadRes) {
+    fn single_response(&mut self, qp: &QpCtx, res: &mut ReadRes, credit: Credit) {
         if self.tx_room() == 0 {
             return;
         }
@@ -862,7 +866,7 @@ impl State {
                 ..Bth::default()
             };
             let aeth = Aeth {
-                syndrome: Syndrome::Ack.to_wire(),
+                syndrome: Syndrome::Ack(credit).to_wire(),
                 msn: res.msn,
             };
             match res.kind {

@@ -361,7 +361,7 @@ pub mod aeth {
     pub const ACK: u8 = 0x00;
     pub const RNR_NAK: u8 = 0x20;
     pub const NAK: u8 = 0x60;
-    /// ACK with "unlimited" credits (ferroce does not use credits).
+    /// ACK with the credit count "invalid": no end-to-end credit limit.
     pub const ACK_UNLIMITED: u8 = 0x1f;
     pub const NAK_PSN_SEQ: u8 = 0x60;
     pub const NAK_INVALID_REQ: u8 = 0x61;
