@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0
-//! End-to-end credits (IBTA 9.7.7.2, device.rst "RC responder"): the
-//! responder advertises the receive WQEs it has posted in the AETH of its
-//! ACKs.
+//! End-to-end credits (IBTA 9.7.7.2, device.rst "RC requester" and "RC
+//! responder"): the responder advertises the receive WQEs it has posted in
+//! the AETH of its ACKs, and the requester holds back messages that need
+//! one beyond that (plus one), instead of sending them into RNR NAKs.
 
 mod common;
 
@@ -96,4 +97,161 @@ fn an_srq_qp_sets_no_limit() {
     hand_over(&a, &b);
     let ack = hand_over(&b, &a);
     assert_eq!(decode(&ack[0]).unwrap().aeth.syndrome, aeth::ACK_UNLIMITED);
+    // Unlimited from now on: ten SENDs go at once without a receive WQE.
+    for id in 2..12 {
+        a.post_send(0, &send(id, &src));
+    }
+    assert_eq!(a.h.dev.take_tx().len(), 10);
+    assert_eq!(a.h.dev.counters().data.credit_waits, 0);
+}
+
+/// SENDs beyond the credits (plus one) wait for the ACK that brings more;
+/// a receiver that keeps up gets no RNR NAK.
+#[test]
+fn sends_beyond_the_credits_wait_for_an_ack() {
+    let (mut a, mut b) = rc_pair(|_| {});
+    let src = a.reg_mr(4096, ACCESS_LOCAL_WRITE);
+    let dst = b.reg_mr(4096, ALL_ACCESS);
+    post_recvs(&mut b, 100, 3, &dst);
+    // Before any ACK the requester knows no credits: one SEND goes (SSN 1
+    // <= LSN 0 + 1), the second waits behind it.
+    a.post_send(0, &send(1, &src));
+    a.post_send(0, &send(2, &src));
+    assert_eq!(hand_over(&a, &b).len(), 1);
+    assert_eq!(a.h.dev.counters().data.credit_waits, 1);
+    // MSN 1 and 2 WQEs left: LSN 3, so SSNs 2 to 4 may go.
+    hand_over(&b, &a);
+    for id in 3..=10 {
+        a.post_send(0, &send(id, &src));
+    }
+    // The receiver posts 7 more before those arrive: all ten complete,
+    // and nothing is RNR NAKed or resent.
+    post_recvs(&mut b, 200, 7, &dst);
+    assert_eq!(opcodes(&hand_over(&a, &b)), vec![op::RC_SEND_ONLY; 3]);
+    assert_eq!(a.h.dev.counters().data.credit_waits, 2);
+    run(&a, &b);
+    let done = statuses(&a.poll());
+    let want: Vec<_> = (1..=10).map(|id| (id, WC_SEND, WC_SUCCESS)).collect();
+    assert_eq!(done, want);
+    assert_eq!(b.poll().len(), 10);
+    let d = a.h.dev.counters().data;
+    assert_eq!((d.rnr_naks_rcvd, d.retransmits), (0, 0));
+}
+
+/// A receiver that reposts as it completes, with 4 WQEs posted at most:
+/// the requester sends what the ACKs allow, and the one message beyond
+/// them arrives after the repost. Without credits all 40 SENDs would go
+/// at once into 4 WQEs, and each one after them would be RNR NAKed or
+/// resent.
+#[test]
+fn a_slow_receiver_costs_waits_not_rnr_naks() {
+    let (mut a, mut b) = rc_pair(|a| a.rnr_retry = 7);
+    let src = a.reg_mr(4096, ACCESS_LOCAL_WRITE);
+    let dst = b.reg_mr(4096, ALL_ACCESS);
+    post_recvs(&mut b, 1000, 4, &dst);
+    for id in 1..=40 {
+        a.post_send(0, &send(id, &src));
+    }
+    // The receiver reposts 4 WQEs per round trip, after it has seen the
+    // round's SENDs: it never has more than 4 posted.
+    let mut received = 0;
+    for _ in 0..1000 {
+        let sent = hand_over(&a, &b);
+        let completed = b.poll().len() as u64;
+        post_recvs(&mut b, 1004 + received, completed, &dst);
+        received += completed;
+        hand_over(&b, &a);
+        if sent.is_empty() {
+            if let Some(t) = a.h.dev.next_timer() {
+                a.h.dev.tick(t);
+            }
+        }
+        if received == 40 {
+            break;
+        }
+    }
+    assert_eq!(received, 40);
+    run(&a, &b);
+    let done = statuses(&a.poll());
+    let want: Vec<_> = (1..=40).map(|id| (id, WC_SEND, WC_SUCCESS)).collect();
+    assert_eq!(done, want);
+    let d = a.h.dev.counters().data;
+    assert!(d.credit_waits > 0);
+    assert_eq!((d.rnr_naks_rcvd, d.seq_naks_rcvd, d.retransmits), (0, 0, 0));
+}
+
+/// RDMA WRITEs, READs and atomics need no receive WQE: never held back,
+/// and each raises the LSN by the MSN it takes.
+#[test]
+fn writes_and_reads_are_never_held_back() {
+    let (mut a, mut b) = rc_pair(|a| {
+        a.max_rd_atomic = 4;
+        a.max_dest_rd_atomic = 4;
+    });
+    let src = a.reg_mr(4096, ACCESS_LOCAL_WRITE);
+    let dst = b.reg_mr(4096, ALL_ACCESS);
+    post_recvs(&mut b, 100, 1, &dst);
+    for id in 1..=3 {
+        a.post_send(0, &write_wr(id, &src, 8, dst.va(3000), dst.key));
+    }
+    let read = SendWr {
+        remote_addr: dst.va(0),
+        rkey: dst.key,
+        sges: vec![(src.va(0), 64, src.key)],
+        ..wr(4, WR_RDMA_READ)
+    };
+    a.post_send(0, &read);
+    let imm = SendWr {
+        imm: [1, 2, 3, 4],
+        ..write_wr(5, &src, 8, dst.va(3000), dst.key)
+    };
+    a.post_send(
+        0,
+        &SendWr {
+            opcode: WR_RDMA_WRITE_IMM,
+            ..imm
+        },
+    );
+    a.post_send(0, &send(6, &src));
+    // SSNs 1-4 raise the LSN to 4; the WRITE_IMM (SSN 5) is the one
+    // beyond it; the SEND (SSN 6) waits.
+    let want = [
+        op::RC_WRITE_ONLY,
+        op::RC_WRITE_ONLY,
+        op::RC_WRITE_ONLY,
+        op::RC_READ_REQUEST,
+        op::RC_WRITE_ONLY_IMM,
+    ];
+    assert_eq!(opcodes(&hand_over(&a, &b)), want);
+    assert_eq!(a.h.dev.counters().data.credit_waits, 1);
+    // The WRITE_IMM took b's WQE; the SEND goes on the ACK that says one
+    // more is posted.
+    post_recvs(&mut b, 101, 1, &dst);
+    run(&a, &b);
+    let got: Vec<_> = statuses(&a.poll()).iter().map(|s| (s.0, s.2)).collect();
+    let want: Vec<_> = (1..=6).map(|id| (id, WC_SUCCESS)).collect();
+    assert_eq!(got, want);
+    assert_eq!(b.poll().len(), 2);
+}
+
+/// A responder that sends 0x1F (rxe does, always) lifts the limit for
+/// good: nothing is held back after its first ACK.
+#[test]
+fn an_unlimited_ack_lifts_the_limit() {
+    let (mut a, mut b) = rc_pair(|_| {});
+    let src = a.reg_mr(4096, ACCESS_LOCAL_WRITE);
+    let dst = b.reg_mr(4096, ALL_ACCESS);
+    a.post_send(0, &write_wr(1, &src, 8, dst.va(0), dst.key));
+    hand_over(&a, &b);
+    let ack = b.h.dev.take_tx();
+    // b has no receive WQE posted (code 0); the ACK as rxe sends it.
+    let p = decode(&ack[0]).unwrap();
+    assert_eq!(p.bth.opcode, op::RC_ACK);
+    let rxe_ack = forged(&ack[0], |p| p.aeth.syndrome = aeth::ACK_UNLIMITED);
+    a.h.dev.receive(&rxe_ack);
+    for id in 2..=9 {
+        a.post_send(0, &send(id, &src));
+    }
+    assert_eq!(a.h.dev.take_tx().len(), 8);
+    assert_eq!(a.h.dev.counters().data.credit_waits, 0);
 }

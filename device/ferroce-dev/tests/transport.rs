@@ -1246,7 +1246,8 @@ fn psn_next(psn: u32) -> u32 {
 /// `qp->req.wait_for_rnr_timer`).
 #[test]
 fn rnr_wait_is_respected_by_new_doorbells() {
-    let (mut a, b) = rc_pair(|a| a.min_rnr_timer = 1);
+    let (mut a, mut b) = rc_pair(|a| a.min_rnr_timer = 1);
+    let bm = b.reg_mr(4096, ACCESS_LOCAL_WRITE);
     let m = a.reg_mr(4096, ACCESS_LOCAL_WRITE);
     let mut s = wr(1, WR_SEND);
     s.sges = vec![(m.va(0), 100, m.key)];
@@ -1268,7 +1269,27 @@ fn rnr_wait_is_respected_by_new_doorbells() {
     let t = a.h.dev.next_timer().expect("the RNR timer is armed");
     a.h.dev.tick(t);
     let resent = a.h.dev.take_tx();
-    assert_eq!(resent.len(), 2, "both SENDs go once the timer fired");
+    // The second SEND also waits for a credit (device.rst "RC requester"):
+    // the first is unacknowledged and took the one the requester may
+    // send beyond what the responder advertised.
+    assert_eq!(
+        resent.len(),
+        1,
+        "the RNR NAKed SEND goes once the timer fired"
+    );
+    assert_eq!(a.h.dev.counters().data.credit_waits, 1);
+    for id in 7..=8 {
+        b.post_recv(0, id, &[(bm.va(0), 2048, bm.key)]);
+    }
+    b.h.dev.receive_batch(resent.iter().map(|f| f.as_slice()));
+    let ack = b.h.dev.take_tx();
+    a.h.dev.receive_batch(ack.iter().map(|f| f.as_slice()));
+    assert_eq!(
+        a.h.dev.take_tx().len(),
+        1,
+        "the ACK's credit lets the second go"
+    );
+    assert_eq!(statuses(&a.poll()), vec![(1, WC_SEND, WC_SUCCESS)]);
 }
 
 /// Re-encodes ACK frame `f` with another AETH syndrome.

@@ -105,6 +105,11 @@ impl Credit {
         // At most 30: the table has 31 entries.
         Self(code as u8)
     }
+
+    /// The WQEs this code stands for; `None` for [`Credit::UNLIMITED`].
+    pub(crate) fn wqes(self) -> Option<u32> {
+        Self::WQES.get(usize::from(self.0)).copied()
+    }
 }
 
 /// An AETH syndrome: type in bits 7:5, value in bits 4:0.
@@ -177,6 +182,7 @@ mod tests {
         // IBTA's table: 0-4 exact, then 1.5 and 2 times powers of two.
         for code in 0..=30u8 {
             let n = Credit::WQES[usize::from(code)];
+            assert_eq!(Credit(code).wqes(), Some(n));
             let want = match code {
                 0..=4 => u32::from(code),
                 _ => (2 + u32::from(code & 1)) << ((code - 2) / 2),
@@ -188,6 +194,7 @@ mod tests {
                 assert_eq!(Credit::of_wqes(n - 1), Credit(code - 1), "{n}");
             }
         }
+        assert_eq!(Credit::UNLIMITED.wqes(), None);
         assert_eq!(Credit::of_wqes(5), Credit(4));
         assert_eq!(Credit::of_wqes(32767), Credit(29));
         assert_eq!(Credit::of_wqes(u32::MAX), Credit(30));

@@ -201,7 +201,8 @@ impl State {
                     return;
                 }
                 match Syndrome::from_wire(pkt.aeth.syndrome) {
-                    Syndrome::Ack(_) => {
+                    Syndrome::Ack(credit) => {
+                        engine.credits.update(pkt.aeth.msn, credit);
                         self.ack_before(qp, engine, psn_add(psn, 1));
                         // An ACK beyond an incomplete READ: its responses were lost.
                         let mut implied = None;
@@ -306,11 +307,16 @@ impl State {
                 if !self.read_response(qp, engine, pkt) {
                     return;
                 }
+                // MIDDLE responses carry no AETH.
+                if pkt.bth.opcode != op::RC_READ_RESPONSE_MIDDLE {
+                    Self::take_credit(engine, pkt);
+                }
             }
             op::RC_ATOMIC_ACK => {
                 if !self.atomic_ack(qp, engine, pkt) {
                     return;
                 }
+                Self::take_credit(engine, pkt);
             }
             _ => {
                 self.data.stale_responses += 1;
@@ -320,6 +326,13 @@ impl State {
         self.complete_head(qp, engine);
         if engine.rnr_wait.is_none() {
             self.fetch_and_send(qp, engine);
+        }
+    }
+
+    /// The credit count of a response's AETH with the ACK syndrome.
+    fn take_credit(engine: &mut Engine, pkt: &Packet<'_>) {
+        if let Syndrome::Ack(credit) = Syndrome::from_wire(pkt.aeth.syndrome) {
+            engine.credits.update(pkt.aeth.msn, credit);
         }
     }
 

@@ -26,13 +26,17 @@
 //! consuming `retry_cnt`), from the NAK'ed PSN on a PSN sequence error NAK,
 //! and from the RNR NAK'ed PSN after the RNR timer (consuming `rnr_retry`,
 //! 7 = infinite). An ACK beyond an incomplete RDMA READ is an implied NAK
-//! and re-requests the missing part of the read.
+//! and re-requests the missing part of the read. A message that needs a
+//! receive WQE waits while it is more than one beyond the responder's
+//! end-to-end credits (`SendCredits`).
 //!
 //! Responder: in-order packets are executed; duplicates (PSN behind the
 //! expected PSN) are acknowledged again; a PSN ahead of the expected one
 //! gets one PSN sequence error NAK until the expected PSN arrives. ACKs are
 //! coalesced: at most one ACK per QP per batch of received frames, for the
-//! newest PSN.
+//! newest PSN. Their AETH (and that of READ responses and atomic
+//! acknowledgements) carries the receive WQEs posted to the QP's RQ as
+//! the credit count.
 //!
 //! RDMA READ requests take one of the QP's `max_dest_rd_atomic` responder
 //! resources (IBTA 9.5, 9.7.5.1.4): the request is checked when it arrives,
@@ -284,6 +288,9 @@ pub struct DataCounters {
     pub ack_retries: u64,
     /// Go-back-N rewinds (timeouts, NAKs, implied NAKs, RNR waits).
     pub retransmits: u64,
+    /// Messages an RC requester held back for want of end-to-end credits
+    /// (each counted once, however long it waited).
+    pub credit_waits: u64,
     /// WQEs failed with RETRY_EXC_ERR.
     pub retry_exceeded: u64,
     /// WQEs failed with RNR_RETRY_EXC_ERR.
@@ -414,6 +421,8 @@ struct SendWqe {
     local: Option<LocalOp>,
     first_psn: u32,
     npkts: u32,
+    /// RC: the message's SSN ([`SendCredits`]).
+    ssn: u32,
     /// Segment size of this message in bytes, fixed when it was fetched:
     /// retransmissions are cut exactly as the first transmission.
     mtu: u64,
@@ -439,6 +448,15 @@ impl SendWqe {
     /// response.
     fn is_placement(&self) -> bool {
         matches!(self.opcode, WR_ATOMIC_WRITE | WR_FLUSH)
+    }
+
+    /// A SEND or an RDMA WRITE with immediate: its message consumes a
+    /// receive WQE at the responder.
+    fn consumes_rwqe(&self) -> bool {
+        matches!(
+            self.opcode,
+            WR_SEND | WR_SEND_IMM | WR_SEND_INV | WR_RDMA_WRITE_IMM
+        )
     }
 
     /// A READ, an atomic, an ATOMIC_WRITE or a FLUSH: completed by its
@@ -603,6 +621,7 @@ pub(crate) struct Engine {
     timer: Option<u64>,
     rnr_wait: Option<(u64, u32)>,
     last_rewind: Option<u32>,
+    credits: SendCredits,
     /// This QP's share of `State::rc_inflight`: its packets sent and not
     /// acknowledged when it last reported them.
     inflight_counted: u32,
@@ -630,6 +649,84 @@ pub(crate) struct Engine {
     // events
     comm_est_sent: bool,
     drain_notify: bool,
+}
+
+/// An RC requester's end-to-end credits (IBTA 9.7.7.2, device.rst "RC
+/// requester"), kept as qib and hfi1 keep them: sequence numbers of
+/// messages (SSNs, counted as the responder counts its MSN) against a
+/// limit (the LSN) that ACKs raise.
+#[derive(Debug, Clone, Copy)]
+struct SendCredits {
+    /// The SSN of the next message fetched.
+    next_ssn: u32,
+    /// The SSN of the newest message sent.
+    sent_ssn: u32,
+    /// The newest SSN the responder has a receive WQE for.
+    lsn: u32,
+    /// The responder sent code 0x1F: no limit.
+    unlimited: bool,
+    /// The SSN of a message held back and counted in `credit_waits`.
+    held: Option<u32>,
+}
+
+impl Default for SendCredits {
+    fn default() -> Self {
+        Self {
+            next_ssn: 1,
+            sent_ssn: 0,
+            lsn: 0,
+            unlimited: false,
+            held: None,
+        }
+    }
+}
+
+impl SendCredits {
+    /// The SSN of a message that takes PSNs.
+    fn assign(&mut self) -> u32 {
+        let ssn = self.next_ssn;
+        self.next_ssn = wire::psn_add(ssn, 1);
+        ssn
+    }
+
+    /// An AETH with the ACK syndrome: MSN `msn` and `credit`.
+    fn update(&mut self, msn: u32, credit: codes::Credit) {
+        match credit.wqes() {
+            None => self.unlimited = true,
+            Some(n) => {
+                let lsn = wire::psn_add(msn, n);
+                if psn_diff(lsn, self.lsn) > 0 {
+                    self.lsn = lsn;
+                }
+            }
+        }
+    }
+
+    /// Whether message `ssn` may be sent now, and if so records it as
+    /// sent: a message sent before (a retransmission or its next packet)
+    /// always; a new one that `consumes` a receive WQE if `ssn` is at most
+    /// `lsn + 1` or it is `alone` (nothing before it is unacknowledged);
+    /// one that consumes none always, raising the LSN by its MSN. `waits`
+    /// counts each message held back once.
+    fn admit(&mut self, ssn: u32, consumes: bool, alone: bool, waits: &mut u64) -> bool {
+        if psn_diff(ssn, self.sent_ssn) <= 0 {
+            return true;
+        }
+        if !self.unlimited {
+            if consumes && !alone && psn_diff(ssn, wire::psn_add(self.lsn, 1)) > 0 {
+                if self.held != Some(ssn) {
+                    self.held = Some(ssn);
+                    *waits += 1;
+                }
+                return false;
+            }
+            if !consumes {
+                self.lsn = wire::psn_add(self.lsn, 1);
+            }
+        }
+        self.sent_ssn = ssn;
+        true
+    }
 }
 
 /// Where a QP's (or AH's) packets go, resolved from its address vector and
@@ -895,6 +992,7 @@ impl State {
                 engine.una = engine.next_psn;
                 engine.retry_left = qp.attr.retry_cnt;
                 engine.rnr_left = qp.attr.rnr_retry;
+                engine.credits = SendCredits::default();
             }
             if cur == QPS_SQD && next == QPS_SQD {
                 // SQD -> SQD may change the retry counts (IBTA 11.2.4.2): they

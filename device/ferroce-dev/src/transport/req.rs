@@ -46,6 +46,7 @@ impl State {
             local: None,
             first_psn: 0,
             npkts: 0,
+            ssn: 0,
             mtu,
             sent: 0,
             read_rcvd: 0,
@@ -334,6 +335,9 @@ impl State {
                 wqe.first_psn = engine.next_psn;
                 engine.next_psn = psn_add(engine.next_psn, wqe.npkts);
             }
+            if rc && wqe.error.is_none() && wqe.local.is_none() {
+                wqe.ssn = engine.credits.assign();
+            }
             engine.inflight.push_back(wqe);
         }
         // A QP that becomes busy counts at once, so that QPs started
@@ -394,6 +398,10 @@ impl State {
                     if psn_diff(psn, engine.una) >= window {
                         break;
                     }
+                    // Takes no receive WQE: never held back, but it
+                    // takes an MSN, which raises the LSN.
+                    let waits = &mut self.data.credit_waits;
+                    engine.credits.admit(wqe.ssn, false, false, waits);
                     let mut bth = Bth {
                         opcode: op::RC_READ_REQUEST,
                         pkey: wire::DEFAULT_PKEY,
@@ -476,6 +484,16 @@ impl State {
             let with_imm = matches!(wqe.opcode, WR_RDMA_WRITE_IMM | WR_SEND_IMM);
             let with_inv = wqe.opcode == WR_SEND_INV;
             let mut k = wqe.sent;
+            if !uc && k < npkts {
+                let alone = engine.una == first_psn;
+                let waits = &mut self.data.credit_waits;
+                if !engine
+                    .credits
+                    .admit(wqe.ssn, wqe.consumes_rwqe(), alone, waits)
+                {
+                    break;
+                }
+            }
             let mut blocked = false;
             while k < npkts {
                 let psn = psn_add(first_psn, k);
