@@ -271,8 +271,11 @@ def collect_ferroce(run, r):
     r["device_counters_delta"] = per_vm
     # RNR NAKs are flow control, not loss: a receiver that had no receive
     # posted. Each makes its sender rewind (a retransmit) and wait.
+    # Credit waits are the flow control that replaces them: messages held
+    # back until an ACK advertised a receive WQE (device.rst, end-to-end
+    # credits).
     for k, name in (("retransmits", "retransmits"), ("timeouts", "timeouts"),
-                    ("rnr_naks", "rnr_naks_rcvd")):
+                    ("rnr_naks", "rnr_naks_rcvd"), ("credit_waits", "credit_waits")):
         r[k] = vm_sum(per_vm, name)
         if r[k] is None:
             run.missing.append(("ferroce.%s" % k, "not known for every VM's device"))
@@ -284,10 +287,12 @@ def collect_ferroce(run, r):
     # (super-frames carry several).
     r["wire"] = {k: vm_sum(per_vm, "port_" + k) for k in
                  ("wire_rx", "wire_rx_reads", "wire_tx", "wire_tx_writes")}
-    r["counters_note"] = ("retransmits/timeouts/rnr_naks (rnr_naks_rcvd): growth of the "
-                          "device counters of both VMs (vm1 + vm2) over all of bench.guest's "
-                          "tests; an RNR NAK (no receive posted) makes its sender rewind, and "
-                          "counts as a retransmit too; device_lock: how often both devices' "
+    r["counters_note"] = ("retransmits/timeouts/rnr_naks (rnr_naks_rcvd)/credit_waits: growth "
+                          "of the device counters of both VMs (vm1 + vm2) over all of "
+                          "bench.guest's tests; an RNR NAK (no receive posted) makes its sender "
+                          "rewind, and counts as a retransmit too; a credit wait is a message "
+                          "held back until the receiver's ACK advertised a receive WQE; "
+                          "device_lock: how often both devices' "
                           "entry points took their one lock (taken), found it held "
                           "(contended) and waited for it (wait_us), over the same tests; "
                           "wire: the frames both devices' ports received and sent, and the "
@@ -607,9 +612,10 @@ def table(b):
     p("  " + "  ".join("%d QP: %s" % (q["qps"], show(q.get("bw_average"), 0)) for q in
                        b["ferroce"]["qp_scaling"]))
     p("ferroce device counters over the tests (vm1 + vm2): retransmits %s, timeouts %s, "
-      "RNR NAKs received %s" % (show(b["ferroce"]["retransmits"], 0),
-                                show(b["ferroce"]["timeouts"], 0),
-                                show(b["ferroce"]["rnr_naks"], 0)))
+      "RNR NAKs received %s, credit waits %s" % (show(b["ferroce"]["retransmits"], 0),
+                                                 show(b["ferroce"]["timeouts"], 0),
+                                                 show(b["ferroce"]["rnr_naks"], 0),
+                                                 show(b["ferroce"].get("credit_waits"), 0)))
     lk = b["ferroce"]["device_lock"]
     p("ferroce device lock over the tests (vm1 + vm2): taken %s times, %s of them after "
       "waiting, %s us of waiting" % (show(lk["taken"], 0), show(lk["contended"], 0),
