@@ -19,12 +19,14 @@ fn hand_over(from: &Node, to: &Node) -> Vec<Vec<u8>> {
     f
 }
 
-/// The opcodes of `frames`.
-fn opcodes(frames: &[Vec<u8>]) -> Vec<u8> {
-    frames
-        .iter()
-        .map(|f| decode(f).unwrap().bth.opcode)
-        .collect()
+/// A signaled RDMA READ of 64 bytes from the start of `dst` into `src`.
+fn read(id: u64, src: &MrInfo, dst: &MrInfo) -> SendWr {
+    SendWr {
+        remote_addr: dst.va(0),
+        rkey: dst.key,
+        sges: vec![(src.va(0), 64, src.key)],
+        ..wr(id, WR_RDMA_READ)
+    }
 }
 
 /// A signaled SEND of 100 bytes from `m`.
@@ -66,13 +68,7 @@ fn acks_carry_the_receive_wqes_posted() {
     hand_over(&a, &b);
     let ack = hand_over(&b, &a);
     assert_eq!(decode(&ack[0]).unwrap().aeth.syndrome, aeth::ACK | 0xb);
-    let read = SendWr {
-        remote_addr: dst.va(0),
-        rkey: dst.key,
-        sges: vec![(src.va(0), 64, src.key)],
-        ..wr(3, WR_RDMA_READ)
-    };
-    a.post_send(0, &read);
+    a.post_send(0, &read(3, &src, &dst));
     hand_over(&a, &b);
     let resp = hand_over(&b, &a);
     assert_eq!(opcodes(&resp), vec![op::RC_READ_RESPONSE_ONLY]);
@@ -194,13 +190,7 @@ fn writes_and_reads_are_never_held_back() {
     for id in 1..=3 {
         a.post_send(0, &write_wr(id, &src, 8, dst.va(3000), dst.key));
     }
-    let read = SendWr {
-        remote_addr: dst.va(0),
-        rkey: dst.key,
-        sges: vec![(src.va(0), 64, src.key)],
-        ..wr(4, WR_RDMA_READ)
-    };
-    a.post_send(0, &read);
+    a.post_send(0, &read(4, &src, &dst));
     let imm = SendWr {
         imm: [1, 2, 3, 4],
         ..write_wr(5, &src, 8, dst.va(3000), dst.key)

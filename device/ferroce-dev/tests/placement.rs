@@ -91,13 +91,6 @@ fn deliver(to: &Node, frames: &[Vec<u8>]) {
     to.h.dev.receive_batch(frames.iter().map(|f| f.as_slice()));
 }
 
-fn opcodes(frames: &[Vec<u8>]) -> Vec<u8> {
-    frames
-        .iter()
-        .map(|f| decode(f).unwrap().bth.opcode)
-        .collect()
-}
-
 fn be32_at(f: &[u8], at: usize) -> u32 {
     u32::from_be_bytes(f[at..at + 4].try_into().unwrap())
 }

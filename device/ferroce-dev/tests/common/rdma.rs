@@ -780,6 +780,14 @@ pub fn with_variant(key: u32, variant: u8) -> u32 {
     (key & !KEY_VARIANT_MASK) | u32::from(variant)
 }
 
+/// The BTH opcodes of `frames`.
+pub fn opcodes(frames: &[Vec<u8>]) -> Vec<u8> {
+    frames
+        .iter()
+        .map(|f| ferroce_dev::wire::decode(f).unwrap().bth.opcode)
+        .collect()
+}
+
 /// `frame` decoded, edited by `edit` and encoded again (with a new ICRC).
 pub fn forged(frame: &[u8], edit: impl FnOnce(&mut ferroce_dev::wire::Packet<'_>)) -> Vec<u8> {
     let mut p = ferroce_dev::wire::decode(frame).unwrap();
