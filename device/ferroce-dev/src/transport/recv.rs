@@ -42,23 +42,30 @@ impl State {
         u32::from_le_bytes(b) as u16
     }
 
+    /// The WQEs posted to the QP's own RQ from `rq_ci` on; none if its
+    /// record is more than `rq_depth` ahead (nothing is taken from it).
+    fn rq_posted(&mut self, qp: &QpCtx, engine: &Engine) -> u32 {
+        let n = u32::from(self.rq_pi(qp).wrapping_sub(engine.rq_ci));
+        if n <= qp.rq_depth {
+            n
+        } else {
+            0
+        }
+    }
+
     /// The credit count of the QP's next ACK (IBTA 9.7.7.2, device.rst
     /// "RC responder"): the WQEs posted to its own RQ and not consumed
-    /// yet; no limit for a QP attached to an SRQ. A record more than
-    /// `rq_depth` ahead counts none, as [`Self::recv_take`] takes none.
+    /// yet; no limit for a QP attached to an SRQ.
     pub(super) fn credit(&mut self, qp: &QpCtx, engine: &Engine) -> Credit {
         if qp.srqn != 0 {
             return Credit::UNLIMITED;
         }
-        let n = u32::from(self.rq_pi(qp).wrapping_sub(engine.rq_ci));
-        Credit::of_wqes(if n <= qp.rq_depth { n } else { 0 })
+        Credit::of_wqes(self.rq_posted(qp, engine))
     }
 
     /// Whether the QP's own RQ has a WQE posted at `rq_ci`.
     fn rq_available(&mut self, qp: &QpCtx, engine: &Engine) -> bool {
-        let pi = self.rq_pi(qp);
-        let n = u32::from(pi.wrapping_sub(engine.rq_ci));
-        n != 0 && n <= qp.rq_depth
+        self.rq_posted(qp, engine) != 0
     }
 
     /// The receive WQE for a new message of QP `qp`, if one is there: the
