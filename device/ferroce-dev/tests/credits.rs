@@ -80,15 +80,10 @@ fn acks_carry_the_receive_wqes_posted() {
 /// A QP attached to an SRQ shares its WQEs: its ACKs carry 0x1F, no limit.
 #[test]
 fn an_srq_qp_sets_no_limit() {
-    let mut a = Node::new(36);
-    let mut b = Node::new(37);
-    a.create_qp(QPT_RC);
-    let si = b.create_srq(64, 0);
-    b.create_srq_qp(QPT_RC, si);
-    connect_pair(&mut a, 0, &mut b, 0, |_| {});
+    let (mut a, mut b) = rc_srq_pair(1, 64, 0);
     let src = a.reg_mr(4096, ACCESS_LOCAL_WRITE);
     let dst = b.reg_mr(4096, ALL_ACCESS);
-    b.post_srq_recv(si, 1, &[(dst.va(0), 2048, dst.key)]);
+    b.post_srq_recv(0, 1, &[(dst.va(0), 2048, dst.key)]);
     a.post_send(0, &send(1, &src));
     hand_over(&a, &b);
     let ack = hand_over(&b, &a);

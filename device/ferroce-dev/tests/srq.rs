@@ -142,20 +142,6 @@ fn events(node: &mut Node) -> Vec<(u8, u32, u32)> {
     node.h.take_events()
 }
 
-/// Node 36 with `n` RC QPs, node 37 with one SRQ (`depth`, `limit`) and
-/// `n` RC QPs on it; QP i of one connected to QP i of the other.
-fn rc_srq_pair(n: usize, depth: u32, limit: u32) -> (Node, Node) {
-    let mut a = Node::new(36);
-    let mut b = Node::new(37);
-    let si = b.create_srq(depth, limit);
-    for i in 0..n {
-        a.create_qp(QPT_RC);
-        b.create_srq_qp(QPT_RC, si);
-        connect_pair(&mut a, i, &mut b, i, |_| {});
-    }
-    (a, b)
-}
-
 /// Node 36 with a UD QP and an AH to node 37, whose UD QP receives from
 /// an SRQ of `depth`; returns them and the AH.
 fn ud_srq_pair(b: Node, depth: u32) -> (Node, Node, u32) {

@@ -591,6 +591,20 @@ pub fn rc_pair(tweak: impl Fn(&mut QpAttr) + Copy) -> (Node, Node) {
     (a, b)
 }
 
+/// Node 36 with `n` RC QPs, node 37 with one SRQ (`depth`, `limit`) and
+/// `n` RC QPs on it; QP i of one connected to QP i of the other.
+pub fn rc_srq_pair(n: usize, depth: u32, limit: u32) -> (Node, Node) {
+    let mut a = Node::new(36);
+    let mut b = Node::new(37);
+    let si = b.create_srq(depth, limit);
+    for i in 0..n {
+        a.create_qp(QPT_RC);
+        b.create_srq_qp(QPT_RC, si);
+        connect_pair(&mut a, i, &mut b, i, |_| {});
+    }
+    (a, b)
+}
+
 /// `rounds` round trips from `a` to `b` and back, each followed by `a`'s
 /// next timer (an RNR wait, when `b` has no receive posted).
 pub fn rnr_rounds(a: &Node, b: &Node, rounds: usize) {
