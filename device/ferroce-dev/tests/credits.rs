@@ -2,12 +2,14 @@
 //! End-to-end credits (IBTA 9.7.7.2, device.rst "RC requester" and "RC
 //! responder"): the responder advertises the receive WQEs it has posted in
 //! the AETH of its ACKs, and the requester holds back messages that need
-//! one beyond that (plus one), instead of sending them into RNR NAKs.
+//! one beyond that, instead of sending them into RNR NAKs. A responder
+//! that advertised none announces WQEs posted later in a credit update.
 
 mod common;
 
 use common::rdma::*;
 use ferroce_dev::hw::*;
+use ferroce_dev::transport::CREDIT_WAIT_NS;
 use ferroce_dev::wire::{aeth, decode, op};
 
 const ALL_ACCESS: u32 = ACCESS_LOCAL_WRITE | ACCESS_REMOTE_WRITE | ACCESS_REMOTE_READ;
@@ -96,8 +98,8 @@ fn an_srq_qp_sets_no_limit() {
     assert_eq!(a.h.dev.counters().data.credit_waits, 0);
 }
 
-/// SENDs beyond the credits (plus one) wait for the ACK that brings more;
-/// a receiver that keeps up gets no RNR NAK.
+/// SENDs beyond the credits wait for the ACK that brings more; a receiver
+/// that keeps up gets no RNR NAK.
 #[test]
 fn sends_beyond_the_credits_wait_for_an_ack() {
     let (mut a, mut b) = rc_pair(|_| {});
@@ -105,12 +107,13 @@ fn sends_beyond_the_credits_wait_for_an_ack() {
     let dst = b.reg_mr(4096, ALL_ACCESS);
     post_recvs(&mut b, 100, 3, &dst);
     // Before any ACK the requester knows no credits: one SEND goes (SSN 1
-    // <= LSN 0 + 1), the second waits behind it.
+    // is beyond LSN 0, but alone), the second waits behind it.
     a.post_send(0, &send(1, &src));
     a.post_send(0, &send(2, &src));
     assert_eq!(hand_over(&a, &b).len(), 1);
     assert_eq!(a.h.dev.counters().data.credit_waits, 1);
-    // MSN 1 and 2 WQEs left: LSN 3, so SSNs 2 to 4 may go.
+    // MSN 1 and 2 WQEs left: LSN 3, so SSNs 2 and 3 may go; SSN 4 waits
+    // for their ACKs.
     hand_over(&b, &a);
     for id in 3..=10 {
         a.post_send(0, &send(id, &src));
@@ -118,7 +121,7 @@ fn sends_beyond_the_credits_wait_for_an_ack() {
     // The receiver posts 7 more before those arrive: all ten complete,
     // and nothing is RNR NAKed or resent.
     post_recvs(&mut b, 200, 7, &dst);
-    assert_eq!(opcodes(&hand_over(&a, &b)), vec![op::RC_SEND_ONLY; 3]);
+    assert_eq!(opcodes(&hand_over(&a, &b)), vec![op::RC_SEND_ONLY; 2]);
     assert_eq!(a.h.dev.counters().data.credit_waits, 2);
     run(&a, &b);
     let done = statuses(&a.poll());
@@ -198,19 +201,17 @@ fn writes_and_reads_are_never_held_back() {
         },
     );
     a.post_send(0, &send(6, &src));
-    // SSNs 1-4 raise the LSN to 4; the WRITE_IMM (SSN 5) is the one
-    // beyond it; the SEND (SSN 6) waits.
+    // SSNs 1-4 raise the LSN to 4; the WRITE_IMM (SSN 5) is beyond it
+    // and waits for their ACKs, and the SEND (SSN 6) behind it.
     let want = [
         op::RC_WRITE_ONLY,
         op::RC_WRITE_ONLY,
         op::RC_WRITE_ONLY,
         op::RC_READ_REQUEST,
-        op::RC_WRITE_ONLY_IMM,
     ];
     assert_eq!(opcodes(&hand_over(&a, &b)), want);
     assert_eq!(a.h.dev.counters().data.credit_waits, 1);
-    // The WRITE_IMM took b's WQE; the SEND goes on the ACK that says one
-    // more is posted.
+    // The READ response says 2 WQEs are posted: both go.
     post_recvs(&mut b, 101, 1, &dst);
     run(&a, &b);
     let got: Vec<_> = statuses(&a.poll()).iter().map(|s| (s.0, s.2)).collect();
@@ -239,4 +240,126 @@ fn an_unlimited_ack_lifts_the_limit() {
     }
     assert_eq!(a.h.dev.take_tx().len(), 8);
     assert_eq!(a.h.dev.counters().data.credit_waits, 0);
+}
+
+/// The QP pair after one SEND took the receiver's only WQE: `a`'s SEND
+/// `id` is posted and held back, since the ACK advertised 0 WQEs.
+fn drained(id: u64) -> (Node, Node, MrInfo, MrInfo) {
+    let (mut a, mut b) = rc_pair(|a| a.rnr_retry = 7);
+    let src = a.reg_mr(4096, ACCESS_LOCAL_WRITE);
+    let dst = b.reg_mr(4096, ALL_ACCESS);
+    post_recvs(&mut b, 100, 1, &dst);
+    a.post_send(0, &send(1, &src));
+    hand_over(&a, &b);
+    let ack = hand_over(&b, &a);
+    assert_eq!(decode(&ack[0]).unwrap().aeth.syndrome, aeth::ACK);
+    a.post_send(0, &send(id, &src));
+    assert!(a.h.dev.take_tx().is_empty(), "held for the credit update");
+    (a, b, src, dst)
+}
+
+/// A responder that advertised no WQE watches its RQ: the WQE posted
+/// later (a doorbell record store, no doorbell) is announced in an
+/// unsolicited ACK for its newest PSN, and the SEND held back for it goes
+/// at once, without an RNR NAK.
+#[test]
+fn a_credit_update_releases_the_held_send() {
+    let (mut a, mut b, _src, dst) = drained(2);
+    // Nothing posted yet: the watch reads the record and goes on.
+    let t = b.h.dev.next_timer().expect("b watches its RQ");
+    b.h.dev.tick(t);
+    assert!(b.h.dev.take_tx().is_empty());
+    post_recvs(&mut b, 101, 1, &dst);
+    let t = b.h.dev.next_timer().expect("b still watches");
+    b.h.dev.tick(t);
+    let update = b.h.dev.take_tx();
+    assert_eq!(opcodes(&update), vec![op::RC_ACK]);
+    let p = decode(&update[0]).unwrap();
+    assert_eq!(p.aeth.syndrome, aeth::ACK | 1);
+    assert_eq!(p.aeth.msn, 1);
+    assert_eq!(b.h.dev.counters().data.credit_updates, 1);
+    // The watch ended with the update.
+    assert_eq!(b.h.dev.next_timer(), None);
+    a.h.dev.receive(&update[0]);
+    assert_eq!(opcodes(&hand_over(&a, &b)), vec![op::RC_SEND_ONLY]);
+    run(&a, &b);
+    assert_eq!(statuses(&a.poll()).len(), 2);
+    let d = a.h.dev.counters().data;
+    assert_eq!((d.rnr_naks_rcvd, d.retransmits, d.credit_waits), (0, 0, 1));
+}
+
+/// An application that posts a receive and then sends gets the credit
+/// update out before its request, so the peer learns of the WQE first.
+#[test]
+fn the_update_goes_before_the_responders_own_request() {
+    let (mut a, mut b, _src, dst) = drained(2);
+    let target = a.reg_mr(4096, ALL_ACCESS);
+    post_recvs(&mut b, 101, 1, &dst);
+    let m = b.reg_mr(4096, ACCESS_LOCAL_WRITE);
+    b.post_send(0, &write_wr(7, &m, 8, target.va(0), target.key));
+    let out = b.h.dev.take_tx();
+    assert_eq!(opcodes(&out), vec![op::RC_ACK, op::RC_WRITE_ONLY]);
+    assert_eq!(decode(&out[0]).unwrap().aeth.syndrome, aeth::ACK | 1);
+}
+
+/// A responder that sends no credit updates (qib and hfi1 do not): the
+/// message held back goes as the probe `CREDIT_WAIT` after the ACK that
+/// advertised 0, and is RNR NAKed if nothing was posted.
+#[test]
+fn without_an_update_the_probe_goes_after_the_credit_wait() {
+    let (mut a, b, _src, _dst) = drained(2);
+    let t = a.h.dev.next_timer().expect("the wait for the update");
+    let start = a.h.dev.now_ns();
+    assert!(t >= start + CREDIT_WAIT_NS - 1000 && t <= start + CREDIT_WAIT_NS);
+    a.h.dev.tick(t - 1);
+    assert!(a.h.dev.take_tx().is_empty());
+    // b's watch runs out with nothing posted: it sends nothing.
+    while let Some(t) = b.h.dev.next_timer() {
+        b.h.dev.tick(t);
+    }
+    assert!(b.h.dev.take_tx().is_empty());
+    assert_eq!(b.h.dev.counters().data.credit_updates, 0);
+    a.h.dev.tick(t);
+    let probe = hand_over(&a, &b);
+    assert_eq!(opcodes(&probe), vec![op::RC_SEND_ONLY]);
+    let nak = hand_over(&b, &a);
+    assert_eq!(decode(&nak[0]).unwrap().aeth.syndrome & 0x60, aeth::RNR_NAK);
+    assert_eq!(a.h.dev.counters().data.rnr_naks_rcvd, 1);
+    assert_eq!(a.poll().len(), 1, "only the first SEND completed");
+}
+
+/// A QP that takes RDMA WRITEs with no receive posted advertises 0 in every
+/// ACK, and is not watched: no WQE was consumed. After a SEND consumed
+/// one, the watch runs its course once and is not restarted by WRITEs.
+#[test]
+fn only_a_qp_that_consumed_a_wqe_is_watched() {
+    let (mut a, mut b) = rc_pair(|_| {});
+    let src = a.reg_mr(4096, ACCESS_LOCAL_WRITE);
+    let dst = b.reg_mr(4096, ALL_ACCESS);
+    let write = |a: &mut Node, id| a.post_send(0, &write_wr(id, &src, 8, dst.va(0), dst.key));
+    for id in 1..=3 {
+        write(&mut a, id);
+        run(&a, &b);
+        assert_eq!(b.h.dev.next_timer(), None, "no watch after WRITE {id}");
+    }
+    post_recvs(&mut b, 100, 1, &dst);
+    a.post_send(0, &send(4, &src));
+    hand_over(&a, &b);
+    hand_over(&b, &a);
+    let start = b.h.dev.now_ns();
+    let mut reads = 0;
+    while let Some(t) = b.h.dev.next_timer() {
+        b.h.dev.tick(t);
+        reads += 1;
+    }
+    // 20, 40, 80, then every 100 us up to 1 ms after the ACK.
+    assert!((8..=16).contains(&reads), "{reads} reads of the record");
+    assert_eq!(b.h.dev.now_ns() - start, CREDIT_WAIT_NS);
+    assert!(b.h.dev.take_tx().is_empty());
+    for id in 5..=7 {
+        write(&mut a, id);
+        run(&a, &b);
+        assert_eq!(b.h.dev.next_timer(), None, "no watch after WRITE {id}");
+    }
+    assert_eq!(a.poll().len(), 7);
 }

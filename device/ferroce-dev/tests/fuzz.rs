@@ -186,6 +186,12 @@ fn fuzz_seed(seed: u64, rounds: usize) {
     for i in 0..4u64 {
         b.post_recv(0, 100 + i, &[(dst.va(8192), 4096, dst.key)]);
     }
+    // The SEND first: before any ACK, a message that needs a receive WQE
+    // goes only when nothing before it is unacknowledged (end-to-end
+    // credits).
+    let mut s = wr(3, WR_SEND);
+    s.sges = vec![(src.va(0), 1500, src.key)];
+    a.post_send(0, &s);
     let mut w = wr(1, WR_RDMA_WRITE);
     w.remote_addr = dst.va(0);
     w.rkey = dst.key;
@@ -196,9 +202,6 @@ fn fuzz_seed(seed: u64, rounds: usize) {
     r.rkey = dst.key;
     r.sges = vec![(src.va(4096), 2000, src.key)];
     a.post_send(0, &r);
-    let mut s = wr(3, WR_SEND);
-    s.sges = vec![(src.va(0), 1500, src.key)];
-    a.post_send(0, &s);
     // 1.8: an ATOMIC_WRITE and a FLUSH (and their READ responses).
     let mut aw = wr(4, WR_ATOMIC_WRITE);
     aw.remote_addr = dst.va(64);

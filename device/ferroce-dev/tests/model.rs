@@ -1316,6 +1316,19 @@ fn read(len: u32) -> Post {
     }
 }
 
+fn write(len: u32) -> Post {
+    Post {
+        op: Op::Write {
+            len,
+            src: 0,
+            dst: 0,
+            key: Key::Good,
+            lkey_bad: false,
+        },
+        signaled: false,
+    }
+}
+
 fn send(len: u32) -> Post {
     Post {
         op: Op::Send {
@@ -1332,48 +1345,53 @@ fn send(len: u32) -> Post {
 /// into a too small receive. The error NAK names the SEND, beyond the READ:
 /// it is an implied NAK for the READ (its responses were lost), not the
 /// READ's error. The engine used to complete the READ with
-/// REM_INV_REQ_ERR and flush the SEND.
+/// REM_INV_REQ_ERR and flush the SEND. A WRITE first: its ACK advertises
+/// the two receives, the credit the SEND needs to go behind the READ.
 #[test]
 fn an_error_nak_beyond_a_read_with_lost_responses_is_not_the_reads() {
     let w = Workload {
-        posts: vec![read(4096), send(4096)],
-        recvs: vec![0],
+        posts: vec![write(8), read(4096), send(4096)],
+        recvs: vec![0, 0],
         retry_cnt: 0,
         rnr_retry: 0,
         per_round: 1,
         srq: false,
     };
+    // #7 is the READ's first response, after the SEND's 4 packets.
     let sch = Schedule {
-        fates: vec![(5, Fate::Drop)],
+        fates: vec![(7, Fate::Drop)],
         replays: vec![],
         blackout: None,
     };
     let out = check(&w, &sch).unwrap();
     // The responder is in ERR: the re-requested READ times out.
-    assert_eq!(out.failed, Some((0, WC_RETRY_EXC_ERR)));
+    assert_eq!(out.failed, Some((1, WC_RETRY_EXC_ERR)));
 }
 
 /// Shrunk by proptest: the same with an RNR NAK (no receive at all) while
 /// the READ's first response is delayed. The engine used to complete the
-/// READ with RNR_RETRY_EXC_ERR.
+/// READ with RNR_RETRY_EXC_ERR. The receiver is on an SRQ, whose ACKs set
+/// no credit limit (as rxe's do): the WRITE's ACK lets the SEND go behind
+/// the READ.
 #[test]
 fn an_rnr_nak_beyond_a_read_with_lost_responses_is_not_the_reads() {
     let w = Workload {
-        posts: vec![read(4096), send(4096)],
+        posts: vec![write(8), read(4096), send(4096)],
         recvs: vec![],
         retry_cnt: 0,
         rnr_retry: 0,
-        per_round: 4,
-        srq: false,
+        per_round: 1,
+        srq: true,
     };
+    // #7 is the READ's first response, after the SEND's 4 packets.
     let sch = Schedule {
-        fates: vec![(5, Fate::Delay(1))],
+        fates: vec![(7, Fate::Delay(1))],
         replays: vec![],
         blackout: None,
     };
     let out = check(&w, &sch).unwrap();
     // The READ completes from the re-requested responses; the SEND fails.
-    assert_eq!(out.failed, Some((1, WC_RNR_RETRY_EXC_ERR)));
+    assert_eq!(out.failed, Some((2, WC_RNR_RETRY_EXC_ERR)));
 }
 
 /// Everything lost from the first frame on: the first request fails with

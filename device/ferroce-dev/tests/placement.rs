@@ -931,6 +931,12 @@ fn an_ack_beyond_a_lost_response_is_an_implied_nak() {
     let src = a.reg_mr(4096, ACCESS_LOCAL_WRITE);
     let buf = b.reg_mr(4096, ACCESS_LOCAL_WRITE);
     b.post_recv(0, 50, &[(buf.va(0), 64, buf.key)]);
+    // A WRITE first: its ACK advertises the receive, the end-to-end
+    // credit the SEND needs to go behind the ATOMIC_WRITE.
+    a.post_send(0, &write_wr(9, &src, 8, remote.va(64), remote.key));
+    deliver(&b, &a.h.dev.take_tx());
+    deliver(&a, &b.h.dev.take_tx());
+    assert_eq!(statuses(&a.poll()), vec![(9, WC_RDMA_WRITE, WC_SUCCESS)]);
     a.post_send_raw(0, &aw_wqe(1, WQE_SIGNALED, remote.va(8), remote.key, DATA));
     let send = SendWr {
         sges: vec![(src.va(0), 16, src.key)],

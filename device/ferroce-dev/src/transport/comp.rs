@@ -195,14 +195,30 @@ impl State {
             op::RC_ACK => {
                 // A NAK names the PSN that failed: one behind `una` was
                 // already acted on (a duplicate or a stale NAK, IBTA
-                // 9.7.5.1.1; rxe `check_psn`). An ACK behind `una` is old.
+                // 9.7.5.1.1; rxe `check_psn`). An ACK behind `una` is old,
+                // but one for the newest acknowledged PSN may be the
+                // responder's credit update (hfi1's "ghost" ACK): its
+                // credit count is taken, and nothing else.
+                let syndrome = Syndrome::from_wire(pkt.aeth.syndrome);
                 if psn_diff(psn, engine.una) < 0 {
                     self.data.stale_responses += 1;
+                    if let Syndrome::Ack(credit) = syndrome {
+                        if psn_diff(psn, engine.una) == -1 {
+                            engine
+                                .credits
+                                .update(pkt.aeth.msn, credit, self.now_ns, false);
+                            if engine.rnr_wait.is_none() {
+                                self.fetch_and_send(qp, engine);
+                            }
+                        }
+                    }
                     return;
                 }
-                match Syndrome::from_wire(pkt.aeth.syndrome) {
+                match syndrome {
                     Syndrome::Ack(credit) => {
-                        engine.credits.update(pkt.aeth.msn, credit);
+                        let msn = pkt.aeth.msn;
+                        let consumed = engine.consumed(msn);
+                        engine.credits.update(msn, credit, self.now_ns, consumed);
                         self.ack_before(qp, engine, psn_add(psn, 1));
                         // An ACK beyond an incomplete READ: its responses were lost.
                         let mut implied = None;
@@ -309,14 +325,14 @@ impl State {
                 }
                 // MIDDLE responses carry no AETH.
                 if pkt.bth.opcode != op::RC_READ_RESPONSE_MIDDLE {
-                    Self::take_credit(engine, pkt);
+                    self.take_credit(engine, pkt);
                 }
             }
             op::RC_ATOMIC_ACK => {
                 if !self.atomic_ack(qp, engine, pkt) {
                     return;
                 }
-                Self::take_credit(engine, pkt);
+                self.take_credit(engine, pkt);
             }
             _ => {
                 self.data.stale_responses += 1;
@@ -329,10 +345,13 @@ impl State {
         }
     }
 
-    /// The credit count of a response's AETH with the ACK syndrome.
-    fn take_credit(engine: &mut Engine, pkt: &Packet<'_>) {
+    /// The credit count of a response's AETH with the ACK syndrome (its
+    /// message, a READ or an atomic, took no receive WQE).
+    fn take_credit(&self, engine: &mut Engine, pkt: &Packet<'_>) {
         if let Syndrome::Ack(credit) = Syndrome::from_wire(pkt.aeth.syndrome) {
-            engine.credits.update(pkt.aeth.msn, credit);
+            engine
+                .credits
+                .update(pkt.aeth.msn, credit, self.now_ns, false);
         }
     }
 
@@ -468,9 +487,21 @@ impl State {
         }
     }
 
-    /// The retransmission or RNR timer of one QP expired at `now`.
+    /// A timer of one QP expired at `now`: its credit watch's next read,
+    /// the wait for a credit update, the RNR or the retransmission timer.
     fn timers_expired(&mut self, qp: &QpCtx, engine: &mut Engine, now: u64) {
-        if qp.state != QPS_RTS && qp.state != QPS_SQD {
+        if engine.credit_watch.is_some_and(|w| w.next <= now) {
+            self.credit_poll(qp, engine);
+        }
+        let sends = qp.state == QPS_RTS || qp.state == QPS_SQD;
+        if engine.credits.probe_at().is_some_and(|t| t <= now) {
+            // No update came: the message held back goes as the probe.
+            engine.credits.dry_until = None;
+            if sends && engine.rnr_wait.is_none() {
+                self.fetch_and_send(qp, engine);
+            }
+        }
+        if !sends {
             engine.timer = None;
             engine.rnr_wait = None;
         } else if let Some((t, psn)) = engine.rnr_wait {

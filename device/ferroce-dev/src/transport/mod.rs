@@ -27,8 +27,8 @@
 //! and from the RNR NAK'ed PSN after the RNR timer (consuming `rnr_retry`,
 //! 7 = infinite). An ACK beyond an incomplete RDMA READ is an implied NAK
 //! and re-requests the missing part of the read. A message that needs a
-//! receive WQE waits while it is more than one beyond the responder's
-//! end-to-end credits (`SendCredits`).
+//! receive WQE waits while it is beyond the responder's end-to-end credits
+//! (`SendCredits`), unless it is alone and no credit update is awaited.
 //!
 //! Responder: in-order packets are executed; duplicates (PSN behind the
 //! expected PSN) are acknowledged again; a PSN ahead of the expected one
@@ -36,7 +36,9 @@
 //! coalesced: at most one ACK per QP per batch of received frames, for the
 //! newest PSN. Their AETH (and that of READ responses and atomic
 //! acknowledgements) carries the receive WQEs posted to the QP's RQ as
-//! the credit count.
+//! the credit count. One that advertised none starts a watch of the RQ's
+//! doorbell record (`CreditWatch`): WQEs posted there are announced in an
+//! unsolicited ACK.
 //!
 //! RDMA READ requests take one of the QP's `max_dest_rd_atomic` responder
 //! resources (IBTA 9.5, 9.7.5.1.4): the request is checked when it arrives,
@@ -131,6 +133,13 @@ pub const INFLIGHT_BUDGET: u32 = 4096;
 const MIN_WINDOW: i32 = ACK_REQ_EVERY as i32;
 /// How often (ns of the data path clock) the busy RC QPs are counted.
 const BUSY_RECOUNT_NS: u64 = 1_000_000;
+/// `CREDIT_WAIT` (device.rst "RC requester", "RC responder"): how long a
+/// responder that advertised no receive WQE watches its RQ, and how long
+/// a requester told so waits for the update before it probes.
+pub const CREDIT_WAIT_NS: u64 = 1_000_000;
+/// The first and the longest interval between two reads of a watched RQ's
+/// doorbell record.
+const CREDIT_POLL_NS: (u64, u64) = (20_000, 100_000);
 /// AckReq is also set on every this many packets of a long message.
 pub const ACK_REQ_EVERY: u32 = 16;
 /// Largest number of fetched, uncompleted WQEs per QP.
@@ -291,6 +300,9 @@ pub struct DataCounters {
     /// Messages an RC requester held back for want of end-to-end credits
     /// (each counted once, however long it waited).
     pub credit_waits: u64,
+    /// Unsolicited ACKs an RC responder sent to announce receive WQEs
+    /// posted after it advertised none (credit updates).
+    pub credit_updates: u64,
     /// WQEs failed with RETRY_EXC_ERR.
     pub retry_exceeded: u64,
     /// WQEs failed with RNR_RETRY_EXC_ERR.
@@ -641,6 +653,10 @@ pub(crate) struct Engine {
     ack_pending: bool,
     /// On `State::ack_list`: responder output due at the end of the batch.
     listed: bool,
+    /// The MSN of the newest message that consumed a WQE of the QP's own
+    /// RQ (since RTR).
+    consumed_msn: Option<u32>,
+    credit_watch: Option<CreditWatch>,
     /// Responder resources (RDMA READs, atomics, ATOMIC_WRITEs and
     /// FLUSHes), oldest first; at most `max_dest_rd_atomic`.
     reads: VecDeque<ReadRes>,
@@ -667,6 +683,44 @@ struct SendCredits {
     unlimited: bool,
     /// The SSN of a message held back and counted in `credit_waits`.
     held: Option<u32>,
+    /// The newest ACK that set the LSN advertised no receive WQE after a
+    /// message that consumed one: until this time (ns) a message beyond
+    /// the LSN waits for the responder's credit update even when it is
+    /// alone.
+    dry_until: Option<u64>,
+}
+
+/// An RC responder's watch of its RQ's doorbell record after it
+/// advertised no receive WQE (device.rst "RC responder", credit updates).
+#[derive(Debug, Clone, Copy)]
+struct CreditWatch {
+    /// When the watch ends (ns), unless WQEs are posted before.
+    until: u64,
+    /// When the record is read next (ns).
+    next: u64,
+    /// The interval to the read after that.
+    step: u64,
+}
+
+impl CreditWatch {
+    fn new(now: u64) -> Self {
+        Self {
+            until: now.saturating_add(CREDIT_WAIT_NS),
+            next: now.saturating_add(CREDIT_POLL_NS.0),
+            step: CREDIT_POLL_NS.0,
+        }
+    }
+
+    /// The record was read at `now` and showed no WQE: the next read, or
+    /// the end of the watch (false).
+    fn rearm(&mut self, now: u64) -> bool {
+        if now >= self.until {
+            return false;
+        }
+        self.step = self.step.saturating_mul(2).min(CREDIT_POLL_NS.1);
+        self.next = now.saturating_add(self.step).min(self.until);
+        true
+    }
 }
 
 impl Default for SendCredits {
@@ -677,6 +731,7 @@ impl Default for SendCredits {
             lsn: 0,
             unlimited: false,
             held: None,
+            dry_until: None,
         }
     }
 }
@@ -689,31 +744,43 @@ impl SendCredits {
         ssn
     }
 
-    /// An AETH with the ACK syndrome: MSN `msn` and `credit`.
-    fn update(&mut self, msn: u32, credit: codes::Credit) {
+    /// An AETH with the ACK syndrome, received at `now`: MSN `msn` and
+    /// `credit`; message `msn` `consumed` a receive WQE. One that
+    /// advertises no WQE after such a message, and sets the LSN or
+    /// repeats it, makes a message beyond the LSN wait for the responder's
+    /// credit update until `CREDIT_WAIT_NS` from `now`: the responder
+    /// watches its RQ for as long.
+    fn update(&mut self, msn: u32, credit: codes::Credit, now: u64, consumed: bool) {
         match credit.wqes() {
             None => self.unlimited = true,
             Some(n) => {
                 let lsn = wire::psn_add(msn, n);
-                if psn_diff(lsn, self.lsn) > 0 {
+                let d = psn_diff(lsn, self.lsn);
+                if d > 0 {
                     self.lsn = lsn;
+                    self.dry_until = None;
+                }
+                if n == 0 && consumed && d >= 0 {
+                    self.dry_until = Some(now.saturating_add(CREDIT_WAIT_NS));
                 }
             }
         }
     }
 
-    /// Whether message `ssn` may be sent now, and if so records it as
+    /// Whether message `ssn` may be sent at `now`, and if so records it as
     /// sent: a message sent before (a retransmission or its next packet)
     /// always; a new one that `consumes` a receive WQE if `ssn` is at most
-    /// `lsn + 1` or it is `alone` (nothing before it is unacknowledged);
+    /// the LSN, or as the probe beyond it if it is `alone` (nothing before
+    /// it is unacknowledged) and no credit update is awaited (`dry_until`);
     /// one that consumes none always, raising the LSN by its MSN. `waits`
     /// counts each message held back once.
-    fn admit(&mut self, ssn: u32, consumes: bool, alone: bool, waits: &mut u64) -> bool {
+    fn admit(&mut self, ssn: u32, consumes: bool, alone: bool, now: u64, waits: &mut u64) -> bool {
         if psn_diff(ssn, self.sent_ssn) <= 0 {
             return true;
         }
         if !self.unlimited {
-            if consumes && !alone && psn_diff(ssn, wire::psn_add(self.lsn, 1)) > 0 {
+            let awaited = self.dry_until.is_some_and(|t| now < t);
+            if consumes && psn_diff(ssn, self.lsn) > 0 && (!alone || awaited) {
                 if self.held != Some(ssn) {
                     self.held = Some(ssn);
                     *waits += 1;
@@ -726,6 +793,13 @@ impl SendCredits {
         }
         self.sent_ssn = ssn;
         true
+    }
+
+    /// When a message held back for an awaited credit update is sent as
+    /// the probe anyway.
+    fn probe_at(&self) -> Option<u64> {
+        let held = self.held.is_some_and(|h| psn_diff(h, self.sent_ssn) > 0);
+        self.dry_until.filter(|_| held)
     }
 }
 
@@ -986,6 +1060,8 @@ impl State {
                 engine.epsn = qp.attr.rq_psn & 0xff_ffff;
                 engine.msn = 0;
                 engine.reads.clear();
+                engine.consumed_msn = None;
+                engine.credit_watch = None;
             }
             if cur == QPS_RTR && next == QPS_RTS {
                 engine.next_psn = qp.attr.sq_psn & 0xff_ffff;
@@ -1228,11 +1304,23 @@ impl Engine {
         self.rq_ci
     }
 
+    /// Whether message `ssn`, outstanding, consumes a receive WQE.
+    fn consumed(&self, ssn: u32) -> bool {
+        self.inflight
+            .iter()
+            .any(|w| w.ssn == ssn && w.error.is_none() && w.local.is_none() && w.consumes_rwqe())
+    }
+
     /// The earliest timer of this QP.
     pub(crate) fn next_deadline(&self) -> Option<u64> {
-        match (self.timer, self.rnr_wait) {
-            (Some(a), Some((b, _))) => Some(a.min(b)),
-            (a, b) => a.or(b.map(|x| x.0)),
-        }
+        [
+            self.timer,
+            self.rnr_wait.map(|(t, _)| t),
+            self.credits.probe_at(),
+            self.credit_watch.map(|w| w.next),
+        ]
+        .into_iter()
+        .flatten()
+        .min()
     }
 }

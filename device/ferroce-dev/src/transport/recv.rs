@@ -25,7 +25,7 @@ use crate::device::State;
 use crate::hw::*;
 use crate::objects::Srq;
 
-use super::{wqe_struct, Engine, QpCtx, RecvCtx, RecvWqe, Segments, SgeList};
+use super::{wqe_struct, CreditWatch, Engine, QpCtx, RecvCtx, RecvWqe, Segments, SgeList};
 
 impl State {
     /// The producer index of the QP's RQ from its doorbell record (the
@@ -61,6 +61,25 @@ impl State {
             return Credit::UNLIMITED;
         }
         Credit::of_wqes(self.rq_posted(qp, engine))
+    }
+
+    /// [`Self::credit`] for an AETH with the ACK syndrome and MSN `msn`
+    /// sent now. One that advertises no WQE for a message that consumed
+    /// one starts a credit watch (or extends the one running); one that
+    /// advertises WQEs ends it (device.rst "RC responder", credit
+    /// updates).
+    pub(super) fn ack_credit(&mut self, qp: &QpCtx, engine: &mut Engine, msn: u32) -> Credit {
+        let credit = self.credit(qp, engine);
+        let now = self.now_ns;
+        match credit.wqes() {
+            Some(0) if engine.consumed_msn == Some(msn) => match engine.credit_watch.as_mut() {
+                Some(watch) => watch.until = now.saturating_add(super::CREDIT_WAIT_NS),
+                None => engine.credit_watch = Some(CreditWatch::new(now)),
+            },
+            Some(0) => {}
+            _ => engine.credit_watch = None,
+        }
+        credit
     }
 
     /// Whether the QP's own RQ has a WQE posted at `rq_ci`.
@@ -116,6 +135,7 @@ impl State {
         }
         let idx = engine.rq_ci;
         engine.rq_ci = idx.wrapping_add(1);
+        engine.consumed_msn = Some(engine.msn);
         Some((self.recv_wr_id(qp.qpn, idx), idx))
     }
 
@@ -124,6 +144,7 @@ impl State {
     pub(super) fn recv_consumed(engine: &mut Engine, recv: &RecvCtx) {
         if !recv.from_srq {
             engine.rq_ci = recv.idx.wrapping_add(1);
+            engine.consumed_msn = Some(engine.msn);
         }
     }
 

@@ -273,6 +273,8 @@ impl State {
             if qp.state == QPS_ERR || qp.state == QPS_SQE {
                 st.flush_sq_posted(qp, engine);
             } else if qp.state == QPS_RTS {
+                // A credit update due goes before the new requests.
+                st.credit_poll(qp, engine);
                 st.fetch_and_send(qp, engine);
             }
         });
@@ -401,7 +403,9 @@ impl State {
                     // Takes no receive WQE: never held back, but it
                     // takes an MSN, which raises the LSN.
                     let waits = &mut self.data.credit_waits;
-                    engine.credits.admit(wqe.ssn, false, false, waits);
+                    engine
+                        .credits
+                        .admit(wqe.ssn, false, false, self.now_ns, waits);
                     let mut bth = Bth {
                         opcode: op::RC_READ_REQUEST,
                         pkey: wire::DEFAULT_PKEY,
@@ -486,10 +490,10 @@ impl State {
             let mut k = wqe.sent;
             if !uc && k < npkts {
                 let alone = engine.una == first_psn;
-                let waits = &mut self.data.credit_waits;
+                let (now, waits) = (self.now_ns, &mut self.data.credit_waits);
                 if !engine
                     .credits
-                    .admit(wqe.ssn, wqe.consumes_rwqe(), alone, waits)
+                    .admit(wqe.ssn, wqe.consumes_rwqe(), alone, now, waits)
                 {
                     break;
                 }

@@ -94,9 +94,33 @@ impl State {
         if engine.ack_pending {
             engine.ack_pending = false;
             let (psn, msn) = (psn_add(engine.epsn, 0xff_ffff), engine.msn);
-            let credit = self.credit(qp, engine);
+            let credit = self.ack_credit(qp, engine, msn);
             self.send_ack(qp, psn, Syndrome::Ack(credit), msn);
         }
+    }
+
+    /// Reads the doorbell record of a watched RQ (device.rst "RC
+    /// responder", credit updates): WQEs posted since the QP advertised
+    /// none are announced at once in an unsolicited ACK for its newest
+    /// PSN, which ends the watch; otherwise the watch goes on to its end.
+    pub(super) fn credit_poll(&mut self, qp: &QpCtx, engine: &mut Engine) {
+        let Some(mut watch) = engine.credit_watch else {
+            return;
+        };
+        if !matches!(qp.state, QPS_RTR | QPS_RTS | QPS_SQD) {
+            engine.credit_watch = None;
+            return;
+        }
+        // A message under way, or output due at the end of the batch:
+        // their AETHs carry the count.
+        let busy = engine.recv.is_some() || engine.write.is_some() || engine.listed;
+        if !busy && self.credit(qp, engine).wqes() != Some(0) {
+            self.data.credit_updates += 1;
+            engine.ack_pending = true;
+            self.respond(qp, engine);
+            return;
+        }
+        engine.credit_watch = watch.rearm(self.now_ns).then_some(watch);
     }
 
     /// Puts the QP on the list of responder output due at the end of the batch.
@@ -500,7 +524,7 @@ impl State {
             };
             // A READ whose memory vanished is NAKed by `answer_reads` at
             // the end of the batch, from where this left it.
-            let credit = self.credit(qp, engine);
+            let credit = self.ack_credit(qp, engine, res.msn);
             let ok = self.read_responses(qp, &mut res, credit);
             if let Some(front) = engine.reads.front_mut() {
                 *front = res;
@@ -756,7 +780,7 @@ impl State {
             let Some(mut res) = engine.reads.get(i).copied().filter(|r| r.unanswered()) else {
                 continue;
             };
-            let credit = *credit.get_or_insert_with(|| self.credit(qp, engine));
+            let credit = *credit.get_or_insert_with(|| self.ack_credit(qp, engine, res.msn));
             let ok = self.read_responses(qp, &mut res, credit);
             if let Some(slot) = engine.reads.get_mut(i) {
                 *slot = res;
