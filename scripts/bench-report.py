@@ -273,9 +273,11 @@ def collect_ferroce(run, r):
     # posted. Each makes its sender rewind (a retransmit) and wait.
     # Credit waits are the flow control that replaces them: messages held
     # back until an ACK advertised a receive WQE (device.rst, end-to-end
-    # credits).
+    # credits); credit updates are the unsolicited ACKs that announced
+    # receives posted after an ACK advertised none.
     for k, name in (("retransmits", "retransmits"), ("timeouts", "timeouts"),
-                    ("rnr_naks", "rnr_naks_rcvd"), ("credit_waits", "credit_waits")):
+                    ("rnr_naks", "rnr_naks_rcvd"), ("credit_waits", "credit_waits"),
+                    ("credit_updates", "credit_updates")):
         r[k] = vm_sum(per_vm, name)
         if r[k] is None:
             run.missing.append(("ferroce.%s" % k, "not known for every VM's device"))
@@ -292,6 +294,8 @@ def collect_ferroce(run, r):
                           "bench.guest's tests; an RNR NAK (no receive posted) makes its sender "
                           "rewind, and counts as a retransmit too; a credit wait is a message "
                           "held back until the receiver's ACK advertised a receive WQE; "
+                          "credit_updates: unsolicited ACKs announcing receives posted "
+                          "after an ACK advertised none; "
                           "device_lock: how often both devices' "
                           "entry points took their one lock (taken), found it held "
                           "(contended) and waited for it (wait_us), over the same tests; "
@@ -612,10 +616,10 @@ def table(b):
     p("  " + "  ".join("%d QP: %s" % (q["qps"], show(q.get("bw_average"), 0)) for q in
                        b["ferroce"]["qp_scaling"]))
     p("ferroce device counters over the tests (vm1 + vm2): retransmits %s, timeouts %s, "
-      "RNR NAKs received %s, credit waits %s" % (show(b["ferroce"]["retransmits"], 0),
-                                                 show(b["ferroce"]["timeouts"], 0),
-                                                 show(b["ferroce"]["rnr_naks"], 0),
-                                                 show(b["ferroce"].get("credit_waits"), 0)))
+      "RNR NAKs received %s, credit waits %s, credit updates %s"
+      % (show(b["ferroce"]["retransmits"], 0), show(b["ferroce"]["timeouts"], 0),
+         show(b["ferroce"]["rnr_naks"], 0), show(b["ferroce"].get("credit_waits"), 0),
+         show(b["ferroce"].get("credit_updates"), 0)))
     lk = b["ferroce"]["device_lock"]
     p("ferroce device lock over the tests (vm1 + vm2): taken %s times, %s of them after "
       "waiting, %s us of waiting" % (show(lk["taken"], 0), show(lk["contended"], 0),
