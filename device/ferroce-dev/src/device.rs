@@ -305,6 +305,11 @@ pub(crate) struct State {
     /// Sends the queued frames on the calling thread; an entry point calls
     /// it after it released the device lock (see [`Device::release`]).
     pub sender: Option<Waker>,
+    /// The earliest data path timer armed by an entry point since the
+    /// engine thread last computed its sleep ([`Device::sleep_until`]).
+    pub timer_armed: Option<u64>,
+    /// Until when the engine thread sleeps, unless woken.
+    pub engine_sleeps_until: u64,
     /// Real-time clock base (None: virtual time, advanced by `tick` only).
     pub clock: Option<std::time::Instant>,
     /// Reports the attached port's counters.
@@ -425,6 +430,8 @@ impl Device {
             data: DataCounters::default(),
             faults: FaultState::default(),
             waker: None,
+            timer_armed: None,
+            engine_sleeps_until: 0,
             sender: None,
             clock: None,
             port_stats: None,
@@ -545,7 +552,7 @@ impl Device {
     /// Ends an entry point: wakes the engine thread if it has work
     /// ([`State::wake`]), releases the device lock and then sends the
     /// frames queued for the wire through the installed sender.
-    fn release(st: MutexGuard<'_, State>) {
+    fn release(mut st: MutexGuard<'_, State>) {
         let send = st.wake();
         drop(st);
         if let Some(send) = send {
@@ -767,6 +774,21 @@ impl Device {
         self.lock().next_timer()
     }
 
+    /// For the engine thread about to sleep: the data path clock, and the
+    /// earliest pending timer or `now + max_ns`, whichever comes first. A
+    /// timer that an entry point arms for earlier than that wakes it.
+    pub fn sleep_until(&self, max_ns: u64) -> (u64, u64) {
+        let mut st = self.lock();
+        let now = st.now_ns;
+        let until = st
+            .next_timer()
+            .unwrap_or(u64::MAX)
+            .min(now.saturating_add(max_ns));
+        st.engine_sleeps_until = until;
+        st.timer_armed = None;
+        (now, until)
+    }
+
     /// Status summary.
     pub fn status(&self) -> StatusInfo {
         let st = self.lock();
@@ -923,18 +945,29 @@ impl State {
     }
 
     /// Wakes the engine thread when looped-back frames wait to be
-    /// processed, or frames wait for the wire and no sender is installed.
+    /// processed, frames wait for the wire and no sender is installed, or
+    /// a timer was armed that expires before the engine thread would wake.
     /// Returns the sender when frames wait for it: the caller runs it once
     /// it released the device lock.
     #[must_use]
-    pub(crate) fn wake(&self) -> Option<Waker> {
+    pub(crate) fn wake(&mut self) -> Option<Waker> {
         let queued = !self.tx.is_empty();
-        if self.has_backlog() || (queued && self.sender.is_none()) {
+        let early = self
+            .timer_armed
+            .take()
+            .is_some_and(|t| t < self.engine_sleeps_until);
+        if early || self.has_backlog() || (queued && self.sender.is_none()) {
             if let Some(waker) = &self.waker {
                 waker();
             }
         }
         self.sender.clone().filter(|_| queued)
+    }
+
+    /// An entry point armed a data path timer that expires at `t`: the
+    /// engine thread, which may sleep past it, is woken to run it.
+    pub(crate) fn arm(&mut self, t: u64) {
+        self.timer_armed = Some(self.timer_armed.map_or(t, |a| a.min(t)));
     }
 
     pub(crate) fn next_timer(&self) -> Option<u64> {

@@ -846,12 +846,8 @@ impl Port {
                 // device lock was released in between).
                 continue;
             }
-            let now = self.dev.now_ns();
-            let wait = self
-                .dev
-                .next_timer()
-                .map_or(10_000_000, |t| t.saturating_sub(now))
-                .clamp(20_000, 10_000_000);
+            let (now, until) = self.dev.sleep_until(10_000_000);
+            let wait = until.saturating_sub(now).clamp(20_000, 10_000_000);
             match rx.recv_timeout(Duration::from_nanos(wait)) {
                 Ok(()) | Err(RecvTimeoutError::Timeout) => {}
                 Err(RecvTimeoutError::Disconnected) => return,

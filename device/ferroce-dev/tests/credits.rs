@@ -363,3 +363,30 @@ fn only_a_qp_that_consumed_a_wqe_is_watched() {
     }
     assert_eq!(a.poll().len(), 7);
 }
+
+/// A timer armed by an entry point (here the wait for a credit update,
+/// armed by the SQ doorbell of the SEND it holds back) wakes the engine
+/// thread if it would sleep past it, and only then.
+#[test]
+fn an_early_timer_wakes_the_engine_thread() {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    use std::sync::Arc;
+    for (sleep_ns, wakes) in [(10 * CREDIT_WAIT_NS, 1), (CREDIT_WAIT_NS / 2, 0)] {
+        let (mut a, mut b) = rc_pair(|_| {});
+        let src = a.reg_mr(4096, ACCESS_LOCAL_WRITE);
+        let dst = b.reg_mr(4096, ALL_ACCESS);
+        post_recvs(&mut b, 100, 1, &dst);
+        a.post_send(0, &send(1, &src));
+        hand_over(&a, &b);
+        hand_over(&b, &a);
+        let n = Arc::new(AtomicU32::new(0));
+        let m = Arc::clone(&n);
+        a.h.dev.set_tx_waker(Box::new(move || {
+            m.fetch_add(1, Ordering::Relaxed);
+        }));
+        a.h.dev.sleep_until(sleep_ns);
+        a.post_send(0, &send(2, &src));
+        assert!(a.h.dev.take_tx().is_empty(), "held for the credit update");
+        assert_eq!(n.load(Ordering::Relaxed), wakes, "sleeping {sleep_ns} ns");
+    }
+}

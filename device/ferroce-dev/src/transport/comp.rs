@@ -266,8 +266,9 @@ impl State {
                             engine.rnr_left -= 1;
                         }
                         engine.timer = None;
-                        engine.rnr_wait =
-                            Some((self.now_ns.saturating_add(rnr_delay_ns(timer)), psn));
+                        let t = self.now_ns.saturating_add(rnr_delay_ns(timer));
+                        self.arm(t);
+                        engine.rnr_wait = Some((t, psn));
                         // Nothing more goes out until the RNR timer expires.
                         for wqe in engine.inflight.iter_mut() {
                             let end = psn_add(wqe.first_psn, wqe.npkts);

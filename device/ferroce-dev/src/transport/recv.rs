@@ -74,7 +74,11 @@ impl State {
         match credit.wqes() {
             Some(0) if engine.consumed_msn == Some(msn) => match engine.credit_watch.as_mut() {
                 Some(watch) => watch.until = now.saturating_add(super::CREDIT_WAIT_NS),
-                None => engine.credit_watch = Some(CreditWatch::new(now)),
+                None => {
+                    let watch = CreditWatch::new(now);
+                    self.arm(watch.next);
+                    engine.credit_watch = Some(watch);
+                }
             },
             Some(0) => {}
             _ => engine.credit_watch = None,

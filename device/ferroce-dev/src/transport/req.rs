@@ -495,6 +495,9 @@ impl State {
                     .credits
                     .admit(wqe.ssn, wqe.consumes_rwqe(), alone, now, waits)
                 {
+                    if let Some(t) = engine.credits.probe_at() {
+                        self.arm(t);
+                    }
                     break;
                 }
             }
