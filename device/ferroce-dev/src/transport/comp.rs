@@ -160,7 +160,16 @@ impl State {
         engine.retry_left = qp.attr.retry_cnt;
         engine.rnr_left = qp.attr.rnr_retry;
         engine.last_rewind = None;
+        self.start_ack_timer(qp, engine);
+    }
+
+    /// (Re)starts the QP's retransmission timer (none if its `timeout` is
+    /// 0), armed for the engine thread ([`State::arm`]).
+    pub(super) fn start_ack_timer(&mut self, qp: &QpCtx, engine: &mut Engine) {
         engine.timer = ack_timeout_ns(qp.attr.timeout).map(|t| self.now_ns.saturating_add(t));
+        if let Some(t) = engine.timer {
+            self.arm(t);
+        }
     }
 
     /// Marks PSNs before `psn` (exclusive) acknowledged.

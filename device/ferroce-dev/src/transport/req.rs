@@ -9,8 +9,8 @@ use crate::wire::{self, feth, op, psn_add, psn_diff, Aeth, AtomicEth, Bth, Deth,
 
 use super::memreg::LocalOp;
 use super::{
-    ack_timeout_ns, pkts_for, wqe_struct, Engine, QpCtx, Segments, SendWqe, SgeList, ACK_REQ_EVERY,
-    ATOMIC_LEN, MAX_INFLIGHT_WQES, MAX_MSG, MAX_MSG_PKTS, WINDOW,
+    pkts_for, wqe_struct, Engine, QpCtx, Segments, SendWqe, SgeList, ACK_REQ_EVERY, ATOMIC_LEN,
+    MAX_INFLIGHT_WQES, MAX_MSG, MAX_MSG_PKTS, WINDOW,
 };
 
 impl State {
@@ -301,7 +301,7 @@ impl State {
         }
         // Anything outstanding is covered by a timer.
         if !engine.inflight.is_empty() && engine.timer.is_none() && engine.rnr_wait.is_none() {
-            engine.timer = ack_timeout_ns(qp.attr.timeout).map(|t| self.now_ns.saturating_add(t));
+            self.start_ack_timer(qp, engine);
         }
     }
 
@@ -596,7 +596,7 @@ impl State {
             }
         }
         if !uc && sent_any && engine.timer.is_none() && engine.rnr_wait.is_none() {
-            engine.timer = ack_timeout_ns(qp.attr.timeout).map(|t| self.now_ns.saturating_add(t));
+            self.start_ack_timer(qp, engine);
         }
         if !uc {
             self.count_inflight(engine);
