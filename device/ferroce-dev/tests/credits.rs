@@ -364,6 +364,31 @@ fn only_a_qp_that_consumed_a_wqe_is_watched() {
     assert_eq!(a.poll().len(), 7);
 }
 
+/// A message held back for credits has sent nothing: the retransmission
+/// timer does not run for it, and no retry is used while it waits, however
+/// short the ACK timeout.
+#[test]
+fn a_held_message_does_not_time_out() {
+    let (mut a, mut b) = rc_pair(|q| {
+        q.timeout = 1; // 8 us
+        q.retry_cnt = 0;
+    });
+    let src = a.reg_mr(4096, ACCESS_LOCAL_WRITE);
+    let dst = b.reg_mr(4096, ALL_ACCESS);
+    post_recvs(&mut b, 100, 1, &dst);
+    a.post_send(0, &send(1, &src));
+    a.post_send(0, &send(2, &src));
+    hand_over(&a, &b);
+    hand_over(&b, &a);
+    assert!(a.h.dev.take_tx().is_empty(), "SEND 2 is held");
+    let t = a.h.dev.next_timer().expect("the wait for the update");
+    assert_eq!(t - a.h.dev.now_ns(), CREDIT_WAIT_NS);
+    a.h.dev.tick(t - 1);
+    let d = a.h.dev.counters().data;
+    assert_eq!((d.timeouts, d.retry_exceeded), (0, 0));
+    assert_eq!(statuses(&a.poll()), vec![(1, WC_SEND, WC_SUCCESS)]);
+}
+
 /// A timer armed by an entry point (here the wait for a credit update,
 /// armed by the SQ doorbell of the SEND it holds back) wakes the engine
 /// thread if it would sleep past it, and only then.

@@ -136,12 +136,12 @@ impl State {
             }
             self.retire_head(qp, engine);
         }
-        if engine.inflight.is_empty() {
+        if !engine.on_wire() {
             engine.timer = None;
-            if engine.drain_notify && qp.state == QPS_SQD {
-                engine.drain_notify = false;
-                self.post_async(EQE_QP_SQ_DRAINED, qp.qpn, 0, 0);
-            }
+        }
+        if engine.inflight.is_empty() && engine.drain_notify && qp.state == QPS_SQD {
+            engine.drain_notify = false;
+            self.post_async(EQE_QP_SQ_DRAINED, qp.qpn, 0, 0);
         }
         executed
     }
@@ -160,7 +160,11 @@ impl State {
         engine.retry_left = qp.attr.retry_cnt;
         engine.rnr_left = qp.attr.rnr_retry;
         engine.last_rewind = None;
-        self.start_ack_timer(qp, engine);
+        if engine.on_wire() {
+            self.start_ack_timer(qp, engine);
+        } else {
+            engine.timer = None;
+        }
     }
 
     /// (Re)starts the QP's retransmission timer (none if its `timeout` is
@@ -522,10 +526,13 @@ impl State {
             }
         } else if engine.timer.is_some_and(|t| t <= now) {
             engine.timer = None;
+            if !engine.on_wire() {
+                // Nothing sent is unacknowledged: a message held back for
+                // credits has not timed out.
+                return;
+            }
             self.data.timeouts += 1;
-            if engine.inflight.is_empty() {
-                // nothing outstanding
-            } else if engine.retry_left == 0 {
+            if engine.retry_left == 0 {
                 self.retries_exceeded(qp, engine, Exhausted::AckRetries);
             } else {
                 engine.retry_left -= 1;

@@ -1304,6 +1304,13 @@ impl Engine {
         self.rq_ci
     }
 
+    /// Whether a packet that went on the wire is unacknowledged: what the
+    /// retransmission timer covers. A message held back for end-to-end
+    /// credits has sent nothing, and waits for no ACK.
+    fn on_wire(&self) -> bool {
+        self.inflight.iter().any(|w| w.sent > 0)
+    }
+
     /// Whether message `ssn`, outstanding, consumes a receive WQE.
     fn consumed(&self, ssn: u32) -> bool {
         self.inflight

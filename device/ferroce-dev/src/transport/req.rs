@@ -299,8 +299,8 @@ impl State {
                 break;
             }
         }
-        // Anything outstanding is covered by a timer.
-        if !engine.inflight.is_empty() && engine.timer.is_none() && engine.rnr_wait.is_none() {
+        // Anything outstanding on the wire is covered by a timer.
+        if engine.on_wire() && engine.timer.is_none() && engine.rnr_wait.is_none() {
             self.start_ack_timer(qp, engine);
         }
     }
