@@ -160,16 +160,18 @@ impl State {
         engine.retry_left = qp.attr.retry_cnt;
         engine.rnr_left = qp.attr.rnr_retry;
         engine.last_rewind = None;
-        if engine.on_wire() {
-            self.start_ack_timer(qp, engine);
-        } else {
-            engine.timer = None;
-        }
+        self.start_ack_timer(qp, engine);
     }
 
     /// (Re)starts the QP's retransmission timer (none if its `timeout` is
-    /// 0), armed for the engine thread ([`State::arm`]).
+    /// 0), armed for the engine thread ([`State::arm`]); stops it if no
+    /// packet that went on the wire is unacknowledged (a message held back
+    /// for credits has sent nothing).
     pub(super) fn start_ack_timer(&mut self, qp: &QpCtx, engine: &mut Engine) {
+        if !engine.on_wire() {
+            engine.timer = None;
+            return;
+        }
         engine.timer = ack_timeout_ns(qp.attr.timeout).map(|t| self.now_ns.saturating_add(t));
         if let Some(t) = engine.timer {
             self.arm(t);

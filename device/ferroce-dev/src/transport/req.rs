@@ -300,7 +300,7 @@ impl State {
             }
         }
         // Anything outstanding on the wire is covered by a timer.
-        if engine.on_wire() && engine.timer.is_none() && engine.rnr_wait.is_none() {
+        if engine.timer.is_none() && engine.rnr_wait.is_none() {
             self.start_ack_timer(qp, engine);
         }
     }
