@@ -10,17 +10,6 @@ use ferroce_dev::hw::*;
 
 const ALL_ACCESS: u32 = ACCESS_LOCAL_WRITE | ACCESS_REMOTE_WRITE | ACCESS_REMOTE_READ;
 
-/// The counters through QUERY_COUNTERS, as the guest sees them.
-fn query(node: &mut Node) -> Counters {
-    let resp = node.h.alloc(512, 8);
-    let mut c = CmdQueryCounters::zeroed();
-    c.hdr.opcode = CMD_QUERY_COUNTERS;
-    c.resp_addr = resp;
-    c.resp_len = 512;
-    node.h.ok(&c);
-    node.h.read(resp)
-}
-
 fn write_wr(wr_id: u64, len: u32, m: &MrInfo, peer: &MrInfo) -> SendWr {
     SendWr {
         wr_id,
@@ -74,7 +63,7 @@ fn clean_write_counts_every_packet_and_byte() {
     let (mut a, mut b) = rc_pair(|_| {});
     let m = a.reg_mr(8192, ACCESS_LOCAL_WRITE);
     let bm = b.reg_mr(8192, ALL_ACCESS);
-    let (a0, b0) = (query(&mut a), query(&mut b));
+    let (a0, b0) = (a.query_counters(), b.query_counters());
     assert_eq!(a0.tx_pkts, 0);
     // 3000 bytes at path MTU 1024: three request packets.
     a.post_send(0, &write_wr(1, 3000, &m, &bm));
@@ -91,7 +80,7 @@ fn clean_write_counts_every_packet_and_byte() {
         b_out.extend(fb);
     }
     assert_eq!(a.poll().len(), 1);
-    let (ka, kb) = (query(&mut a), query(&mut b));
+    let (ka, kb) = (a.query_counters(), b.query_counters());
     assert_eq!(a_out.len(), 3);
     assert_eq!(ka.tx_pkts, 3);
     assert_eq!(ka.tx_bytes, frames_len(&a_out));
@@ -124,19 +113,19 @@ fn gaps_and_duplicates_count_on_both_sides() {
     deliver(&b, &req[0..1]);
     deliver(&b, &req[2..3]);
     deliver(&b, &req[2..3]);
-    let kb = query(&mut b);
+    let kb = b.query_counters();
     assert_eq!(kb.rx_pkts, 3);
     assert_eq!(kb.seq_naks_sent, 1);
     assert_eq!(kb.dup_requests, 0);
     // Packet 0 again: a duplicate.
     deliver(&b, &req[0..1]);
-    let kb = query(&mut b);
+    let kb = b.query_counters();
     assert_eq!(kb.dup_requests, 1);
     assert_eq!(kb.seq_naks_sent, 1);
     // The NAK makes the requester retry once from packet 1.
     let naks = b.h.dev.take_tx();
     deliver(&a, &naks);
-    let ka = query(&mut a);
+    let ka = a.query_counters();
     assert_eq!(ka.seq_naks_rcvd, 1);
     assert_eq!(ka.ack_retries, 1);
     assert_eq!(ka.retransmits, 1);
@@ -145,7 +134,7 @@ fn gaps_and_duplicates_count_on_both_sides() {
     assert_eq!(a.poll()[0].status, WC_SUCCESS);
     // The duplicate ACK of the duplicate request is stale for the completer
     // unless it came first; either way nothing failed.
-    let ka = query(&mut a);
+    let ka = a.query_counters();
     assert_eq!((ka.retry_exceeded, ka.cqe_errors), (0, 0));
     assert_eq!(ka.ack_retries, 1);
 }
@@ -160,9 +149,9 @@ fn a_response_seen_twice_is_stale() {
     let acks = b.h.dev.take_tx();
     assert_eq!(acks.len(), 1);
     deliver(&a, &acks);
-    assert_eq!(query(&mut a).stale_responses, 0);
+    assert_eq!(a.query_counters().stale_responses, 0);
     deliver(&a, &acks);
-    let ka = query(&mut a);
+    let ka = a.query_counters();
     assert_eq!(ka.stale_responses, 1);
     assert_eq!(ka.responses_rcvd, 2);
 }
@@ -182,7 +171,7 @@ fn timeouts_retries_and_retry_exhaustion() {
         ..Impair::default()
     };
     Wire::new(1, drop_all).run(&a, &b, 1000);
-    let ka = query(&mut a);
+    let ka = a.query_counters();
     assert_eq!(ka.timeouts, 4);
     assert_eq!(ka.ack_retries, 3);
     assert_eq!(ka.retransmits, 3);
@@ -207,7 +196,7 @@ fn rnr_naks_and_rnr_exhaustion() {
     };
     a.post_send(0, &s);
     Wire::new(1, Impair::default()).run(&a, &b, 1000);
-    let (ka, kb) = (query(&mut a), query(&mut b));
+    let (ka, kb) = (a.query_counters(), b.query_counters());
     assert_eq!(kb.rnr_naks_sent, 3);
     assert_eq!(ka.rnr_naks_rcvd, 3);
     assert_eq!(ka.rnr_retry_exceeded, 1);
@@ -239,7 +228,7 @@ fn a_sequence_nak_behind_an_rnr_nak_is_not_a_retry() {
     w.rkey = bm.key;
     a.post_send(0, &w);
     rnr_rounds(&a, &b, 3);
-    let (ka, kb) = (query(&mut a), query(&mut b));
+    let (ka, kb) = (a.query_counters(), b.query_counters());
     assert_eq!(kb.rnr_naks_sent, 3);
     assert_eq!(kb.seq_naks_sent, 3);
     assert_eq!((ka.rnr_naks_rcvd, ka.seq_naks_rcvd), (3, 3));
@@ -252,7 +241,7 @@ fn a_sequence_nak_behind_an_rnr_nak_is_not_a_retry() {
         vec![(1, WC_SEND, WC_SUCCESS), (2, WC_RDMA_WRITE, WC_SUCCESS)]
     );
     assert_eq!(statuses(&b.poll()), vec![(7, WC_RECV, WC_SUCCESS)]);
-    let ka = query(&mut a);
+    let ka = a.query_counters();
     assert_eq!((ka.ack_retries, ka.retry_exceeded, ka.timeouts), (0, 0, 0));
 }
 
@@ -264,19 +253,19 @@ fn receive_drops_by_reason() {
     a.post_send(0, &write_wr(1, 100, &m, &bm));
     let req = a.h.dev.take_tx();
     assert_eq!(req.len(), 1);
-    let base = query(&mut b);
+    let base = b.query_counters();
 
     // A flipped payload bit: the ICRC fails, the packet is not received.
     let mut bad = req[0].clone();
     let last = bad.len() - 10;
     bad[last] ^= 1;
     deliver(&b, &[bad]);
-    let k = query(&mut b);
+    let k = b.query_counters();
     assert_eq!(k.rx_bad_icrc - base.rx_bad_icrc, 1);
     assert_eq!(k.rx_pkts, base.rx_pkts);
     // Too short to be anything.
     deliver(&b, &[req[0][..20].to_vec()]);
-    let k = query(&mut b);
+    let k = b.query_counters();
     assert_eq!(k.rx_truncated - base.rx_truncated, 1);
     assert_eq!(k.rx_pkts, base.rx_pkts);
 
@@ -288,7 +277,7 @@ fn receive_drops_by_reason() {
     let cm = c.reg_mr(4096, ACCESS_LOCAL_WRITE);
     c.post_send(0, &write_wr(1, 100, &cm, &bm));
     deliver(&b, &c.h.dev.take_tx());
-    let k = query(&mut b);
+    let k = b.query_counters();
     assert_eq!(k.rx_bad_addr - base.rx_bad_addr, 1);
     assert_eq!(k.rx_pkts - base.rx_pkts, 1);
     // And to a QP number b does not have: no QP.
@@ -296,14 +285,14 @@ fn receive_drops_by_reason() {
     c.connect(1, bq + 100, bmac, bgid, 3, NET_IPV4, |_| {});
     c.post_send(1, &write_wr(2, 100, &cm, &bm));
     deliver(&b, &c.h.dev.take_tx());
-    let k = query(&mut b);
+    let k = b.query_counters();
     assert_eq!(k.rx_no_qp - base.rx_no_qp, 1);
     assert_eq!(k.rx_pkts - base.rx_pkts, 2);
     assert_eq!(k.acks_sent, base.acks_sent);
 
     // The genuine request still goes through.
     deliver(&b, &req);
-    let k = query(&mut b);
+    let k = b.query_counters();
     assert_eq!(k.rx_pkts - base.rx_pkts, 3);
     assert_eq!(k.acks_sent - base.acks_sent, 1);
     assert_eq!(k.rx_bad_icrc - base.rx_bad_icrc, 1);
@@ -329,7 +318,7 @@ fn loopback_frames_are_sent_and_received() {
             None => break,
         }
     }
-    let k = query(&mut a);
+    let k = a.query_counters();
     // One request and its ACK, both looped back and received.
     assert_eq!((k.tx_pkts, k.loopback_pkts, k.rx_pkts), (2, 2, 2));
     assert_eq!(k.tx_bytes, k.rx_bytes);

@@ -15,21 +15,9 @@ use ferroce_dev::wire::{decode, op};
 
 const UC_ACCESS: u32 = ACCESS_LOCAL_WRITE | ACCESS_REMOTE_WRITE;
 
-/// The counters through QUERY_COUNTERS, the whole 1.5 structure.
-fn query(node: &mut Node) -> Counters {
-    let size = core::mem::size_of::<Counters>() as u32;
-    let resp = node.h.alloc(u64::from(size), 8);
-    let mut c = CmdQueryCounters::zeroed();
-    c.hdr.opcode = CMD_QUERY_COUNTERS;
-    c.resp_addr = resp;
-    c.resp_len = size;
-    node.h.ok(&c);
-    node.h.read(resp)
-}
-
 /// The UC drop counters: (dropped, seq_err, no_wqe, bad_req).
 fn drops(node: &mut Node) -> (u64, u64, u64, u64) {
-    let k = query(node);
+    let k = node.query_counters();
     (
         k.rx_uc_dropped,
         k.rx_uc_seq_err,
@@ -161,7 +149,7 @@ fn send_and_write_imm_across_two_devices() {
     // The QP saw its first packet in RTS: no COMM_EST; nothing else either.
     assert!(b.h.take_events().is_empty());
     assert_eq!(drops(&mut b), (0, 0, 0, 0));
-    let k = query(&mut b);
+    let k = b.query_counters();
     assert_eq!((k.acks_sent, k.seq_naks_sent, k.err_naks_sent), (0, 0, 0));
 }
 
@@ -339,7 +327,7 @@ fn a_gap_resyncs_on_the_next_first_or_only_packet() {
     deliver(&b, &fa[..2]);
     assert!(b.poll().is_empty());
     assert_eq!(drops(&mut b), (3, 1, 0, 0));
-    assert_eq!(query(&mut b).dup_requests, 2);
+    assert_eq!(b.query_counters().dup_requests, 2);
 }
 
 /// A wire that duplicates, drops and reorders frames: every message that
@@ -402,7 +390,7 @@ fn impaired_wire_never_delivers_a_message_twice_or_torn() {
     let (dropped, _, no_wqe, bad) = drops(&mut b);
     assert!(dropped > 0);
     assert_eq!((no_wqe, bad), (0, 0));
-    assert!(query(&mut b).dup_requests > 0);
+    assert!(b.query_counters().dup_requests > 0);
     assert!(b.h.dev.take_tx().is_empty());
 }
 
@@ -523,7 +511,7 @@ fn no_ack_frames_on_the_wire() {
     }
     assert_eq!(a.poll().len() + b.poll().len(), 4 * 6 + 2 * 6);
     for n in [&mut a, &mut b] {
-        let k = query(n);
+        let k = n.query_counters();
         assert_eq!(
             (
                 k.acks_sent,
@@ -573,7 +561,7 @@ fn bad_requests_are_dropped_silently_and_counted() {
         let (dropped, seq, no_wqe, bad) = drops(&mut b);
         assert_eq!((seq, no_wqe, bad), (0, 0, expect_bad));
         // Every packet of the message went (3000 bytes: 3 packets).
-        assert_eq!(dropped, query(&mut b).rx_uc_dropped);
+        assert_eq!(dropped, b.query_counters().rx_uc_dropped);
         assert_eq!(b.h.query_qp(b.qps[0].qpn).qp_state, QPS_RTS);
     }
     assert_eq!(drops(&mut b).0, 6);
@@ -767,6 +755,6 @@ fn rxe_style_ack_req_is_executed_and_not_answered() {
     let c = b.poll();
     assert_eq!(cqes(&c), vec![(5, WC_RECV, WC_SUCCESS)]);
     assert_eq!(b.bytes(dst.gpa, 3000), msg);
-    let k = query(&mut b);
+    let k = b.query_counters();
     assert_eq!((k.acks_sent, k.rx_uc_dropped, k.rx_bad_icrc), (0, 0, 0));
 }

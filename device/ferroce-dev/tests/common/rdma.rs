@@ -525,6 +525,19 @@ impl Node {
         out
     }
 
+    /// The counters through QUERY_COUNTERS, as a driver reads them: the
+    /// whole `struct ferroce_counters`.
+    pub fn query_counters(&mut self) -> Counters {
+        let size = core::mem::size_of::<Counters>() as u32;
+        let resp = self.h.alloc(u64::from(size), 8);
+        let mut c = CmdQueryCounters::zeroed();
+        c.hdr.opcode = CMD_QUERY_COUNTERS;
+        c.resp_addr = resp;
+        c.resp_len = size;
+        self.h.ok(&c);
+        self.h.read(resp)
+    }
+
     /// Arms the CQ for the next completion.
     pub fn arm_cq(&mut self, cmd: u32) {
         self.h
