@@ -866,7 +866,8 @@ pub const PUMP_BUDGET: usize = 256;
 
 impl State {
     /// `struct ferroce_counters` as QUERY_COUNTERS returns it: the device
-    /// counters and, since 1.4, the data path's.
+    /// counters and, since 1.4, the data path's (1.5: UC drops, 1.9:
+    /// credits).
     pub(crate) fn guest_counters(&self) -> hw::Counters {
         let d = &self.data;
         hw::Counters {
@@ -907,6 +908,8 @@ impl State {
             rx_uc_seq_err: d.rx_uc_seq_err,
             rx_uc_no_wqe: d.rx_uc_no_wqe,
             rx_uc_bad_req: d.rx_uc_bad_req,
+            credit_waits: d.credit_waits,
+            credit_updates: d.credit_updates,
             ..self.counters.hw
         }
     }

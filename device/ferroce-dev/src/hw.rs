@@ -176,7 +176,7 @@ hw_consts! {
     /// `FERROCE_VERSION_MAJOR`.
     VERSION_MAJOR: u32 = 1;
     /// `FERROCE_VERSION_MINOR`.
-    VERSION_MINOR: u32 = 8;
+    VERSION_MINOR: u32 = 9;
     /// `FERROCE_MAGIC_VALUE`.
     MAGIC_VALUE: u32 = 0x45435246;
     /// `FERROCE_CAP_RC`.
@@ -331,6 +331,9 @@ hw_consts! {
     /// `FERROCE_COUNTERS_SIZE_1_4`: `struct ferroce_counters` in 1.4,
     /// before the UC drops of 1.5.
     COUNTERS_SIZE_1_4: usize = 504;
+    /// `FERROCE_COUNTERS_SIZE_1_5`: `struct ferroce_counters` in 1.5..1.8,
+    /// before the credit counters of 1.9.
+    COUNTERS_SIZE_1_5: usize = 536;
     /// `FERROCE_CMD_QUERY_CAPS`.
     CMD_QUERY_CAPS: u8 = 0x01;
     /// `FERROCE_CMD_QUERY_PORT`.
@@ -1074,6 +1077,11 @@ hw_structs! {
         pub rx_uc_no_wqe: u64,
         /// UC messages discarded for a bad R_Key, range, access or length.
         pub rx_uc_bad_req: u64,
+        // New in 1.9: end-to-end credits.
+        /// Messages an RC requester held back for credits.
+        pub credit_waits: u64,
+        /// Credit updates an RC responder sent.
+        pub credit_updates: u64,
     }
     /// `struct ferroce_cmd_create_eq`.
     pub struct CmdCreateEq = "ferroce_cmd_create_eq" {

@@ -440,8 +440,7 @@ fn spec_1_8_placement_names_are_compared() {
         assert!(c.consts.contains_key(name), "{name} not in C");
         assert_eq!(c.consts.get(name), r.consts.get(name), "{name}");
     }
-    assert_eq!(c.consts["FERROCE_VERSION_MINOR"], 8);
-    assert_eq!(r.consts["FERROCE_VERSION_MINOR"], 8);
+    assert!(c.consts["FERROCE_VERSION_MINOR"] >= 8);
     for name in ["ferroce_sq_wqe_atomic_write", "ferroce_sq_wqe_flush"] {
         assert!(c.structs.contains_key(name), "{name} not in C");
         assert_eq!(c.structs.get(name), r.structs.get(name), "{name}");
@@ -500,4 +499,33 @@ fn spec_1_8_placement_names_are_compared() {
     assert_eq!((hw::WC_FLUSH, hw::WC_ATOMIC_WRITE), (8, 9));
     assert_eq!((hw::FLUSH_GLOBAL, hw::FLUSH_PERSISTENT), (1, 2));
     assert_eq!((hw::FLUSH_RANGE, hw::FLUSH_MR), (0, 1));
+}
+
+/// Spec 1.9 appends the two end-to-end credit counters to `struct
+/// ferroce_counters`: the 1.5..1.8 structure is its unchanged prefix.
+#[test]
+fn spec_1_9_credit_counters_are_compared() {
+    let (c, r) = both();
+    assert_eq!(c.consts["FERROCE_VERSION_MINOR"], 9);
+    assert_eq!(r.consts["FERROCE_VERSION_MINOR"], 9);
+    let size = "FERROCE_COUNTERS_SIZE_1_5";
+    assert!(c.consts.contains_key(size), "{size} not in C");
+    assert_eq!(c.consts.get(size), r.consts.get(size), "{size}");
+    let (len, fields) = &c.structs["ferroce_counters"];
+    assert_eq!(
+        c.structs.get("ferroce_counters"),
+        r.structs.get("ferroce_counters")
+    );
+    let tail: Vec<_> = fields
+        .iter()
+        .filter(|f| f.1 >= hw::COUNTERS_SIZE_1_5)
+        .collect();
+    assert_eq!(
+        tail,
+        [
+            &("credit_waits".to_string(), 536, 8),
+            &("credit_updates".to_string(), 544, 8),
+        ]
+    );
+    assert_eq!(*len, hw::COUNTERS_SIZE_1_5 + 2 * 8);
 }

@@ -348,3 +348,13 @@ fn the_device_lock_counts_every_taking_and_each_wait() {
         assert_eq!(after.lock_wait_us, before.lock_wait_us);
     }
 }
+
+/// 1.9 adds no capability bit: the credit counters grow the structure by
+/// two le64, after the 1.5..1.8 one.
+#[test]
+fn version_1_9_counts_credits() {
+    let a = Node::new(36);
+    assert_eq!(a.h.reg_r(REG_VERSION), 1 << VERSION_MAJOR_SHIFT | 9);
+    assert_eq!(a.h.reg_r(REG_DEV_CAPS), 0xffffff);
+    assert_eq!(core::mem::size_of::<Counters>(), COUNTERS_SIZE_1_5 + 2 * 8);
+}

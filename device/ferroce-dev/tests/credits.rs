@@ -288,6 +288,24 @@ fn a_credit_update_releases_the_held_send() {
     assert_eq!((d.rnr_naks_rcvd, d.retransmits, d.credit_waits), (0, 0, 1));
 }
 
+/// QUERY_COUNTERS (1.9) carries both credit counters, as the data path
+/// counts them: the requester's held SEND, the responder's update.
+#[test]
+fn the_credit_counters_reach_the_driver() {
+    let (mut a, mut b, _src, dst) = drained(2);
+    post_recvs(&mut b, 101, 1, &dst);
+    while b.h.dev.counters().data.credit_updates == 0 {
+        let t = b.h.dev.next_timer().expect("b watches its RQ");
+        b.h.dev.tick(t);
+    }
+    hand_over(&b, &a);
+    run(&a, &b);
+    let (ka, kb) = (a.query_counters(), b.query_counters());
+    assert_eq!((ka.credit_waits, ka.credit_updates), (1, 0));
+    assert_eq!((kb.credit_waits, kb.credit_updates), (0, 1));
+    assert_eq!(ka.rnr_naks_rcvd, 0);
+}
+
 /// An application that posts a receive and then sends gets the credit
 /// update out before its request, so the peer learns of the WQE first.
 #[test]
