@@ -196,3 +196,18 @@ counters_under_faults() {
 	check "rdma statistic retransmits $(hw_stat "$a" retransmits) = the device's (control socket: ${dev:-none})" \
 		test "$(hw_stat "$a" retransmits)" = "$dev"
 }
+
+# credits_agree: rdma statistic's end-to-end credit counters (device 1.9)
+# are the device's own (the control socket's, in /tmp/counters.txt from
+# device_counters, taken when this VM's verbs work is over).
+credits_agree() {
+	local s=/mnt/work/hw_stats.credits n mine dev
+	check "rdma statistic show link $DEV/1 (credits)" hw_stats "$s" || return 1
+	for n in credit_waits credit_updates; do
+		mine=$(hw_stat "$s" "$n")
+		dev=$(awk -v k="$n" '$1 == k {print $2}' /tmp/counters.txt)
+		note "$n" "${mine:-none}"
+		check "rdma statistic $n ${mine:-none} = the device's (control socket: ${dev:-none})" \
+			test -n "$mine" -a "$mine" = "$dev"
+	done
+}

@@ -298,7 +298,8 @@ device_counters() {
 		d = json.load(open(sys.argv[1]))["data"]
 		for k in ("tx_frames", "rx_frames", "acks_sent", "retransmits", "timeouts",
 		          "rx_bad_header", "rx_bad_bth", "rx_bad_icrc", "rx_no_qp", "rx_bad_key",
-		          "rx_bad_addr", "rx_ud_no_wqe", "cqes", "cqe_errors", "cqe_flushed"):
+		          "rx_bad_addr", "rx_ud_no_wqe", "cqes", "cqe_errors", "cqe_flushed",
+		          "credit_waits", "credit_updates"):
 		    print(k, d[k])
 	EOF
 	sed 's/^/device_/' /tmp/counters.txt >>/mnt/work/notes

@@ -64,6 +64,8 @@ port_stats! {
     c"rx_uc_no_wqe" => rx_uc_no_wqe,
     c"rx_uc_bad_req" => rx_uc_bad_req,
     c"rx_stalled" => rx_stalled,
+    c"credit_waits" => credit_waits,
+    c"credit_updates" => credit_updates,
     c"cqes" => cqes,
     c"cqe_errors" => cqe_errors,
     c"cqe_flushed" => cqe_flushed,
