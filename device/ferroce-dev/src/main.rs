@@ -26,6 +26,7 @@ use ferroce_dev::gid::{fmt_mac, parse_mac};
 use ferroce_dev::hw::{PORT_MTU_MAX, PORT_MTU_MIN};
 use ferroce_dev::port::{Port, Tap};
 use ferroce_dev::vfio::{self, VfioDevice, VfioIrq, VfioMemory};
+use ferroce_dev::wire::pcap::PcapWriter;
 use ferroce_dev::{Device, DeviceConfig, NullIrq, NullMemory};
 use log::{error, info};
 
@@ -91,6 +92,11 @@ struct PortArgs {
     /// Record the wire into this pcap file.
     #[arg(long, value_name = "FILE", requires = "tap")]
     pcap: Option<PathBuf>,
+    /// Record frames whole until the pcap file holds this many MiB; after
+    /// that, frames longer than 512 bytes keep their first 128 (their
+    /// headers), so that bulk data does not fill the disk.
+    #[arg(long, value_name = "MIB", default_value_t = 64, requires = "pcap")]
+    pcap_whole_mib: u64,
     /// Write every frame to the tap on its own. By default runs of one
     /// QP's RoCE v2 data packets go to the tap as UDP GSO super-frames
     /// (`IFF_VNET_HDR`), which the kernel cuts back into the packets where
@@ -304,7 +310,11 @@ fn start_port(dev: &Arc<Device>, a: &PortArgs) -> Result<(), String> {
     };
     let link = Tap::open(tap, !a.no_tx_gso, !a.no_rx_gso).map_err(|e| format!("tap {tap}: {e}"))?;
     let pcap = match &a.pcap {
-        Some(p) => Some(std::fs::File::create(p).map_err(|e| format!("{}: {e}", p.display()))?),
+        Some(p) => {
+            let f = std::fs::File::create(p).map_err(|e| format!("{}: {e}", p.display()))?;
+            let w = PcapWriter::new(f).map_err(|e| format!("{}: {e}", p.display()))?;
+            Some(w.whole_until(a.pcap_whole_mib.saturating_mul(1 << 20)))
+        }
         None => None,
     };
     let netdev = match &a.netdev_socket {

@@ -536,12 +536,9 @@ impl Port {
     pub fn new(
         dev: Arc<Device>,
         wire: Arc<dyn FrameLink>,
-        pcap: Option<std::fs::File>,
+        pcap: Option<PcapWriter<std::fs::File>>,
     ) -> io::Result<Arc<Self>> {
-        let pcap = match pcap {
-            Some(f) => Some(Mutex::new(PcapWriter::new(f)?)),
-            None => None,
-        };
+        let pcap = pcap.map(Mutex::new);
         let (wake_tx, wake_rx) = sync_channel(1);
         let (netdev_queue, netdev_queue_rx) = sync_channel(NETDEV_QUEUE);
         let port = Arc::new(Self {

@@ -263,7 +263,8 @@ fn port_records_the_wire_to_pcap() {
     let node = Node::new(36);
     let path = std::env::temp_dir().join(format!("ferroce-port-{}.pcap", std::process::id()));
     let file = std::fs::File::create(&path).unwrap();
-    let port = Port::new(node.h.dev.clone(), Arc::new(wa), Some(file)).unwrap();
+    let pcap = wire::pcap::PcapWriter::new(file).unwrap();
+    let port = Port::new(node.h.dev.clone(), Arc::new(wa), Some(pcap)).unwrap();
     port.spawn(None).unwrap();
     let arp = frame([0xff; 6], 0x0806, &[2; 28]);
     peer.send(&arp).unwrap();
