@@ -12,6 +12,11 @@ set +e
 need_root
 "$FERROCE_TOP/scripts/setup-host.sh" || exit 1
 
+# What the disk holds decides a CI run as much as the tests: say it.
+disk_free() { df -Pm "$1" | awk 'NR == 2 {printf "%.1f GiB free", $4 / 1024}'; }
+mkdir -p "$FERROCE_CACHE"
+log "check: $(disk_free "$FERROCE_TOP") for the checkout, $(disk_free "$FERROCE_CACHE") for the cache"
+
 passed=0 failed=0
 declare -a failures=()
 pass() { passed=$((passed + $1)); }
@@ -69,6 +74,9 @@ for s in $scenarios; do
 	log "check: qemu-test/run $s"
 	if run_scenario "$s"; then pass 1; else fail "scenario $s$SCENARIO_WHY"; fi
 done
+
+runs=${FERROCE_RUNS:-$FERROCE_TOP/qemu-test/runs}
+log "check: the scenarios' run directories hold $(du -sm "$runs" 2>/dev/null | cut -f1) MiB; now $(disk_free "$FERROCE_TOP")"
 
 # The dependencies every profile built here, for the next fresh checkout.
 (cargo_target_save) || log "check: could not cache device/target's dependencies (not a test failure)"
