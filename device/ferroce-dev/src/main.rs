@@ -321,7 +321,7 @@ fn start_port(dev: &Arc<Device>, a: &PortArgs) -> Result<(), String> {
         Some(p) => Some(ctl::bind(p).map_err(|e| format!("{}: {e}", p.display()))?),
         None => None,
     };
-    let port = Port::new(dev.clone(), Arc::new(link), pcap).map_err(|e| e.to_string())?;
+    let port = Port::new(dev.clone(), Arc::new(link), pcap);
     port.spawn(netdev).map_err(|e| e.to_string())?;
     info!("port on tap {tap}");
     Ok(())

@@ -537,7 +537,7 @@ impl Port {
         dev: Arc<Device>,
         wire: Arc<dyn FrameLink>,
         pcap: Option<PcapWriter<std::fs::File>>,
-    ) -> io::Result<Arc<Self>> {
+    ) -> Arc<Self> {
         let pcap = pcap.map(Mutex::new);
         let (wake_tx, wake_rx) = sync_channel(1);
         let (netdev_queue, netdev_queue_rx) = sync_channel(NETDEV_QUEUE);
@@ -574,7 +574,7 @@ impl Port {
                 p.flush_engine();
             }
         }));
-        Ok(port)
+        port
     }
 
     /// A snapshot of the counters.

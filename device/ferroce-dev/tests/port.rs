@@ -157,7 +157,7 @@ fn side(i: u8, wire_end: UnixDatagram) -> Side {
     // Non-blocking: a full peer queue drops the frame (as a tap does)
     // instead of blocking both ports' threads on each other.
     wire_end.set_nonblocking(true).unwrap();
-    let port = Port::new(node.h.dev.clone(), Arc::new(wire_end), None).unwrap();
+    let port = Port::new(node.h.dev.clone(), Arc::new(wire_end), None);
     port.spawn(None).unwrap();
     let (qemu, dev_end) = UnixStream::pair().unwrap();
     qemu.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
@@ -264,7 +264,7 @@ fn port_records_the_wire_to_pcap() {
     let path = std::env::temp_dir().join(format!("ferroce-port-{}.pcap", std::process::id()));
     let file = std::fs::File::create(&path).unwrap();
     let pcap = wire::pcap::PcapWriter::new(file).unwrap();
-    let port = Port::new(node.h.dev.clone(), Arc::new(wa), Some(pcap)).unwrap();
+    let port = Port::new(node.h.dev.clone(), Arc::new(wa), Some(pcap));
     port.spawn(None).unwrap();
     let arp = frame([0xff; 6], 0x0806, &[2; 28]);
     peer.send(&arp).unwrap();
@@ -385,7 +385,7 @@ fn concurrent_flushes_keep_the_engine_order() {
         sending: std::sync::atomic::AtomicBool::new(false),
     });
     // Not spawned: only the two flushes below send.
-    let port = Port::new(a.h.dev.clone(), link.clone(), None).unwrap();
+    let port = Port::new(a.h.dev.clone(), link.clone(), None);
     let src = a.reg_mr(64 << 10, ACCESS_LOCAL_WRITE);
     let write = |wr_id, off| SendWr {
         wr_id,

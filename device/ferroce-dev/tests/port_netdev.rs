@@ -32,7 +32,7 @@ fn a_guest_that_stops_reading_does_not_block_the_wire_thread() {
     ));
     let (wire, _peer) = UnixDatagram::pair().unwrap();
     wire.set_nonblocking(true).unwrap();
-    let port = Port::new(dev, Arc::new(wire), None).unwrap();
+    let port = Port::new(dev, Arc::new(wire), None);
     port.spawn(None).unwrap();
     // QEMU's end of the stream netdev: connected, never read.
     let (qemu, dev_end) = UnixStream::pair().unwrap();
