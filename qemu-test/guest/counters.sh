@@ -73,18 +73,21 @@ counters_names_and_sysfs() {
 		sysfs_agrees "$s.sysfs1" "$s.rdma" "$s.sysfs2"
 }
 
+# hw_delta BEFORE AFTER NAME: how much counter NAME grew between two
+# hw_stats snapshots ("missing" if not in both).
+hw_delta() {
+	local x y
+	x=$(hw_stat "$2" "$3")
+	y=$(hw_stat "$1" "$3")
+	if [ -n "$x" ] && [ -n "$y" ]; then echo $((x - y)); else echo missing; fi
+}
+
 # counters_delta TAG BEFORE AFTER MIN_PKTS MIN_BYTES: a workload that sent
 # and received at least MIN_PKTS packets of MIN_BYTES in all shows in
 # sent/rcvd_pkts/bytes; the error counters stay 0; retries are reported.
 counters_delta() {
 	local tag=$1 b=$2 a=$3 min=$4 minb=$5 n d
-	# delta NAME: how much NAME grew ("missing" if not in both snapshots).
-	delta() {
-		local x y
-		x=$(hw_stat "$a" "$1")
-		y=$(hw_stat "$b" "$1")
-		if [ -n "$x" ] && [ -n "$y" ]; then echo $((x - y)); else echo missing; fi
-	}
+	delta() { hw_delta "$b" "$a" "$1"; }
 	for n in sent_pkts rcvd_pkts; do
 		d=$(delta $n)
 		note "${tag}_${n}_delta" "$d"
