@@ -9,7 +9,7 @@ mod common;
 
 use common::rdma::*;
 use ferroce_dev::hw::*;
-use ferroce_dev::transport::CREDIT_WAIT_NS;
+use ferroce_dev::transport::{CREDIT_KEEPALIVES, CREDIT_WAIT_NS};
 use ferroce_dev::wire::{aeth, decode, op};
 
 const ALL_ACCESS: u32 = ACCESS_LOCAL_WRITE | ACCESS_REMOTE_WRITE | ACCESS_REMOTE_READ;
@@ -320,29 +320,118 @@ fn the_update_goes_before_the_responders_own_request() {
     assert_eq!(decode(&out[0]).unwrap().aeth.syndrome, aeth::ACK | 1);
 }
 
-/// A responder that sends no credit updates (qib and hfi1 do not): the
-/// message held back goes as the probe `CREDIT_WAIT` after the ACK that
-/// advertised 0, and is RNR NAKed if nothing was posted.
+/// Runs the timers of `a` and `b` in time order up to `until` (ns), one
+/// clock for both. While `b_answers`, `a`'s frames go to `b` and `b`'s
+/// answers back to `a`; otherwise they are lost. Returns `a`'s frames.
+fn run_timers(a: &Node, b: &Node, until: u64, b_answers: bool) -> Vec<Vec<u8>> {
+    let mut sent = Vec::new();
+    loop {
+        let (ta, tb) = (a.h.dev.next_timer(), b.h.dev.next_timer());
+        let t = match (ta, tb) {
+            (Some(x), Some(y)) => x.min(y),
+            (x, y) => match x.or(y) {
+                Some(t) => t,
+                None => break,
+            },
+        };
+        if t > until {
+            break;
+        }
+        a.h.dev.tick(t);
+        b.h.dev.tick(t);
+        let f = a.h.dev.take_tx();
+        if b_answers {
+            b.h.dev.receive_batch(f.iter().map(|f| f.as_slice()));
+            hand_over(b, a);
+        }
+        sent.extend(f);
+    }
+    sent
+}
+
+/// A receiver that posts nothing for longer than `CREDIT_WAIT`: the
+/// requester does not probe it into an RNR NAK but sends a keep-alive
+/// every `CREDIT_WAIT`, a zero-length WRITE for its newest acknowledged
+/// PSN, which the responder acknowledges again with its count (0), and
+/// which keeps its watch going. The WQE posted 10 ms later is announced
+/// in an update, and the SEND goes without an RNR NAK.
 #[test]
-fn without_an_update_the_probe_goes_after_the_credit_wait() {
+fn a_keepalive_keeps_the_watch_of_a_stalled_receiver() {
+    let (mut a, mut b, _src, dst) = drained(2);
+    let start = a.h.dev.now_ns();
+    let sent = run_timers(&a, &b, start + 10 * CREDIT_WAIT_NS, true);
+    assert_eq!(sent.len(), 10, "one keep-alive per CREDIT_WAIT");
+    let first = decode(&sent[0]).unwrap().bth.psn;
+    for f in &sent {
+        let p = decode(f).unwrap();
+        assert_eq!(p.bth.opcode, op::RC_WRITE_ONLY);
+        assert!(p.bth.ack_req);
+        assert_eq!(p.bth.psn, first, "the newest acknowledged PSN, each time");
+        assert_eq!((p.reth.len, p.payload.len()), (0, 0));
+    }
+    // b took each for a duplicate of the first SEND (its PSN is behind
+    // b's expected PSN), executed nothing and acknowledged it again.
+    let (da, db) = (a.h.dev.counters().data, b.h.dev.counters().data);
+    assert_eq!(da.credit_keepalives, 10);
+    assert_eq!(
+        (db.dup_requests, db.credit_updates, db.rnr_naks_sent),
+        (10, 0, 0)
+    );
+    assert_eq!((db.seq_naks_sent, db.acks_sent), (0, 11));
+    assert!(b.h.dev.next_timer().is_some(), "b still watches its RQ");
+    post_recvs(&mut b, 101, 1, &dst);
+    run_timers(&a, &b, a.h.dev.now_ns() + CREDIT_WAIT_NS, true);
+    assert_eq!(b.h.dev.counters().data.credit_updates, 1);
+    run(&a, &b);
+    assert_eq!(statuses(&a.poll()).len(), 2);
+    let d = a.h.dev.counters().data;
+    assert_eq!(
+        (d.rnr_naks_rcvd, d.retransmits, d.credit_keepalives),
+        (0, 0, 10)
+    );
+    assert_eq!(b.poll().len(), 2, "both SENDs received");
+}
+
+/// A keep-alive that the responder does not answer (a peer gone, a QP
+/// reset): the held message goes as the probe `CREDIT_WAIT` later, and its
+/// fate is the ACK timer's and RNR NAKs' again.
+#[test]
+fn an_unanswered_keepalive_lets_the_probe_go() {
     let (mut a, b, _src, _dst) = drained(2);
     let t = a.h.dev.next_timer().expect("the wait for the update");
     let start = a.h.dev.now_ns();
     assert!(t >= start + CREDIT_WAIT_NS - 1000 && t <= start + CREDIT_WAIT_NS);
-    a.h.dev.tick(t - 1);
+    let sent = run_timers(&a, &b, t, false);
+    assert_eq!(opcodes(&sent), vec![op::RC_WRITE_ONLY], "the keep-alive");
+    let t2 = a.h.dev.next_timer().expect("the wait for its answer");
+    assert_eq!(t2, t + CREDIT_WAIT_NS);
+    a.h.dev.tick(t2 - 1);
     assert!(a.h.dev.take_tx().is_empty());
-    // b's watch runs out with nothing posted: it sends nothing.
-    while let Some(t) = b.h.dev.next_timer() {
-        b.h.dev.tick(t);
-    }
-    assert!(b.h.dev.take_tx().is_empty());
-    assert_eq!(b.h.dev.counters().data.credit_updates, 0);
-    a.h.dev.tick(t);
+    a.h.dev.tick(t2);
     let probe = hand_over(&a, &b);
     assert_eq!(opcodes(&probe), vec![op::RC_SEND_ONLY]);
     let nak = hand_over(&b, &a);
     assert_eq!(decode(&nak[0]).unwrap().aeth.syndrome & 0x60, aeth::RNR_NAK);
     assert_eq!(a.h.dev.counters().data.rnr_naks_rcvd, 1);
+    assert_eq!(a.poll().len(), 1, "only the first SEND completed");
+}
+
+/// A receiver that never posts: the keep-alives are bounded. After
+/// `CREDIT_KEEPALIVES`, all answered with 0, the held message goes as the
+/// probe and is RNR NAKed, so `rnr_retry` bounds the wait as before.
+#[test]
+fn the_probe_goes_after_the_last_keepalive() {
+    let (mut a, b, _src, _dst) = drained(2);
+    let start = a.h.dev.now_ns();
+    let n = u64::from(CREDIT_KEEPALIVES);
+    let sent = run_timers(&a, &b, start + (n + 1) * CREDIT_WAIT_NS, true);
+    let (keepalives, rest) = sent.split_at(sent.len().min(CREDIT_KEEPALIVES.into()));
+    assert!(opcodes(keepalives).iter().all(|&o| o == op::RC_WRITE_ONLY));
+    let probe = rest.first().map(|f| decode(f).unwrap().bth.opcode);
+    assert_eq!(probe, Some(op::RC_SEND_ONLY), "the probe");
+    let d = a.h.dev.counters().data;
+    assert_eq!(d.credit_keepalives, n);
+    assert!(d.rnr_naks_rcvd >= 1, "the probe met no receive WQE");
     assert_eq!(a.poll().len(), 1, "only the first SEND completed");
 }
 

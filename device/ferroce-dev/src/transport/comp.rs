@@ -212,8 +212,9 @@ impl State {
                 // already acted on (a duplicate or a stale NAK, IBTA
                 // 9.7.5.1.1; rxe `check_psn`). An ACK behind `una` is old,
                 // but one for the newest acknowledged PSN may be the
-                // responder's credit update (hfi1's "ghost" ACK): its
-                // credit count is taken, and nothing else.
+                // responder's credit update (hfi1's "ghost" ACK) or the
+                // answer to a keep-alive: its credit count is taken, and
+                // nothing else.
                 let syndrome = Syndrome::from_wire(pkt.aeth.syndrome);
                 if psn_diff(psn, engine.una) < 0 {
                     self.data.stale_responses += 1;
@@ -221,7 +222,7 @@ impl State {
                         if psn_diff(psn, engine.una) == -1 {
                             engine
                                 .credits
-                                .update(pkt.aeth.msn, credit, self.now_ns, false);
+                                .reacknowledged(pkt.aeth.msn, credit, self.now_ns);
                             if engine.rnr_wait.is_none() {
                                 self.fetch_and_send(qp, engine);
                             }
@@ -511,10 +512,16 @@ impl State {
         }
         let sends = qp.state == QPS_RTS || qp.state == QPS_SQD;
         if engine.credits.probe_at().is_some_and(|t| t <= now) {
-            // No update came: the message held back goes as the probe.
-            engine.credits.dry_until = None;
-            if sends && engine.rnr_wait.is_none() {
-                self.fetch_and_send(qp, engine);
+            // No update came: a keep-alive asks the responder for its
+            // count again, or the message held back goes as the probe.
+            let quiet = sends && engine.rnr_wait.is_none();
+            if quiet && !engine.on_wire() && engine.credits.keep_alive(now) {
+                self.send_keepalive(qp, engine);
+            } else {
+                engine.credits.dry_until = None;
+                if quiet {
+                    self.fetch_and_send(qp, engine);
+                }
             }
         }
         if !sends {

@@ -28,7 +28,10 @@
 //! 7 = infinite). An ACK beyond an incomplete RDMA READ is an implied NAK
 //! and re-requests the missing part of the read. A message that needs a
 //! receive WQE waits while it is beyond the responder's end-to-end credits
-//! (`SendCredits`), unless it is alone and no credit update is awaited.
+//! (`SendCredits`), unless it is alone and no credit update is awaited;
+//! while one is, a keep-alive (a zero-length WRITE for the newest
+//! acknowledged PSN, which the responder acknowledges again) asks for the
+//! responder's count every `CREDIT_WAIT`, instead of an RNR-NAKed probe.
 //!
 //! Responder: in-order packets are executed; duplicates (PSN behind the
 //! expected PSN) are acknowledged again; a PSN ahead of the expected one
@@ -137,6 +140,10 @@ const BUSY_RECOUNT_NS: u64 = 1_000_000;
 /// responder that advertised no receive WQE watches its RQ, and how long
 /// a requester told so waits for the update before it probes.
 pub const CREDIT_WAIT_NS: u64 = 1_000_000;
+/// `CREDIT_KEEPALIVES` (device.rst "RC requester"): keep-alives a
+/// requester sends for one held message, each after a `CREDIT_WAIT` with
+/// no update, before it sends the message as the probe.
+pub const CREDIT_KEEPALIVES: u8 = 32;
 /// The first and the longest interval between two reads of a watched RQ's
 /// doorbell record.
 const CREDIT_POLL_NS: (u64, u64) = (20_000, 100_000);
@@ -303,6 +310,9 @@ pub struct DataCounters {
     /// Unsolicited ACKs an RC responder sent to announce receive WQEs
     /// posted after it advertised none (credit updates).
     pub credit_updates: u64,
+    /// Keep-alives an RC requester sent while it held a message back for
+    /// a credit update.
+    pub credit_keepalives: u64,
     /// WQEs failed with RETRY_EXC_ERR.
     pub retry_exceeded: u64,
     /// WQEs failed with RNR_RETRY_EXC_ERR.
@@ -688,6 +698,11 @@ struct SendCredits {
     /// the LSN waits for the responder's credit update even when it is
     /// alone.
     dry_until: Option<u64>,
+    /// Keep-alives sent since the LSN last rose or the wait began.
+    keepalives: u8,
+    /// The responder acknowledged its newest PSN again since the last
+    /// keep-alive: it is there to answer the next one.
+    answered: bool,
 }
 
 /// An RC responder's watch of its RQ's doorbell record after it
@@ -732,6 +747,8 @@ impl Default for SendCredits {
             unlimited: false,
             held: None,
             dry_until: None,
+            keepalives: 0,
+            answered: false,
         }
     }
 }
@@ -759,9 +776,11 @@ impl SendCredits {
                 if d > 0 {
                     self.lsn = lsn;
                     self.dry_until = None;
+                    self.keepalives = 0;
                 }
                 if n == 0 && consumed && d >= 0 {
                     self.dry_until = Some(now.saturating_add(CREDIT_WAIT_NS));
+                    self.keepalives = 0;
                 }
             }
         }
@@ -792,6 +811,32 @@ impl SendCredits {
             }
         }
         self.sent_ssn = ssn;
+        true
+    }
+
+    /// An ACK for the newest acknowledged PSN, received at `now`: a
+    /// credit update, or the answer to a keep-alive. Its count is taken
+    /// as that of any ACK of an earlier message.
+    fn reacknowledged(&mut self, msn: u32, credit: codes::Credit, now: u64) {
+        self.answered = true;
+        self.update(msn, credit, now, false);
+    }
+
+    /// The wait for a credit update ran out at `now` with no update, and
+    /// nothing is unacknowledged: whether a keep-alive goes, after which
+    /// the held message waits `CREDIT_WAIT_NS` again, or the message goes
+    /// as the probe. The probe goes after [`CREDIT_KEEPALIVES`], and
+    /// after a keep-alive that the responder did not answer: a peer gone,
+    /// or a QP destroyed or reset, is then found by the probe's ACK timer.
+    fn keep_alive(&mut self, now: u64) -> bool {
+        let unanswered = self.keepalives > 0 && !self.answered;
+        if unanswered || self.keepalives >= CREDIT_KEEPALIVES {
+            self.dry_until = None;
+            return false;
+        }
+        self.keepalives += 1;
+        self.answered = false;
+        self.dry_until = Some(now.saturating_add(CREDIT_WAIT_NS));
         true
     }
 

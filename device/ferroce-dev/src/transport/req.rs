@@ -350,6 +350,31 @@ impl State {
         }
     }
 
+    /// A keep-alive (device.rst "RC requester", credit updates): a
+    /// zero-length RDMA WRITE Only with AckReq for the newest acknowledged
+    /// PSN, which the responder takes as a duplicate and acknowledges
+    /// again, with its credit count, without executing it.
+    pub(super) fn send_keepalive(&mut self, qp: &QpCtx, engine: &mut Engine) {
+        if let Some(t) = engine.credits.probe_at() {
+            self.arm(t);
+        }
+        let Some(path) = self.path_of(&qp.attr.av, qp.qpn, qp.attr.dest_qp_num) else {
+            return;
+        };
+        let bth = Bth {
+            opcode: op::RC_WRITE_ONLY,
+            pkey: wire::DEFAULT_PKEY,
+            dest_qp: qp.attr.dest_qp_num,
+            ack_req: true,
+            psn: psn_add(engine.una, 0xff_ffff),
+            ..Bth::default()
+        };
+        let (aeth, deth) = (Aeth::default(), Deth::default());
+        let pkt = self.data_packet(&path, bth, Reth::default(), aeth, deth, [0; 4], &[]);
+        self.emit_packet(&pkt);
+        self.data.credit_keepalives += 1;
+    }
+
     /// Sends every packet that the window, the read limit and fences allow.
     ///
     /// UC QPs send through here too, with UC opcodes and no AckReq: their
