@@ -98,7 +98,7 @@
 #define FERROCE_VERSION_MAJOR_MASK		0xffff0000
 #define FERROCE_VERSION_MINOR_MASK		0x0000ffff
 #define FERROCE_VERSION_MAJOR			1
-#define FERROCE_VERSION_MINOR			9
+#define FERROCE_VERSION_MINOR			10
 
 /* MAGIC: "FRCE" read as a little-endian u32 */
 #define FERROCE_MAGIC_VALUE			0x45435246
@@ -398,6 +398,8 @@ struct ferroce_cmd_query_counters {
 #define FERROCE_COUNTERS_SIZE_1_4		504
 /* The size of struct ferroce_counters in 1.5..1.8 (1.9 adds the credits). */
 #define FERROCE_COUNTERS_SIZE_1_5		536
+/* The size of struct ferroce_counters in 1.9 (1.10 adds the keep-alives). */
+#define FERROCE_COUNTERS_SIZE_1_9		552
 
 struct ferroce_counters {
 	__le64 cmds_ok;
@@ -457,6 +459,8 @@ struct ferroce_counters {
 	/* New in 1.9: end-to-end credits */
 	__le64 credit_waits;
 	__le64 credit_updates;
+	/* New in 1.10 */
+	__le64 credit_keepalives;
 };
 
 /* CREATE_EQ: out[0] = eqn (== vector) */
@@ -1099,7 +1103,7 @@ static_assert(sizeof(struct ferroce_cmd_query_port) == 16, "query_port");
 static_assert(sizeof(struct ferroce_cmd_set_port_mtu) == 16, "set_port_mtu");
 static_assert(sizeof(struct ferroce_cmd_set_port_mac) == 24, "set_port_mac");
 static_assert(sizeof(struct ferroce_cmd_query_counters) == 24, "query_counters");
-static_assert(sizeof(struct ferroce_counters) == 552, "counters");
+static_assert(sizeof(struct ferroce_counters) == 560, "counters");
 static_assert(sizeof(struct ferroce_cmd_create_eq) == 24, "create_eq");
 static_assert(sizeof(struct ferroce_cmd_destroy_eq) == 16, "destroy_eq");
 static_assert(sizeof(struct ferroce_cmd_create_cq) == 48, "create_cq");

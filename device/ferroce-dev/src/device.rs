@@ -867,7 +867,7 @@ pub const PUMP_BUDGET: usize = 256;
 impl State {
     /// `struct ferroce_counters` as QUERY_COUNTERS returns it: the device
     /// counters and, since 1.4, the data path's (1.5: UC drops, 1.9:
-    /// credits).
+    /// credits, 1.10: keep-alives).
     pub(crate) fn guest_counters(&self) -> hw::Counters {
         let d = &self.data;
         hw::Counters {
@@ -910,6 +910,7 @@ impl State {
             rx_uc_bad_req: d.rx_uc_bad_req,
             credit_waits: d.credit_waits,
             credit_updates: d.credit_updates,
+            credit_keepalives: d.credit_keepalives,
             ..self.counters.hw
         }
     }

@@ -176,7 +176,7 @@ hw_consts! {
     /// `FERROCE_VERSION_MAJOR`.
     VERSION_MAJOR: u32 = 1;
     /// `FERROCE_VERSION_MINOR`.
-    VERSION_MINOR: u32 = 9;
+    VERSION_MINOR: u32 = 10;
     /// `FERROCE_MAGIC_VALUE`.
     MAGIC_VALUE: u32 = 0x45435246;
     /// `FERROCE_CAP_RC`.
@@ -334,6 +334,9 @@ hw_consts! {
     /// `FERROCE_COUNTERS_SIZE_1_5`: `struct ferroce_counters` in 1.5..1.8,
     /// before the credit counters of 1.9.
     COUNTERS_SIZE_1_5: usize = 536;
+    /// `FERROCE_COUNTERS_SIZE_1_9`: `struct ferroce_counters` in 1.9,
+    /// before the keep-alive counter of 1.10.
+    COUNTERS_SIZE_1_9: usize = 552;
     /// `FERROCE_CMD_QUERY_CAPS`.
     CMD_QUERY_CAPS: u8 = 0x01;
     /// `FERROCE_CMD_QUERY_PORT`.
@@ -1082,6 +1085,10 @@ hw_structs! {
         pub credit_waits: u64,
         /// Credit updates an RC responder sent.
         pub credit_updates: u64,
+        // New in 1.10.
+        /// Keep-alives an RC requester sent while it waited for a credit
+        /// update.
+        pub credit_keepalives: u64,
     }
     /// `struct ferroce_cmd_create_eq`.
     pub struct CmdCreateEq = "ferroce_cmd_create_eq" {

@@ -501,31 +501,53 @@ fn spec_1_8_placement_names_are_compared() {
     assert_eq!((hw::FLUSH_RANGE, hw::FLUSH_MR), (0, 1));
 }
 
-/// Spec 1.9 appends the two end-to-end credit counters to `struct
-/// ferroce_counters`: the 1.5..1.8 structure is its unchanged prefix.
-#[test]
-fn spec_1_9_credit_counters_are_compared() {
+/// Checks that C and Rust agree on `struct ferroce_counters` and on the
+/// define `size` (its size in an older version); returns the structure's
+/// size and its fields from offset `size` up to offset `end`.
+fn counters_after(size: &str, end: usize) -> (usize, Fields) {
     let (c, r) = both();
-    assert_eq!(c.consts["FERROCE_VERSION_MINOR"], 9);
-    assert_eq!(r.consts["FERROCE_VERSION_MINOR"], 9);
-    let size = "FERROCE_COUNTERS_SIZE_1_5";
     assert!(c.consts.contains_key(size), "{size} not in C");
     assert_eq!(c.consts.get(size), r.consts.get(size), "{size}");
-    let (len, fields) = &c.structs["ferroce_counters"];
     assert_eq!(
         c.structs.get("ferroce_counters"),
         r.structs.get("ferroce_counters")
     );
-    let tail: Vec<_> = fields
+    let from = c.consts[size] as usize;
+    let (len, fields) = &c.structs["ferroce_counters"];
+    let tail = fields
         .iter()
-        .filter(|f| f.1 >= hw::COUNTERS_SIZE_1_5)
+        .filter(|f| (from..end).contains(&f.1))
+        .cloned()
         .collect();
+    (*len, tail)
+}
+
+/// Spec 1.9 appends the two end-to-end credit counters to `struct
+/// ferroce_counters`: the 1.5..1.8 structure is its unchanged prefix.
+#[test]
+fn spec_1_9_credit_counters_are_compared() {
+    let (c, _) = both();
+    assert!(c.consts["FERROCE_VERSION_MINOR"] >= 9);
+    let (len, tail) = counters_after("FERROCE_COUNTERS_SIZE_1_5", hw::COUNTERS_SIZE_1_9);
     assert_eq!(
         tail,
         [
-            &("credit_waits".to_string(), 536, 8),
-            &("credit_updates".to_string(), 544, 8),
+            ("credit_waits".to_string(), 536, 8),
+            ("credit_updates".to_string(), 544, 8),
         ]
     );
-    assert_eq!(*len, hw::COUNTERS_SIZE_1_5 + 2 * 8);
+    assert_eq!(hw::COUNTERS_SIZE_1_9, hw::COUNTERS_SIZE_1_5 + 2 * 8);
+    assert!(len >= hw::COUNTERS_SIZE_1_9);
+}
+
+/// Spec 1.10 appends the keep-alive counter to `struct ferroce_counters`:
+/// the 1.9 structure is its unchanged prefix.
+#[test]
+fn spec_1_10_keepalive_counter_is_compared() {
+    let (c, r) = both();
+    assert_eq!(c.consts["FERROCE_VERSION_MINOR"], 10);
+    assert_eq!(r.consts["FERROCE_VERSION_MINOR"], 10);
+    let (len, tail) = counters_after("FERROCE_COUNTERS_SIZE_1_9", usize::MAX);
+    assert_eq!(tail, [("credit_keepalives".to_string(), 552, 8)]);
+    assert_eq!(len, hw::COUNTERS_SIZE_1_9 + 8);
 }

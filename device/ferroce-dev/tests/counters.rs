@@ -349,12 +349,14 @@ fn the_device_lock_counts_every_taking_and_each_wait() {
     }
 }
 
-/// 1.9 adds no capability bit: the credit counters grow the structure by
-/// two le64, after the 1.5..1.8 one.
+/// 1.9 and 1.10 add no capability bit: the credit counters grow the
+/// structure by two le64 after the 1.5..1.8 one, the keep-alives by one
+/// more after the 1.9 one.
 #[test]
-fn version_1_9_counts_credits() {
+fn version_1_10_counts_keepalives() {
     let a = Node::new(36);
-    assert_eq!(a.h.reg_r(REG_VERSION), 1 << VERSION_MAJOR_SHIFT | 9);
+    assert_eq!(a.h.reg_r(REG_VERSION), 1 << VERSION_MAJOR_SHIFT | 10);
     assert_eq!(a.h.reg_r(REG_DEV_CAPS), 0xffffff);
-    assert_eq!(core::mem::size_of::<Counters>(), COUNTERS_SIZE_1_5 + 2 * 8);
+    assert_eq!(COUNTERS_SIZE_1_9, COUNTERS_SIZE_1_5 + 2 * 8);
+    assert_eq!(core::mem::size_of::<Counters>(), COUNTERS_SIZE_1_9 + 8);
 }

@@ -390,6 +390,10 @@ fn a_keepalive_keeps_the_watch_of_a_stalled_receiver() {
         (0, 0, 10)
     );
     assert_eq!(b.poll().len(), 2, "both SENDs received");
+    // QUERY_COUNTERS (1.10) carries the keep-alives to the driver.
+    let (ka, kb) = (a.query_counters(), b.query_counters());
+    assert_eq!((ka.credit_keepalives, kb.credit_keepalives), (10, 0));
+    assert_eq!((ka.credit_waits, kb.credit_updates), (1, 1));
 }
 
 /// A keep-alive that the responder does not answer (a peer gone, a QP

@@ -52,7 +52,7 @@ pub const FERROCE_VERSION_MAJOR_SHIFT: u32 = 16;
 pub const FERROCE_VERSION_MAJOR_MASK: u32 = 4294901760;
 pub const FERROCE_VERSION_MINOR_MASK: u32 = 65535;
 pub const FERROCE_VERSION_MAJOR: u32 = 1;
-pub const FERROCE_VERSION_MINOR: u32 = 9;
+pub const FERROCE_VERSION_MINOR: u32 = 10;
 pub const FERROCE_MAGIC_VALUE: u32 = 1162039878;
 pub const FERROCE_CAP_RC: u32 = 1;
 pub const FERROCE_CAP_UD: u32 = 2;
@@ -188,6 +188,7 @@ pub const FERROCE_PORT_ACTIVE: u32 = 4;
 pub const FERROCE_COUNTERS_SIZE_1_0: u32 = 240;
 pub const FERROCE_COUNTERS_SIZE_1_4: u32 = 504;
 pub const FERROCE_COUNTERS_SIZE_1_5: u32 = 536;
+pub const FERROCE_COUNTERS_SIZE_1_9: u32 = 552;
 pub const FERROCE_ACCESS_LOCAL_WRITE: u32 = 1;
 pub const FERROCE_ACCESS_REMOTE_WRITE: u32 = 2;
 pub const FERROCE_ACCESS_REMOTE_READ: u32 = 4;
@@ -805,10 +806,11 @@ pub struct ferroce_counters {
     pub rx_uc_bad_req: __le64,
     pub credit_waits: __le64,
     pub credit_updates: __le64,
+    pub credit_keepalives: __le64,
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of ferroce_counters"][::core::mem::size_of::<ferroce_counters>() - 552usize];
+    ["Size of ferroce_counters"][::core::mem::size_of::<ferroce_counters>() - 560usize];
     ["Alignment of ferroce_counters"][::core::mem::align_of::<ferroce_counters>() - 8usize];
     ["Offset of field: ferroce_counters::cmds_ok"]
         [::core::mem::offset_of!(ferroce_counters, cmds_ok) - 0usize];
@@ -918,6 +920,8 @@ const _: () = {
         [::core::mem::offset_of!(ferroce_counters, credit_waits) - 536usize];
     ["Offset of field: ferroce_counters::credit_updates"]
         [::core::mem::offset_of!(ferroce_counters, credit_updates) - 544usize];
+    ["Offset of field: ferroce_counters::credit_keepalives"]
+        [::core::mem::offset_of!(ferroce_counters, credit_keepalives) - 552usize];
 };
 impl Default for ferroce_counters {
     fn default() -> Self {
