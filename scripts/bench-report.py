@@ -274,10 +274,12 @@ def collect_ferroce(run, r):
     # Credit waits are the flow control that replaces them: messages held
     # back until an ACK advertised a receive WQE (device.rst, end-to-end
     # credits); credit updates are the unsolicited ACKs that announced
-    # receives posted after an ACK advertised none.
+    # receives posted after an ACK advertised none; keep-alives are what a
+    # requester that waited for one sent instead of a probe into an RNR NAK.
     for k, name in (("retransmits", "retransmits"), ("timeouts", "timeouts"),
                     ("rnr_naks", "rnr_naks_rcvd"), ("credit_waits", "credit_waits"),
-                    ("credit_updates", "credit_updates")):
+                    ("credit_updates", "credit_updates"),
+                    ("credit_keepalives", "credit_keepalives")):
         r[k] = vm_sum(per_vm, name)
         if r[k] is None:
             run.missing.append(("ferroce.%s" % k, "not known for every VM's device"))
@@ -295,7 +297,9 @@ def collect_ferroce(run, r):
                           "rewind, and counts as a retransmit too; a credit wait is a message "
                           "held back until the receiver's ACK advertised a receive WQE; "
                           "credit_updates: unsolicited ACKs announcing receives posted "
-                          "after an ACK advertised none; "
+                          "after an ACK advertised none; credit_keepalives: zero-length "
+                          "WRITEs for the newest acknowledged PSN that a requester sent "
+                          "every millisecond while it waited for an update; "
                           "device_lock: how often both devices' "
                           "entry points took their one lock (taken), found it held "
                           "(contended) and waited for it (wait_us), over the same tests; "
@@ -616,10 +620,11 @@ def table(b):
     p("  " + "  ".join("%d QP: %s" % (q["qps"], show(q.get("bw_average"), 0)) for q in
                        b["ferroce"]["qp_scaling"]))
     p("ferroce device counters over the tests (vm1 + vm2): retransmits %s, timeouts %s, "
-      "RNR NAKs received %s, credit waits %s, credit updates %s"
+      "RNR NAKs received %s, credit waits %s, credit updates %s, keep-alives %s"
       % (show(b["ferroce"]["retransmits"], 0), show(b["ferroce"]["timeouts"], 0),
          show(b["ferroce"]["rnr_naks"], 0), show(b["ferroce"].get("credit_waits"), 0),
-         show(b["ferroce"].get("credit_updates"), 0)))
+         show(b["ferroce"].get("credit_updates"), 0),
+         show(b["ferroce"].get("credit_keepalives"), 0)))
     lk = b["ferroce"]["device_lock"]
     p("ferroce device lock over the tests (vm1 + vm2): taken %s times, %s of them after "
       "waiting, %s us of waiting" % (show(lk["taken"], 0), show(lk["contended"], 0),

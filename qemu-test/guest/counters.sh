@@ -200,13 +200,14 @@ counters_under_faults() {
 		test "$(hw_stat "$a" retransmits)" = "$dev"
 }
 
-# credits_agree: rdma statistic's end-to-end credit counters (device 1.9)
-# are the device's own (the control socket's, in /tmp/counters.txt from
-# device_counters, taken when this VM's verbs work is over).
+# credits_agree: rdma statistic's end-to-end credit counters (device 1.9,
+# keep-alives 1.10) are the device's own (the control socket's, in
+# /tmp/counters.txt from device_counters, taken when this VM's verbs work is
+# over).
 credits_agree() {
 	local s=/mnt/work/hw_stats.credits n mine dev
 	check "rdma statistic show link $DEV/1 (credits)" hw_stats "$s" || return 1
-	for n in credit_waits credit_updates; do
+	for n in credit_waits credit_updates credit_keepalives; do
 		mine=$(hw_stat "$s" "$n")
 		dev=$(awk -v k="$n" '$1 == k {print $2}' /tmp/counters.txt)
 		note "$n" "${mine:-none}"

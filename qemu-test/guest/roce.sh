@@ -299,7 +299,7 @@ device_counters() {
 		for k in ("tx_frames", "rx_frames", "acks_sent", "retransmits", "timeouts",
 		          "rx_bad_header", "rx_bad_bth", "rx_bad_icrc", "rx_no_qp", "rx_bad_key",
 		          "rx_bad_addr", "rx_ud_no_wqe", "cqes", "cqe_errors", "cqe_flushed",
-		          "credit_waits", "credit_updates"):
+		          "credit_waits", "credit_updates", "credit_keepalives"):
 		    print(k, d[k])
 	EOF
 	sed 's/^/device_/' /tmp/counters.txt >>/mnt/work/notes

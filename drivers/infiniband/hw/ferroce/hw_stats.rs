@@ -66,6 +66,7 @@ port_stats! {
     c"rx_stalled" => rx_stalled,
     c"credit_waits" => credit_waits,
     c"credit_updates" => credit_updates,
+    c"credit_keepalives" => credit_keepalives,
     c"cqes" => cqes,
     c"cqe_errors" => cqe_errors,
     c"cqe_flushed" => cqe_flushed,
