@@ -10,7 +10,7 @@
  * attributes, as the pingpongs do).
  *
  *   rdma-verify -d DEV -g GID_INDEX [-p PORT] [-n ROUNDS] [-s MAX_LEN] [-t TIMEOUT]
- *               [-w SECONDS] [-x] [-m MW_TYPE] [-P | -W] [SERVER]
+ *               [-w SECONDS] [-x] [-m MW_TYPE] [-P | -W] [-K MS] [SERVER]
  *
  * TIMEOUT is the QP's local ACK timeout exponent (4.096 us * 2^TIMEOUT, 7
  * retries), 14 by default as in the pingpongs.  SECONDS is how long it waits
@@ -31,6 +31,11 @@
  * server's QP allows but its MR does not, must fail with a remote access
  * error.  -W does the same with ATOMIC_WRITE alone, for peers whose FLUSH
  * does not interoperate (rxe's FLUSH ICRC, see ferroce-rxe).
+ * -K MS adds a late receiver after the rounds: the client SENDs two
+ * messages at once to the server, which has one receive posted and posts
+ * the second MS milliseconds after the first arrived, so the second SEND
+ * waits that long for a receive WQE (a ferroce requester waits for the
+ * credit update, sending keep-alives, instead of drawing RNR NAKs).
  *
  * Prints a summary line and exits 0 when every byte matched.  While it
  * waits (for a completion or for its peer) it also reads the device's
@@ -82,6 +87,7 @@ static int sock = -1;
 #include "oob-tcp.h"
 
 static int rounds_done;
+static int late_ms;		/* -K: the late receiver's delay */
 
 /*
  * Destroys everything in reverse order of creation and prints each
@@ -459,7 +465,7 @@ int main(int argc, char **argv)
 	struct dest me = { 0 }, rem;
 	union ibv_gid gid;
 
-	while ((c = getopt(argc, argv, "d:g:p:n:s:t:w:xm:PW")) != -1) {
+	while ((c = getopt(argc, argv, "d:g:p:n:s:t:w:xm:PWK:")) != -1) {
 		switch (c) {
 		case 'd': devname = optarg; break;
 		case 'g': gidx = atoi(optarg); break;
@@ -472,6 +478,7 @@ int main(int argc, char **argv)
 		case 'm': mw_type = atoi(optarg); break;
 		case 'P': placement = 1; with_flush = 1; break;
 		case 'W': placement = 1; break;
+		case 'K': late_ms = atoi(optarg); break;
 		default: die("usage: rdma-verify -d DEV -g GID_INDEX [-p PORT] [-n ROUNDS] [-s MAX_LEN] [-t TIMEOUT] [-w SECONDS] [-x] [-m MW_TYPE] [-P | -W] [SERVER]\n");
 		}
 	}
@@ -647,6 +654,37 @@ int main(int argc, char **argv)
 			break;
 		}
 		rounds_done = r + 1;
+	}
+	if (late_ms > 0 && !bad) {
+		/* Two 64-byte SENDs, apart; the server's second receive comes late. */
+		if (server) {
+			expect('R');
+			pattern(src, 64, 5000);
+			pattern(src + 128, 64, 5001);
+			post_send(IBV_WR_SEND, 0, 64, &rem);
+			post_send(IBV_WR_SEND, 128, 64, &rem);
+			poll1("first SEND to the late receiver");
+			poll1("second SEND to the late receiver");
+			c = hear() != 'O';
+			printf("rdma-verify: two SENDs, the second received %d ms late: %s\n",
+			       late_ms, c ? "DATA MISMATCH" : "verified");
+			bad |= c;
+		} else {
+			struct ibv_wc wc;
+
+			guard(dst, 0, 64);
+			guard(dst, 128, 64);
+			post_recv(0, 64);
+			say('R');
+			wc = poll1("RECV of the first SEND");
+			c = wc.byte_len != 64 || verify("late SEND 1", 0, dst, 0, 64, 5000);
+			usleep(late_ms * 1000);
+			post_recv(128, 64);
+			wc = poll1("RECV of the second SEND");
+			c |= wc.byte_len != 64 || verify("late SEND 2", 1, dst, 128, 64, 5001);
+			say(c ? 'X' : 'O');
+			bad |= c;
+		}
 	}
 	for (int r = 0; placement && !bad && r < rounds; r++) {
 		/* 8-byte aligned, somewhere in the server's dst region. */
