@@ -186,13 +186,16 @@ fw_and_speed() {
 # device's own count (the control socket's, in /tmp/counters.txt from
 # device_counters).
 counters_under_faults() {
-	local b=$1 a=$2 n sum=0 d dev
+	local b=$1 a=$2 n sum=0 d dev missing=
 	for n in retransmits timeouts completer_retry_err duplicate_request out_of_seq_request \
 		rcvd_seq_err rcvd_icrc_err sent_pkts rcvd_pkts; do
-		d=$(($(hw_stat "$a" $n) - $(hw_stat "$b" $n)))
+		d=$(hw_delta "$b" "$a" $n)
 		note "faults_${n}_delta" "$d"
+		[ "$d" = missing ] && missing="$missing $n" && continue
 		case $n in retransmits | duplicate_request | out_of_seq_request) sum=$((sum + d)) ;; esac
 	done
+	check "rdma statistic: both snapshots have every counter asked for${missing:+ (missing:$missing)}" \
+		test -z "$missing"
 	check "rdma statistic: recovery from the faults shows (retransmits + duplicate_request + out_of_seq_request = $sum)" \
 		test "$sum" -gt 0
 	dev=$(awk '$1 == "retransmits" {print $2}' /tmp/counters.txt)
