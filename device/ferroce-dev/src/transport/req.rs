@@ -354,10 +354,10 @@ impl State {
     /// zero-length RDMA WRITE Only with AckReq for the newest acknowledged
     /// PSN, which the responder takes as a duplicate and acknowledges
     /// again, with its credit count, without executing it.
+    ///
+    /// Sent only from the engine thread's timers, whose next sleep already
+    /// counts the wait it starts: nothing to arm.
     pub(super) fn send_keepalive(&mut self, qp: &QpCtx, engine: &mut Engine) {
-        if let Some(t) = engine.credits.probe_at() {
-            self.arm(t);
-        }
         let Some(path) = self.path_of(&qp.attr.av, qp.qpn, qp.attr.dest_qp_num) else {
             return;
         };
