@@ -396,28 +396,78 @@ fn a_keepalive_keeps_the_watch_of_a_stalled_receiver() {
     assert_eq!((ka.credit_waits, kb.credit_updates), (1, 1));
 }
 
-/// A keep-alive that the responder does not answer (a peer gone, a QP
-/// reset): the held message goes as the probe `CREDIT_WAIT` later, and its
-/// fate is the ACK timer's and RNR NAKs' again.
+/// A responder that answers no keep-alive (a peer gone, or its QP
+/// destroyed): the keep-alives go on all the same, one per `CREDIT_WAIT`
+/// (1 ns earlier: nothing), and after `CREDIT_KEEPALIVES` the held
+/// message goes as the probe, whose fate is the ACK timer's and RNR NAKs'
+/// again.
 #[test]
-fn an_unanswered_keepalive_lets_the_probe_go() {
+fn unanswered_keepalives_go_on_to_the_probe() {
     let (mut a, b, _src, _dst) = drained(2);
-    let t = a.h.dev.next_timer().expect("the wait for the update");
+    let first = a.h.dev.next_timer().expect("the wait for the update");
     let start = a.h.dev.now_ns();
-    assert!(t >= start + CREDIT_WAIT_NS - 1000 && t <= start + CREDIT_WAIT_NS);
-    let sent = run_timers(&a, &b, t, false);
-    assert_eq!(opcodes(&sent), vec![op::RC_WRITE_ONLY], "the keep-alive");
-    let t2 = a.h.dev.next_timer().expect("the wait for its answer");
-    assert_eq!(t2, t + CREDIT_WAIT_NS);
-    a.h.dev.tick(t2 - 1);
-    assert!(a.h.dev.take_tx().is_empty());
-    a.h.dev.tick(t2);
-    let probe = hand_over(&a, &b);
-    assert_eq!(opcodes(&probe), vec![op::RC_SEND_ONLY]);
+    assert!(first >= start + CREDIT_WAIT_NS - 1000 && first <= start + CREDIT_WAIT_NS);
+    let mut sent = Vec::new();
+    for k in 0..=u64::from(CREDIT_KEEPALIVES) {
+        let due = first + k * CREDIT_WAIT_NS;
+        assert_eq!(a.h.dev.next_timer(), Some(due), "wait {k}");
+        a.h.dev.tick(due - 1);
+        assert!(a.h.dev.take_tx().is_empty());
+        a.h.dev.tick(due);
+        let f = a.h.dev.take_tx();
+        assert_eq!(f.len(), 1, "one frame at the end of wait {k}");
+        sent.extend(f); // lost
+    }
+    let (keepalives, probe) = sent.split_at(CREDIT_KEEPALIVES.into());
+    assert!(opcodes(keepalives).iter().all(|&o| o == op::RC_WRITE_ONLY));
+    assert_eq!(opcodes(probe), vec![op::RC_SEND_ONLY], "the probe");
+    b.h.dev.receive_batch(probe.iter().map(|f| f.as_slice()));
     let nak = hand_over(&b, &a);
     assert_eq!(decode(&nak[0]).unwrap().aeth.syndrome & 0x60, aeth::RNR_NAK);
-    assert_eq!(a.h.dev.counters().data.rnr_naks_rcvd, 1);
+    let d = a.h.dev.counters().data;
+    assert_eq!(d.credit_keepalives, u64::from(CREDIT_KEEPALIVES));
+    assert_eq!(d.rnr_naks_rcvd, 1);
     assert_eq!(a.poll().len(), 1, "only the first SEND completed");
+}
+
+/// A host that deschedules the responder's device for longer than
+/// `CREDIT_WAIT`: each answer to a keep-alive comes after the requester's
+/// next keep-alive went. The keep-alives go on and no probe is RNR NAKed;
+/// the WQE posted then is announced and releases the held SEND.
+#[test]
+fn a_late_answer_keeps_the_keepalives_going() {
+    let (mut a, mut b, _src, dst) = drained(2);
+    let mut late: Vec<Vec<u8>> = Vec::new();
+    let mut keepalives = 0;
+    for _ in 0..6 {
+        let t = a.h.dev.next_timer().expect("the held SEND waits");
+        a.h.dev.tick(t);
+        b.h.dev.tick(t);
+        let f = a.h.dev.take_tx();
+        // The answer to the keep-alive before arrives only now.
+        a.h.dev.receive_batch(late.iter().map(|x| x.as_slice()));
+        assert_eq!(
+            opcodes(&f),
+            vec![op::RC_WRITE_ONLY],
+            "a keep-alive, not the probe"
+        );
+        keepalives += 1;
+        b.h.dev.receive_batch(f.iter().map(|f| f.as_slice()));
+        late = b.h.dev.take_tx();
+        assert_eq!(opcodes(&late), vec![op::RC_ACK]);
+    }
+    post_recvs(&mut b, 101, 1, &dst);
+    a.h.dev.receive_batch(late.iter().map(|f| f.as_slice()));
+    run_timers(&a, &b, a.h.dev.now_ns() + CREDIT_WAIT_NS, true);
+    assert_eq!(b.h.dev.counters().data.credit_updates, 1);
+    run(&a, &b);
+    assert_eq!(statuses(&a.poll()).len(), 2, "both SENDs completed");
+    let d = a.h.dev.counters().data;
+    assert_eq!(
+        (d.rnr_naks_rcvd, d.retransmits, d.credit_keepalives),
+        (0, 0, keepalives)
+    );
+    assert_eq!(b.poll().len(), 2, "both SENDs received");
 }
 
 /// A receiver that never posts: the keep-alives are bounded. After

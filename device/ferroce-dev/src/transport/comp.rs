@@ -222,7 +222,7 @@ impl State {
                         if psn_diff(psn, engine.una) == -1 {
                             engine
                                 .credits
-                                .reacknowledged(pkt.aeth.msn, credit, self.now_ns);
+                                .update(pkt.aeth.msn, credit, self.now_ns, false);
                             if engine.rnr_wait.is_none() {
                                 self.fetch_and_send(qp, engine);
                             }

@@ -142,7 +142,7 @@ const BUSY_RECOUNT_NS: u64 = 1_000_000;
 pub const CREDIT_WAIT_NS: u64 = 1_000_000;
 /// `CREDIT_KEEPALIVES` (device.rst "RC requester"): keep-alives a
 /// requester sends for one held message, each after a `CREDIT_WAIT` with
-/// no update, before it sends the message as the probe.
+/// no update, answered or not, before it sends the message as the probe.
 pub const CREDIT_KEEPALIVES: u8 = 32;
 /// The first and the longest interval between two reads of a watched RQ's
 /// doorbell record.
@@ -700,9 +700,6 @@ struct SendCredits {
     dry_until: Option<u64>,
     /// Keep-alives sent since the LSN last rose or the wait began.
     keepalives: u8,
-    /// The responder acknowledged its newest PSN again since the last
-    /// keep-alive: it is there to answer the next one.
-    answered: bool,
 }
 
 /// An RC responder's watch of its RQ's doorbell record after it
@@ -748,7 +745,6 @@ impl Default for SendCredits {
             held: None,
             dry_until: None,
             keepalives: 0,
-            answered: false,
         }
     }
 }
@@ -814,28 +810,20 @@ impl SendCredits {
         true
     }
 
-    /// An ACK for the newest acknowledged PSN, received at `now`: a
-    /// credit update, or the answer to a keep-alive. Its count is taken
-    /// as that of any ACK of an earlier message.
-    fn reacknowledged(&mut self, msn: u32, credit: codes::Credit, now: u64) {
-        self.answered = true;
-        self.update(msn, credit, now, false);
-    }
-
     /// The wait for a credit update ran out at `now` with no update, and
     /// nothing is unacknowledged: whether a keep-alive goes, after which
     /// the held message waits `CREDIT_WAIT_NS` again, or the message goes
-    /// as the probe. The probe goes after [`CREDIT_KEEPALIVES`], and
-    /// after a keep-alive that the responder did not answer: a peer gone,
-    /// or a QP destroyed or reset, is then found by the probe's ACK timer.
+    /// as the probe, after [`CREDIT_KEEPALIVES`]. Whether the responder
+    /// answered the last keep-alive does not matter: a host that
+    /// deschedules its device delays the answer without losing it, and a
+    /// peer gone, or a QP destroyed or reset, is found by the probe's ACK
+    /// timer, at most `CREDIT_KEEPALIVES` waits later than without them.
     fn keep_alive(&mut self, now: u64) -> bool {
-        let unanswered = self.keepalives > 0 && !self.answered;
-        if unanswered || self.keepalives >= CREDIT_KEEPALIVES {
+        if self.keepalives >= CREDIT_KEEPALIVES {
             self.dry_until = None;
             return false;
         }
         self.keepalives += 1;
-        self.answered = false;
         self.dry_until = Some(now.saturating_add(CREDIT_WAIT_NS));
         true
     }
