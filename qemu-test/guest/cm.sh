@@ -169,7 +169,7 @@ cm_pair_once() {
 			i=$((i + 1))
 			if ! kill -0 "$pid" 2>/dev/null; then state=died; break; fi
 			[ "$i" -gt 300 ] && { state="not listening after 60 s"; break; }
-			sleep 0.2
+			pause 0.2
 		done
 		set_marker "$name.ready" "$state"
 		i=0
@@ -183,7 +183,7 @@ cm_pair_once() {
 					kill "$pid" 2>/dev/null
 				fi
 			fi
-			sleep 0.2
+			pause 0.2
 		done
 		wait "$pid"
 		rc=$?

@@ -170,7 +170,7 @@ pair_once() {
 			i=$((i + 1))
 			if ! kill -0 "$pid" 2>/dev/null; then state=died; break; fi
 			[ "$i" -gt 600 ] && { state="not listening after 60 s"; break; }
-			sleep 0.1
+			pause 0.1
 		done
 		set_marker "$name.ready" "$state"
 		i=0
@@ -182,7 +182,7 @@ pair_once() {
 					kill "$pid" 2>/dev/null
 				fi
 			fi
-			sleep 0.2
+			pause 0.2
 		done
 		wait "$pid"
 		rc=$?
