@@ -174,9 +174,16 @@ class Run:
         acc = re.search(r"-accel (\S+)", q)
         smp = re.search(r"-smp (\d+)", q)
         mem = re.search(r" -m (\d+)", q)
+        # Where each VM's vCPU and device process ran (qemu-test/run's
+        # RUN_DIR/VM/placement; none: nothing was pinned).
+        place = {}
+        for vm in ("vm1", "vm2"):
+            text = read(os.path.join(self.path, vm, "placement"))
+            place[vm] = text.strip().splitlines() if text else None
         return {"accel": acc.group(1) if acc else None,
                 "smp": int(smp.group(1)) if smp else None,
-                "mem_mib": int(mem.group(1)) if mem else None}
+                "mem_mib": int(mem.group(1)) if mem else None,
+                "placement": place}
 
 
 def collect(run):
@@ -360,11 +367,17 @@ def host(out):
         return None
     h["wakeups"] = dict(WAKEUPS)
     h["floor_us"] = {k: round(n * rtt / 2, 2) for k, n in WAKEUPS.items()}
+    one = h.get("wakeup_rtt_one_cpu_us")
+    h["floor_one_cpu_us"] = ({k: round(n * one / 2, 2) for k, n in WAKEUPS.items()}
+                             if isinstance(one, (int, float)) else None)
     h["note"] = ("wakeup_rtt_us: two threads of one process wake each other through a "
                  "socket, each asleep in poll(2) like the device's threads, on this machine "
-                 "before the VMs start; a wake-up is half of it. floor_us: the fewest "
-                 "wake-ups in each latency test's reported time (wakeups) times that, "
-                 "with no guest or device work at all")
+                 "before the VMs start, where the scheduler puts them (on an idle machine, "
+                 "two CPUs); wakeup_rtt_one_cpu_us: the same, both threads pinned to one "
+                 "CPU, as make bench places the devices' threads; a wake-up is half of a "
+                 "round trip. floor_us, floor_one_cpu_us: the fewest wake-ups in each "
+                 "latency test's reported time (wakeups) times that, with no guest or "
+                 "device work at all")
     return h
 
 
@@ -581,6 +594,15 @@ def table(b):
                                                      show(h.get("syscall_us"), 10, 3).strip()))
         p("        write %s, read %s, send %s" % tuple(
             show(h["floor_us"][op + "_lat"]).strip() for op in OPS))
+        if h.get("floor_one_cpu_us"):
+            p("        with both threads on one CPU: a round trip %s usec, floor write %s, "
+              "read %s, send %s" % ((show(h["wakeup_rtt_one_cpu_us"]).strip(),) + tuple(
+                  show(h["floor_one_cpu_us"][op + "_lat"]).strip() for op in OPS)))
+    for kind in ("rxe", "ferroce"):
+        place = (b[kind].get("vm") or {}).get("placement") or {}
+        p("  placement, %s: %s" % (kind, "; ".join(
+            "%s %s" % (vm, ", ".join(place[vm]) if place.get(vm) else "not pinned")
+            for vm in ("vm1", "vm2"))))
     p("  MTU (client): rxe eth %s, IB %s; ferroce eth %s, IB %s" % tuple(
         show(b[k].get(m), 0).strip() for k in ("rxe", "ferroce") for m in ("eth_mtu", "active_mtu")))
     p("")
@@ -715,6 +737,11 @@ def main(argv):
                   "repetitions (\"repetitions\"), the sweep and QP scaling one measurement "
                   "each: only the rough ratio means anything. Bandwidth iterations differ per "
                   "device (at most a few seconds of transfer each); latency and the sweep use the same counts. "
+                  "Where each VM's vCPU and device process ran is rxe.vm.placement and "
+                  "ferroce.vm.placement: make bench pins each VM's vCPU to a CPU of its "
+                  "own, the client vm2's to the first, and both "
+                  "ferroce device processes to the client's CPU at SCHED_FIFO 1 (BENCH_PIN=0: "
+                  "nothing is pinned). "
                   "The top level ran at MTU 1500 (IB MTU 1024); \"jumbo\", when present, is the "
                   "same benchmark at MTU 9000 (IB MTU 4096).")
 
