@@ -15,6 +15,11 @@
 # pass/fail: TCG guests on a shared host are slow and noisy, so only the
 # side-by-side ratio means anything, and only roughly.
 #
+# The scenarios pin each VM's vCPU to a CPU of its own and run both ferroce
+# device processes on the client VM's CPU, SCHED_FIFO (bench-ferroce.sh
+# says why; the report says where everything ran).  BENCH_PIN=0 pins
+# nothing.
+#
 # Exit status non-zero if a scenario failed, a ratio could not be computed
 # or a chart was not drawn (the report is written all the same, with the
 # missing numbers null and listed).
@@ -76,7 +81,7 @@ for s in "${scenarios[@]}"; do
 	for v in vm1 vm2; do
 		[ -d "${dir[$s]}/$v" ] || continue
 		mkdir -p "$out/$s/$v"
-		find "${dir[$s]}/$v" -maxdepth 1 -type f \( -name notes -o -name results -o -name exit-code \
+		find "${dir[$s]}/$v" -maxdepth 1 -type f \( -name notes -o -name results -o -name exit-code -o -name placement \
 			-o -name '*.client.log' -o -name '*.server.log' -o -name '*.cmd' -o -name 'counters*.json' \
 			-o -name ibv_devinfo.txt \) -exec cp -p {} "$out/$s/$v/" \;
 	done

@@ -19,8 +19,21 @@ BENCH_MTU=1500
 
 setup() {
 	segment lan mtu="$BENCH_MTU"
-	vm vm1 ferroce lan 10.0.1.1/24 ferroce
-	vm vm2 ferroce lan 10.0.1.2/24 ferroce
+	# Placement (qemu-test/run's cpu=, dev-cpu=, dev-fifo=; BENCH_PIN=0:
+	# none, in bench-rxe too).  Each VM's vCPU on a CPU of its own, the
+	# client vm2's on the first, and both device processes on that CPU,
+	# SCHED_FIFO: a thread woken on another CPU of these hosts runs 20-25
+	# us later, on its waker's 1-4 us later, and a CFS thread woken on a
+	# CPU where a vCPU polls may wait for its time slice (README,
+	# "Performance").  So every hop between the devices is on one CPU, and
+	# the client's doorbells too.  rxe's vCPUs are pinned the same way.
+	local pin1=() pin2=()
+	if [ "${BENCH_PIN:-1}" = 1 ]; then
+		pin1=(cpu=1 dev-cpu=0 dev-fifo=1)
+		pin2=(cpu=0 dev-cpu=0 dev-fifo=1)
+	fi
+	vm vm1 ferroce lan 10.0.1.1/24 ferroce "${pin1[@]}"
+	vm vm2 ferroce lan 10.0.1.2/24 ferroce "${pin2[@]}"
 }
 
 # Nothing to check on the host: scripts/bench-report.py reads the results.

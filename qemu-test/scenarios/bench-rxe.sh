@@ -15,8 +15,11 @@ BENCH_MTU=1500
 
 setup() {
 	segment lan mtu="$BENCH_MTU"
-	vm vm1 rxe lan 10.0.1.1/24
-	vm vm2 rxe lan 10.0.1.2/24
+	# The same placement as bench-ferroce's VMs (BENCH_PIN=0: none).
+	local pin1=() pin2=()
+	[ "${BENCH_PIN:-1}" = 1 ] && pin1=(cpu=1) pin2=(cpu=0)
+	vm vm1 rxe lan 10.0.1.1/24 "${pin1[@]}"
+	vm vm2 rxe lan 10.0.1.2/24 "${pin2[@]}"
 }
 
 # Nothing to check on the host: scripts/bench-report.py reads the results.
