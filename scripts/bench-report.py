@@ -177,7 +177,7 @@ class Run:
         # Where each VM's vCPU and device process ran (qemu-test/run's
         # RUN_DIR/VM/placement; none: nothing was pinned).
         place = {}
-        for vm in ("vm1", "vm2"):
+        for vm in VMS:
             text = read(os.path.join(self.path, vm, "placement"))
             place[vm] = text.strip().splitlines() if text else None
         return {"accel": acc.group(1) if acc else None,
@@ -602,7 +602,7 @@ def table(b):
         place = (b[kind].get("vm") or {}).get("placement") or {}
         p("  placement, %s: %s" % (kind, "; ".join(
             "%s %s" % (vm, ", ".join(place[vm]) if place.get(vm) else "not pinned")
-            for vm in ("vm1", "vm2"))))
+            for vm in VMS)))
     p("  MTU (client): rxe eth %s, IB %s; ferroce eth %s, IB %s" % tuple(
         show(b[k].get(m), 0).strip() for k in ("rxe", "ferroce") for m in ("eth_mtu", "active_mtu")))
     p("")
